@@ -1,0 +1,1 @@
+"""The embedded default dataset; see data/README.md."""

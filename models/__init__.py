@@ -1,0 +1,1 @@
+"""Network specs (TOML) of the papers' networks; see models/README.md."""

@@ -1,0 +1,3 @@
+from refsgd.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,204 @@
+"""The network: a stack of layers as a pure function of one flat parameter vector.
+
+    net = load_model("mnist_mlp")           # see refsgd.nn.spec
+    w = net.init_params(seed=0)             # 1-D, net.num_params, dtype net.dtype
+    g = np.empty_like(w)
+    loss = net.loss_and_grad(w, x, y, out=g)
+    logits = net.forward(w, x)
+
+The network keeps no weights between calls. The parameters of all layers live in one
+contiguous vector; ``net.layout`` lists ``(name, offset, shape)`` per tensor, in forward order,
+each layer's weight then bias, so each layer's parameters form one contiguous *segment*
+(``net.segments``: ``(layer name, lo, hi)``). The gradient has the same layout.
+
+``loss_and_grad`` accepts ``on_segment(name, lo, hi)``, called during the backward pass as soon
+as a layer's gradient segment ``g[lo:hi]`` is final, last layer first (for methods that start
+communicating layer by layer). Frozen layers (a spec option) get a zero gradient, reported
+after the trainable ones, and the backward pass stops below the lowest trainable layer.
+"""
+
+import numpy as np
+
+from refsgd import RefsgdError
+from refsgd.nn.layers import Flatten, softmax_cross_entropy
+
+
+class Network:
+    """A feed-forward classifier built from a spec (see :func:`refsgd.nn.load_model`).
+
+    Attributes: name, dtype, input_shape (C, H, W), num_classes, layers, num_params,
+    layout [(tensor name, offset, shape)], segments [(layer name, lo, hi)],
+    trainable (bool mask over parameters, all True unless layers are frozen),
+    spec (the parsed spec as a dict), source (where the spec came from).
+    """
+
+    def __init__(self, name, input_shape, num_classes, layers, dtype=np.float32, spec=None, source=None):
+        self.name = name
+        self.dtype = np.dtype(dtype)
+        if self.dtype not in (np.float32, np.float64):
+            raise RefsgdError(f"dtype must be float32 or float64, got {self.dtype}")
+        self.input_shape = tuple(input_shape)
+        self.num_classes = num_classes
+        self.layers = list(layers)
+        self.spec = spec
+        self.source = source
+
+        shape = self.input_shape
+        for layer in self.layers:
+            shape = layer.build(shape)
+        if shape != (num_classes,):
+            raise RefsgdError(
+                f"model {name}: the last layer gives per-sample shape {shape}, "
+                f"but the model declares {num_classes} classes")
+        if self.layers and isinstance(self.layers[0], Flatten):
+            self.layers[0].batch_first_input = True
+
+        self.layout = []
+        self.segments = []
+        self._slices = []  # per layer: list of (offset, shape)
+        offset = 0
+        for layer in self.layers:
+            lo = offset
+            entries = []
+            for suffix, pshape in layer.param_shapes:
+                size = int(np.prod(pshape))
+                self.layout.append((f"{layer.name}.{suffix}", offset, tuple(pshape)))
+                entries.append((offset, tuple(pshape)))
+                offset += size
+            self._slices.append(entries)
+            if entries:
+                self.segments.append((layer.name, lo, offset))
+        self.num_params = offset
+
+        self.trainable = np.ones(self.num_params, dtype=bool)
+        for layer, (name, lo, hi) in zip([l for l in self.layers if l.param_shapes], self.segments):
+            if layer.frozen:
+                self.trainable[lo:hi] = False
+        trainable_idx = [i for i, l in enumerate(self.layers) if l.param_shapes and not l.frozen]
+        if self.num_params and not trainable_idx:
+            raise RefsgdError(f"model {name}: every layer is frozen, nothing to train")
+        # the backward pass never needs to go below the lowest trainable layer
+        self._lowest_trainable = trainable_idx[0] if trainable_idx else len(self.layers)
+
+    # ------------------------------------------------------------------ parameters
+    def views(self, v, i):
+        """The tensors of layer i as views into the flat vector v."""
+        return tuple(v[o:o + int(np.prod(s))].reshape(s) for o, s in self._slices[i])
+
+    def init_params(self, seed):
+        """Initial weights, a documented scheme so that other implementations can reproduce it.
+
+        ``rng = numpy.random.Generator(numpy.random.PCG64(seed))``; the layers are visited in
+        forward order and each parametric layer draws its weight with
+        ``rng.standard_normal(weight.shape) * sqrt(2 / fan_in)`` (He-normal; fan_in = inputs of a
+        dense unit, or C*k*k for a convolution) and sets its bias to zero. The draw is in float64
+        and rounded to the network's dtype, so float32 and float64 runs start from the same point.
+        """
+        rng = np.random.Generator(np.random.PCG64(seed))
+        w = np.zeros(self.num_params, dtype=np.float64)
+        for i, layer in enumerate(self.layers):
+            if layer.param_shapes:
+                layer.init(rng, self.views(w, i))
+        return w.astype(self.dtype)
+
+    def _check(self, w, x, y=None):
+        if not isinstance(w, np.ndarray) or w.shape != (self.num_params,) or w.dtype != self.dtype:
+            got = f"{w.dtype} {w.shape}" if isinstance(w, np.ndarray) else type(w).__name__
+            raise ValueError(f"w must be a {self.dtype} vector of shape ({self.num_params},), got {got}")
+        if x.shape[1:] != self.input_shape:
+            raise ValueError(f"model {self.name} expects inputs of shape (N, {', '.join(map(str, self.input_shape))}), "
+                             f"got {x.shape}")
+        if y is not None and y.shape != (x.shape[0],):
+            raise ValueError(f"labels must have shape ({x.shape[0]},), got {y.shape}")
+
+    # ------------------------------------------------------------------ passes
+    def _forward(self, w, x):
+        x = np.asarray(x, dtype=self.dtype)
+        if x.ndim == 4 and not isinstance(self.layers[0], Flatten):
+            a = np.ascontiguousarray(x.transpose(1, 0, 2, 3))  # to (C, N, H, W)
+        elif x.ndim == 4:
+            a = x
+        else:
+            a = x.copy()  # activations work in place; never touch the caller's array
+        caches = []
+        for i, layer in enumerate(self.layers):
+            a, cache = layer.forward(a, self.views(w, i))
+            caches.append(cache)
+        return a, caches
+
+    def forward(self, w, x):
+        """Logits (N, num_classes) of the batch x (N, C, H, W) at weights w."""
+        self._check(w, x)
+        z, _ = self._forward(w, x)
+        return z
+
+    def loss_and_grad(self, w, x, y, out, on_segment=None):
+        """Mean softmax cross-entropy over the batch; its gradient is written into ``out``.
+
+        w: (num_params,);  x: (N, C, H, W);  y: (N,) integer labels;  out: like w.
+        on_segment(layer name, lo, hi): optional, told when out[lo:hi] is final.
+        Returns the loss as a Python float.
+        """
+        self._check(w, x, y)
+        if out.shape != w.shape or out.dtype != w.dtype:
+            raise ValueError(f"out must be like w ({w.dtype} {w.shape}), got {out.dtype} {out.shape}")
+        z, caches = self._forward(w, x)
+        loss, dz = softmax_cross_entropy(z, np.asarray(y, dtype=np.int64))
+        d = dz
+        seg = len(self.segments) - 1
+        frozen_segments = []
+        for i in range(len(self.layers) - 1, self._lowest_trainable - 1, -1):
+            layer = self.layers[i]
+            need_dx = i > self._lowest_trainable
+            if layer.param_shapes:
+                name, lo, hi = self.segments[seg]
+                seg -= 1
+                if layer.frozen:
+                    frozen_segments.append((name, lo, hi))
+                    # a frozen layer still passes the gradient down, into a scratch buffer
+                    scratch = tuple(np.empty(s, dtype=self.dtype) for _, s in layer.param_shapes)
+                    d = layer.backward(d, caches[i], scratch, need_dx, self.views(w, i))
+                    continue
+                d = layer.backward(d, caches[i], self.views(out, i), need_dx, self.views(w, i))
+                if on_segment is not None:
+                    on_segment(name, lo, hi)
+            else:
+                d = layer.backward(d, caches[i], (), need_dx)
+        frozen_segments += self.segments[:seg + 1]
+        for name, lo, hi in frozen_segments:
+            out[lo:hi] = 0
+            if on_segment is not None:
+                on_segment(name, lo, hi)
+        return float(loss)
+
+    def loss(self, w, x, y):
+        """Mean softmax cross-entropy at w, without the gradient."""
+        self._check(w, x, y)
+        z, _ = self._forward(w, x)
+        loss, _ = softmax_cross_entropy(z, np.asarray(y, dtype=np.int64))
+        return float(loss)
+
+    def evaluate(self, w, x, y, batch=1000):
+        """(mean loss, accuracy) over a whole set, in batches of ``batch``."""
+        total, correct = 0.0, 0
+        for s in range(0, len(x), batch):
+            xb, yb = x[s:s + batch], np.asarray(y[s:s + batch], dtype=np.int64)
+            self._check(w, xb, yb)
+            z, _ = self._forward(w, xb)
+            loss, _ = softmax_cross_entropy(z, yb)
+            total += loss * len(xb)
+            correct += int(np.sum(np.argmax(z, axis=1) == yb))
+        return total / len(x), correct / len(x)
+
+    def summary(self):
+        """A human-readable table of the layers and their parameter counts."""
+        lines = [f"model {self.name} ({self.dtype}, input {self.input_shape}, {self.num_classes} classes)"]
+        seg = {n: (lo, hi) for n, lo, hi in self.segments}
+        for layer in self.layers:
+            lo, hi = seg.get(layer.name, (0, 0))
+            extra = f"{hi - lo:>10,d} params" if hi > lo else ""
+            if layer.frozen:
+                extra += " (frozen)"
+            lines.append(f"  {layer.name:<10} {layer.describe():<22} -> {str(layer.out_shape):<16} {extra}")
+        lines.append(f"  total {self.num_params:,d} parameters ({int(self.trainable.sum()):,d} trainable)")
+        return "\n".join(lines)
