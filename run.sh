@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# refsgd's entry point for a fresh machine with only Python 3.10+:
+#   ./run.sh            create .venv if missing, install refsgd into it, run the default job
+#   ./run.sh test       run the whole test suite (pytest; MPI tests launch mpiexec themselves)
+#   ./run.sh setup      only create/update .venv
+#   ./run.sh torch      also install PyTorch 2.13.0 (CPU), the optional oracle of tests and bench
+# Environment: REFSGD_VENV (default .venv); REFSGD_SYSTEM_MPI=1 builds mpi4py against the
+# system MPI (mpicc on PATH: Cray MPICH, Open MPI, ...) instead of the `mpich` wheel.
+set -euo pipefail
+cd "$(dirname "$0")"
+VENV=${REFSGD_VENV:-.venv}
+PY="$VENV/bin/python"
+
+setup() {
+  if [ ! -x "$PY" ]; then
+    echo "run.sh: creating $VENV" >&2
+    python3 -m venv "$VENV"
+  fi
+  local stamp="$VENV/.refsgd-installed"
+  if [ ! -f "$stamp" ] || [ setup.cfg -nt "$stamp" ] || [ run.sh -nt "$stamp" ]; then
+    echo "run.sh: installing refsgd and its dependencies into $VENV" >&2
+    "$PY" -m pip install -q --upgrade pip
+    if [ "${REFSGD_SYSTEM_MPI:-0}" = "1" ]; then
+      "$PY" -m pip install -q --no-binary mpi4py "mpi4py>=4"
+    else
+      "$PY" -m pip install -q mpich "mpi4py>=4"
+    fi
+    "$PY" -m pip install -q -e ".[test]"
+    touch "$stamp"
+  fi
+}
+
+# One BLAS / Numba / OpenMP thread per MPI rank unless the caller says otherwise.
+one_thread_per_rank() {
+  export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-1}
+  export MKL_NUM_THREADS=${MKL_NUM_THREADS:-1} NUMBA_NUM_THREADS=${NUMBA_NUM_THREADS:-1}
+}
+
+case "${1:-main}" in
+  setup)
+    setup ;;
+  torch)
+    setup
+    "$PY" -m pip install -q torch==2.13.0 ;;
+  test)
+    setup
+    shift
+    one_thread_per_rank
+    exec "$PY" -m pytest -q "$@" ;;
+  main)
+    setup
+    exec "$VENV/bin/refsgd" train ;;
+  *)
+    echo "usage: ./run.sh [main|test|setup|torch] (see the comments at the top of run.sh)" >&2
+    exit 2 ;;
+esac

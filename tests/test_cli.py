@@ -1,0 +1,117 @@
+"""The command line as a user runs it: a subprocess, its output, its exit code (with timeouts)."""
+
+import gzip
+import os
+import struct
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def refsgd(*args, timeout=120, cwd=None):
+    return subprocess.run([sys.executable, "-m", "refsgd", *args], capture_output=True, text=True,
+                          timeout=timeout, cwd=cwd)
+
+
+def test_train_default_learns_the_embedded_digits():
+    r = refsgd("train", "--epochs", "4")
+    assert r.returncode == 0, r.stderr
+    assert "serial training of digits_mlp" in r.stdout
+    final = [line for line in r.stdout.splitlines() if line.startswith("done:")][0]
+    acc = float(final.rsplit("test accuracy", 1)[1].strip(" %"))
+    assert acc > 85.0, r.stdout
+    assert "184 iterations" in final  # 4 epochs x 1500 // 32 batches
+
+
+def test_train_is_deterministic():
+    a = refsgd("train", "--epochs", "2", "--seed", "3", "--model", "digits_cnn", "--dtype", "float64")
+    b = refsgd("train", "--epochs", "2", "--seed", "3", "--model", "digits_cnn", "--dtype", "float64")
+    strip = lambda out: [l.split("(")[0] for l in out.splitlines() if l.startswith("epoch")]  # noqa: E731
+    assert a.returncode == 0 and strip(a.stdout) == strip(b.stdout) and strip(a.stdout)
+
+
+@pytest.mark.parametrize("args,msg", [
+    (["train", "--batch", "0"], "--batch: expected a positive integer, got '0'"),
+    (["train", "--lr", "-1"], "--lr: expected a finite number >= 0"),
+    (["train", "--model", "nope"], "unknown model 'nope'"),
+    (["train", "--model", "cifar10_cnn"], "dataset digits has images of shape (1, 8, 8) but model cifar10_cnn expects (3, 32, 32)"),
+    (["train", "--schedule", "bogus"], "unknown learning-rate schedule 'bogus'"),
+    (["train", "--schedule", "warmup-step:warmup_epochs"], "expected key=value"),
+    (["train", "--momentum", "1.5"], "momentum"),
+    (["train", "--batch", "5000"], "larger than the training set"),
+    (["train", "--lr", "1e38", "--epochs", "1"], "the loss became"),
+    (["train", "--data", "setup.cfg"], "not an HDF5 file"),
+    (["train", "--data", "missing.h5"], "missing.h5"),
+    (["data", "convert", "mnist", "no-such-dir", "out.h5"], "no-such-dir"),
+    (["data", "info", "setup.cfg"], "not an HDF5 file"),
+    (["bench", "step", "--model", "x.toml"], "x.toml: no such file"),
+])
+def test_bad_input_one_clear_message(args, msg):
+    r = refsgd(*args, cwd=ROOT)
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    assert msg in r.stderr
+    assert "Traceback" not in r.stderr
+    assert not os.path.exists(os.path.join(ROOT, "out.h5"))
+
+
+def test_bad_spec_file(tmp_path):
+    spec = tmp_path / "m.toml"
+    spec.write_text('input = [1, 8, 8]\nclasses = 10\nlayers = [{type = "dense", units = 10}]\n')
+    r = refsgd("train", "--model", str(spec))
+    assert r.returncode == 2 and "put a flatten layer before it" in r.stderr
+
+
+def _idx(path, arr, magic):
+    with gzip.open(path, "wb") as f:
+        f.write(struct.pack(">I", magic) + b"".join(struct.pack(">I", d) for d in arr.shape) + arr.tobytes())
+
+
+def test_data_convert_info_and_train_on_it(tmp_path):
+    rng = np.random.default_rng(0)
+    src = tmp_path / "mnist"
+    src.mkdir()
+    for split, n in (("train", 60), ("t10k", 20)):
+        _idx(src / f"{split}-images-idx3-ubyte.gz", rng.integers(0, 256, (n, 28, 28), dtype=np.uint8), 0x803)
+        _idx(src / f"{split}-labels-idx1-ubyte.gz", (np.arange(n) % 10).astype(np.uint8), 0x801)
+    out = tmp_path / "m.h5"
+    r = refsgd("data", "convert", "mnist", str(src), str(out))
+    assert r.returncode == 0, r.stderr
+    assert "train:        60 images" in r.stdout and out.exists()
+    r = refsgd("data", "info", str(out))
+    assert "1 x 28 x 28" in r.stdout
+    r = refsgd("train", "--data", str(out), "--model", "mnist_mlp", "--epochs", "1", "--batch", "20")
+    assert r.returncode == 0, r.stderr
+    assert "3 iterations" in r.stdout
+
+
+def test_models_and_help():
+    r = refsgd("models")
+    assert r.returncode == 0 and "cifar10_cnn" in r.stdout and "CCPCPCPFFF" in r.stdout
+    r = refsgd("models", "cifar100_convex")
+    assert "51,300 trainable" in r.stdout and "(frozen)" in r.stdout
+    r = refsgd("train", "--help")
+    assert r.returncode == 0 and "--momentum-form" in r.stdout and "warmup-step" in r.stdout
+
+
+def test_bench_step_prints_times():
+    r = refsgd("bench", "step", "--model", "digits_mlp", "--batch", "16", "--repeat", "3", "--no-torch")
+    assert r.returncode == 0, r.stderr
+    assert "refsgd" in r.stdout and " ms " in r.stdout and "GFLOP/s" in r.stdout
+
+
+def test_normal_install_finds_models_and_data(tmp_path):
+    """A non-editable install carries the specs (models/) and the embedded dataset (data/)."""
+    target = tmp_path / "site"
+    r = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(target), ROOT],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    code = ("import refsgd.nn, refsgd.datasets as d; assert refsgd.nn.__file__.startswith(%r); "
+            "print(refsgd.nn.available_models(), d.load().x_train.shape)" % str(target))
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                       cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(target)})
+    assert r.returncode == 0, r.stderr
+    assert "mnist_mlp" in r.stdout and "(1500, 1, 8, 8)" in r.stdout
