@@ -5,7 +5,9 @@ ends with one line ``refsgd: error: ...`` on stderr and exit code 2, never a tra
 """
 
 import argparse
+import os
 import sys
+import traceback
 
 import numpy as np
 
@@ -77,8 +79,14 @@ def _add_training_options(p):
     p.add_argument("--data", default=None,
                    help="dataset HDF5 file made by `refsgd data convert` "
                         "(default: the embedded 8x8 digits)")
+    p.add_argument("--algo", default="ssgd", help="the method (default ssgd); --list shows them")
+    p.add_argument("--list", action="store_true", help="list the methods with their paper and listing, and exit")
     p.add_argument("--epochs", type=_positive_int, default=10, help="passes over the training set (default 10)")
-    p.add_argument("--batch", type=_positive_int, default=32, help="batch size per worker (default 32)")
+    p.add_argument("--iterations", type=_positive_int, default=None,
+                   help="stop after this many iterations instead of --epochs")
+    p.add_argument("--batch", type=_positive_int, default=32, help="micro-batch size per worker (default 32)")
+    p.add_argument("--tau", type=_positive_int, default=1,
+                   help="micro-batches accumulated per iteration (gradient accumulation, default 1)")
     p.add_argument("--lr", type=_nonneg_float, default=0.05, help="learning rate, or the schedule's peak (default 0.05)")
     p.add_argument("--schedule", default="constant", help=SCHEDULE_HELP + ", ".join(SCHEDULES))
     p.add_argument("--momentum", type=_nonneg_float, default=0.0, help="momentum mu in [0, 1) (default 0)")
@@ -91,6 +99,14 @@ def _add_training_options(p):
                    help="dtype of weights, activations and gradients (default float32)")
     p.add_argument("--eval-every", type=_positive_int, default=1,
                    help="evaluate on the test set every this many epochs (default 1)")
+    p.add_argument("--log-every", type=_positive_int, default=10,
+                   help="iterations between the progress updates and the all-rank loss check (default 10)")
+    p.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bar")
+    p.add_argument("--link", default=None, metavar="LATENCY_US,GBIT_S",
+                   help="emulated link: every all-reduce completes no earlier than the Ring-AllReduce "
+                        "model (Pipe-SGD eq. 5) for its size; off by default, and every output says so")
+    p.add_argument("--out", default=None, metavar="RUN.h5",
+                   help="write per-iteration times and losses of every rank and the evaluations (HDF5)")
 
 
 def build_parser():
@@ -100,10 +116,12 @@ def build_parser():
     parser.add_argument("--version", action="version", version=f"refsgd {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
-    p = sub.add_parser("train", help="train a model (single process until the MPI runtime lands)",
-                       description="Train a model with minibatch SGD on one process and print the "
-                                   "per-epoch loss and test accuracy. Defaults train the embedded "
-                                   "digits dataset in seconds.")
+    p = sub.add_parser("train", help="train a model with a distributed method (mpiexec -n N refsgd train ...)",
+                       description="Train a model with a distributed SGD method, one worker per MPI "
+                                   "rank: `mpiexec -n 4 refsgd train --algo ssgd`. Rank 0 shows "
+                                   "progress, the evaluations and a summary with each rank's split of "
+                                   "time into compute, idle (blocked on communication) and other. "
+                                   "Defaults train the embedded digits dataset in seconds.")
     _add_training_options(p)
 
     p = sub.add_parser("models", help="list the bundled models, or describe one",
@@ -138,30 +156,92 @@ def build_parser():
     return parser
 
 
-def cmd_train(args):
-    from refsgd import datasets, local
-    from refsgd.nn import load_model
-    from refsgd.optim import SGD
+def _config(args):
+    keys = ("algo", "model", "data", "epochs", "iterations", "batch", "tau", "lr", "schedule", "momentum",
+            "nesterov", "momentum_form", "weight_decay", "seed", "dtype", "eval_every", "log_every", "link")
+    return {k: getattr(args, k) for k in keys}
 
+
+def _prepare(args, comm):
+    """Everything that can fail on bad input, done identically on every rank before any collective."""
+    from refsgd import datasets
+    from refsgd.algorithms import ALGORITHMS
+    from refsgd.nn import load_model
+
+    if args.algo not in ALGORITHMS:
+        raise RefsgdError(f"unknown method --algo {args.algo!r}; `refsgd train --list` shows "
+                          f"{', '.join(ALGORITHMS)}")
+    if args.momentum >= 1:
+        raise RefsgdError(f"--momentum must be in [0, 1), got {args.momentum}")
+    link = None
+    if args.link:
+        from refsgd.comm.link import Link
+        link = Link.parse(args.link)
     dtype = np.dtype(args.dtype)
     net = load_model(args.model, dtype=dtype)
     data = datasets.load(args.data, dtype=dtype)
     datasets.check_fits(data, net.input_shape, net.num_classes, model=net.name)
-    ipe = len(data.y_train) // args.batch
-    if ipe == 0:
-        raise RefsgdError(f"--batch {args.batch} is larger than the training set ({len(data.y_train)} samples)")
-    schedule = parse_schedule(args.schedule, args.lr, ipe)
-    opt = SGD(net.num_params, dtype, momentum=args.momentum, nesterov=args.nesterov,
-              weight_decay=args.weight_decay, form=args.momentum_form,
-              decay_mask=None if net.trainable.all() else net.trainable)
-    print(f"refsgd {__version__}: serial training of {net.name} ({net.num_params:,d} parameters, {dtype.name}) "
-          f"on {data.name} ({len(data.y_train)} train / {len(data.y_test)} test)")
-    print(f"  {opt!r}, schedule {schedule.describe()}, batch {args.batch}, {args.epochs} epochs, seed {args.seed}")
-    w, hist = local.train(net, data, opt, schedule, epochs=args.epochs, batch=args.batch, seed=args.seed,
-                          eval_every=args.eval_every)
-    last = hist[-1]
-    print(f"done: {last['iteration']} iterations in {last['seconds']:.1f} s; final train loss "
-          f"{last['train_loss']:.4f}, test loss {last['test_loss']:.4f}, test accuracy {100 * last['test_acc']:.2f}%")
+    world = comm.Get_size()
+    per_epoch = len(data.y_train) // (world * args.batch * args.tau)
+    if per_epoch == 0:
+        raise RefsgdError(
+            f"the training set has {len(data.y_train)} samples: too few for {world} workers x batch "
+            f"{args.batch} x tau {args.tau}")
+    schedule = parse_schedule(args.schedule, args.lr, per_epoch)
+    if args.out:
+        d = os.path.dirname(os.path.abspath(args.out))
+        if not os.path.isdir(d):
+            raise RefsgdError(f"--out {args.out}: the folder {d} does not exist")
+    return ALGORITHMS[args.algo][0], link, net, data, schedule
+
+
+def cmd_train(args):
+    from mpi4py import MPI
+
+    from refsgd import metrics
+    from refsgd.algorithms import ALGORITHMS
+    from refsgd.run import Run
+
+    if args.list:
+        for name, (_, what) in ALGORITHMS.items():
+            print(f"{name:<10} {what}")
+        return 0
+    world_comm = MPI.COMM_WORLD
+    rank = world_comm.Get_rank()
+    try:
+        prepared, err = _prepare(args, world_comm), None
+    except RefsgdError as e:
+        prepared, err = None, str(e)
+    # the first collective: every rank learns whether any rank failed, so none hangs
+    errors = world_comm.allgather(err)
+    if any(errors):
+        if rank == 0:
+            bad = [r for r, e in enumerate(errors) if e]
+            first = errors[bad[0]]
+            where = "" if len(bad) == len(errors) else f" (on rank(s) {', '.join(map(str, bad))})"
+            print(f"refsgd: error: {first}{where}", file=sys.stderr)
+        return 2
+    algo, link, net, data, schedule = prepared
+    comm = world_comm
+    if link:
+        from refsgd.comm.link import wrap
+        comm = wrap(world_comm, link)
+    cfg = argparse.Namespace(**vars(args))
+    run = Run(comm, net, data, cfg, schedule)
+    run.log(f"refsgd {__version__}: {args.algo} on {run.world} rank(s), {net.name} ({net.num_params:,d} parameters, "
+            f"{net.dtype.name}), {data.name} ({len(data.y_train)} train / {len(data.y_test)} test)")
+    run.log(f"  batch {args.batch} x tau {args.tau} per worker, {run.iters_per_epoch} iterations per epoch, "
+            f"{run.total} iterations, schedule {schedule.describe()}, seed {args.seed}")
+    if link:
+        run.log(f"  {link} -- EMULATED, not the real network")
+    algo(run)
+    rec = metrics.gather(run)
+    if rank == 0:
+        rec, nodes = rec
+        print(metrics.summary(run, rec, link))
+        if args.out:
+            metrics.write(args.out, run, rec, nodes, _config(args), link)
+            print(f"metrics written to {args.out}")
     return 0
 
 
@@ -218,11 +298,30 @@ def main(argv=None):
         parser.print_help()
         return 2
     except RefsgdError as e:
-        print(f"refsgd: error: {e}", file=sys.stderr)
+        # raised identically on every rank (input checked everywhere, losses agreed on)
+        if _rank() == 0:
+            print(f"refsgd: error: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("refsgd: interrupted", file=sys.stderr)
         return 130
+    except Exception:
+        # a bug on one rank must not leave the others waiting in a collective forever
+        traceback.print_exc()
+        if _world_size() > 1:
+            from mpi4py import MPI
+            MPI.COMM_WORLD.Abort(1)
+        return 1
+
+
+def _rank():
+    mpi = sys.modules.get("mpi4py.MPI")
+    return mpi.COMM_WORLD.Get_rank() if mpi is not None else 0
+
+
+def _world_size():
+    mpi = sys.modules.get("mpi4py.MPI")
+    return mpi.COMM_WORLD.Get_size() if mpi is not None else 1
 
 
 if __name__ == "__main__":

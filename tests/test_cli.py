@@ -20,17 +20,17 @@ def refsgd(*args, timeout=120, cwd=None):
 def test_train_default_learns_the_embedded_digits():
     r = refsgd("train", "--epochs", "4")
     assert r.returncode == 0, r.stderr
-    assert "serial training of digits_mlp" in r.stdout
-    final = [line for line in r.stdout.splitlines() if line.startswith("done:")][0]
-    acc = float(final.rsplit("test accuracy", 1)[1].strip(" %"))
+    assert "ssgd on 1 rank(s), digits_mlp" in r.stdout
+    final = [line for line in r.stdout.splitlines() if line.startswith("final:")][0]
+    acc = float(final.split("test accuracy", 1)[1].split("%")[0])
     assert acc > 85.0, r.stdout
-    assert "184 iterations" in final  # 4 epochs x 1500 // 32 batches
+    assert "after 184 iterations" in final  # 4 epochs x 1500 // 32 batches
 
 
 def test_train_is_deterministic():
     a = refsgd("train", "--epochs", "2", "--seed", "3", "--model", "digits_cnn", "--dtype", "float64")
     b = refsgd("train", "--epochs", "2", "--seed", "3", "--model", "digits_cnn", "--dtype", "float64")
-    strip = lambda out: [l.split("(")[0] for l in out.splitlines() if l.startswith("epoch")]  # noqa: E731
+    strip = lambda out: [l.split("(")[0] for l in out.splitlines() if l.startswith("iter ")]  # noqa: E731
     assert a.returncode == 0 and strip(a.stdout) == strip(b.stdout) and strip(a.stdout)
 
 
@@ -42,8 +42,10 @@ def test_train_is_deterministic():
     (["train", "--schedule", "bogus"], "unknown learning-rate schedule 'bogus'"),
     (["train", "--schedule", "warmup-step:warmup_epochs"], "expected key=value"),
     (["train", "--momentum", "1.5"], "momentum"),
-    (["train", "--batch", "5000"], "larger than the training set"),
-    (["train", "--lr", "1e38", "--epochs", "1"], "the loss became"),
+    (["train", "--batch", "5000"], "too few for 1 workers x batch 5000"),
+    (["train", "--lr", "1e38", "--epochs", "1"], "the loss became non-finite at iteration"),
+    (["train", "--algo", "nope"], "unknown method --algo 'nope'"),
+    (["train", "--out", "no/such/dir/r.h5"], "does not exist"),
     (["train", "--data", "setup.cfg"], "not an HDF5 file"),
     (["train", "--data", "missing.h5"], "missing.h5"),
     (["data", "convert", "mnist", "no-such-dir", "out.h5"], "no-such-dir"),
@@ -85,7 +87,7 @@ def test_data_convert_info_and_train_on_it(tmp_path):
     assert "1 x 28 x 28" in r.stdout
     r = refsgd("train", "--data", str(out), "--model", "mnist_mlp", "--epochs", "1", "--batch", "20")
     assert r.returncode == 0, r.stderr
-    assert "3 iterations" in r.stdout
+    assert "after 3 iterations" in r.stdout
 
 
 def test_models_and_help():
@@ -115,3 +117,48 @@ def test_normal_install_finds_models_and_data(tmp_path):
                        cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(target)})
     assert r.returncode == 0, r.stderr
     assert "mnist_mlp" in r.stdout and "(1500, 1, 8, 8)" in r.stdout
+
+
+# ---------------------------------------------------------------------- under mpiexec
+def mpirun(n, *args, timeout=180):
+    mpiexec = os.path.join(os.path.dirname(sys.executable), "mpiexec")
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "NUMBA_NUM_THREADS": "1"}
+    return subprocess.run([mpiexec, "-n", str(n), sys.executable, "-m", "refsgd", *args], capture_output=True,
+                          text=True, timeout=timeout, env=env, cwd=ROOT)
+
+
+def test_mpi_train_writes_metrics(tmp_path):
+    import h5py
+    out = tmp_path / "run.h5"
+    r = mpirun(2, "train", "--algo", "ssgd-opt", "--epochs", "2", "--no-progress", "--out", str(out))
+    assert r.returncode == 0, r.stderr
+    assert "ssgd-opt on 2 rank(s)" in r.stdout and "time per rank" in r.stdout
+    assert r.stdout.count("final:") == 1  # rank 0 speaks
+    with h5py.File(out) as f:
+        assert f["iterations/compute"].shape == (2, 46)  # 2 epochs x 1500 // (2 x 32)
+        assert np.all(f["iterations/compute"][...] > 0)
+        assert np.all(f["iterations/wall"][...] >= f["iterations/compute"][...])
+        assert f.attrs["world_size"] == 2 and f.attrs["link"] == "none" and not f.attrs["link_emulated"]
+        assert "MPICH" in f.attrs["mpi_library"] or len(f.attrs["mpi_library"]) > 0
+        assert list(f["evals/epoch"][...]) == [1.0, 2.0]
+        assert 0.5 < f["evals/test_acc"][-1] <= 1.0
+    assert not [p for p in os.listdir(tmp_path) if p.startswith(".tmp")]
+
+
+@pytest.mark.parametrize("args,msg", [
+    (["train", "--batch", "abc"], "--batch: expected a positive integer"),
+    (["train", "--model", "nope"], "unknown model 'nope'"),
+    (["train", "--batch", "400"], "too few for 4 workers x batch 400"),
+    (["train", "--lr", "1e38", "--epochs", "1", "--no-progress"], "the loss became non-finite at iteration"),
+])
+def test_mpi_bad_input_ends_every_rank(args, msg):
+    r = mpirun(4, *args, timeout=120)  # a hang fails through the timeout
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    assert msg in r.stderr and "Traceback" not in r.stderr
+    if not args[1].startswith("--batch") or args[2] != "abc":
+        assert r.stderr.count("refsgd: error:") == 1  # once, from rank 0
+
+
+def test_train_list():
+    r = refsgd("train", "--list")
+    assert r.returncode == 0 and "ssgd-nag" in r.stdout and "Algorithm 4" in r.stdout

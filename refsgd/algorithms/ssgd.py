@@ -1,0 +1,146 @@
+"""Synchronous SGD baselines: SSGD (with accumulation), SSGD-OPT, SSGD with NAG.
+
+SSGD, Algorithms 1 and 2 of Hakimi et al. 2021 (LAGA), LISTINGS.md section 1::
+
+    L1  g_i^t(tau) <- (1/tau) sum_{j=1..tau} grad F_i(x^t; xi_{i,j}^t)
+    L2  AllReduce  g^t(tau) <- (1/N) sum_i g_i^t(tau)          (blocking)
+    L3  x^{t+1} <- x^t - eta * g^t(tau)
+
+Run: ``mpiexec -n 4 refsgd train --algo ssgd --tau 1 [--momentum 0.9]``. With tau = 1 this is
+Algorithm 1. L3 is the local optimizer U of the command line: plain SGD as written, or SGD with
+momentum / Nesterov / weight decay (PyTorch's form unless ``--momentum-form mxnet``), applied
+identically on every rank to the same g, so every rank keeps the same x.
+
+SSGD-OPT (``--algo ssgd-opt``; LAGA sections 1 and 5, the scheme of PyTorch DDP): as Algorithm
+2, but during the backward pass of the last micro-batch each layer's gradient segment starts
+its own non-blocking all-reduce as soon as it is final (last layer first); the update waits
+for all of them.
+
+SSGD with NAG (``--algo ssgd-nag``; Sato et al. 2017, Algorithm 4), LISTINGS.md section 4::
+
+    (each step, the tau sub-batches of every worker at w^)
+    L10 D_L <- sum_g D_g          (D_g: sum over a sub-batch's samples of grad J at w^)
+    L11 D_g <- 0
+    L12 D_A <- Allreduce(D_L)     (blocking, sum)
+    L13 M <- mu*M - lambda*D_A
+    L14 w <- w + M
+    L15 w^ <- w + mu*M
+
+Deviations and readings:
+
+* One MPI rank is one worker; the paper's G gradient threads of a node become the tau
+  micro-batches of a rank (their sum is the same D_L).
+* SSGD-NAG's lambda (``--lr``) multiplies a *sum* over all samples of all workers, as in the
+  paper; lambda = eta / (N * tau * batch) gives the step of mean-gradient SGD with rate eta.
+  Its momentum mu is ``--momentum``; the local optimizer options do not apply to it.
+* The model evaluated is x (SSGD) or w (SSGD-NAG), identical on every rank.
+"""
+
+import numpy as np
+from mpi4py import MPI
+
+
+def train_ssgd(run):
+    """SSGD with tau-step accumulation, LAGA Algorithms 1 and 2."""
+    comm, N, tau = run.comm, run.world, run.tau
+    x = run.register("x", run.init_params())
+    U = run.optimizer()
+    g_i = np.empty_like(x)   # g_i^t(tau), this worker's accumulated gradient
+    g_ij = np.empty_like(x)  # grad F_i(x^t; xi_{i,j}^t), one micro-batch
+    g = np.empty_like(x)     # g^t(tau), the average over workers
+    run.set_model(lambda: x)
+
+    for t in run.iterations():
+        # L1: g_i^t(tau) <- (1/tau) sum_j grad F_i(x^t; xi_ij^t)            (compute)
+        run.grad(x, g_i)
+        for j in range(1, tau):
+            run.grad(x, g_ij)
+            g_i += g_ij
+        if tau > 1:
+            g_i /= tau
+        # L2: AllReduce g^t(tau) <- (1/N) sum_i g_i^t(tau)                  (blocking)
+        with run.idle():
+            comm.Allreduce(g_i, g, op=MPI.SUM)
+        g /= N
+        # L3: x^{t+1} <- x^t - eta * g^t(tau)                              (U)
+        U.step(x, g, run.lr(t))
+    return x
+
+
+def train_ssgd_opt(run):
+    """SSGD-OPT: per-layer non-blocking all-reduces started during the last backward pass."""
+    comm, N, tau = run.comm, run.world, run.tau
+    x = run.register("x", run.init_params())
+    U = run.optimizer()
+    g_i = np.zeros_like(x)
+    g_ij = np.empty_like(x)
+    g = np.empty_like(x)
+    run.set_model(lambda: x)
+
+    for t in run.iterations():
+        # L1, first tau - 1 micro-batches: accumulate                       (compute)
+        g_i[:] = 0
+        for j in range(tau - 1):
+            run.grad(x, g_ij)
+            g_i += g_ij
+        reqs = []
+
+        def segment_final(name, lo, hi):
+            # L1 completes for this layer's segment ...
+            np.add(g_i[lo:hi], g_ij[lo:hi], out=g_i[lo:hi])
+            if tau > 1:
+                g_i[lo:hi] /= tau
+            # L2, start communication: Iallreduce of the segment, last layer first
+            reqs.append(run.started(comm.Iallreduce(g_i[lo:hi], g[lo:hi], op=MPI.SUM)))
+
+        # L1, last micro-batch; its backward pass starts the all-reduces     (compute)
+        run.grad(x, g_ij, on_segment=segment_final)
+        # L2, complete communication: wait for every segment
+        run.waitall(reqs)
+        g /= N
+        # L3: x^{t+1} <- x^t - eta * g^t(tau)                              (U)
+        U.step(x, g, run.lr(t))
+    return x
+
+
+def train_ssgd_nag(run):
+    """SSGD with Nesterov's accelerated gradient, Sato et al. Algorithm 4."""
+    comm, tau = run.comm, run.tau
+    mu = run.cfg.momentum
+    w = run.register("w", run.init_params())
+    M = run.register("M", np.zeros_like(w))
+    w_hat = run.register("w_hat", w.copy())
+    D_L = np.empty_like(w)
+    D_g = np.empty_like(w)
+    D_A = np.empty_like(w)
+    b = run.cfg.batch
+    run.set_model(lambda: w)
+
+    for t in run.iterations():
+        lam = run.lr(t)
+        # the sub-batches at w^: D_g = sum over the sub-batch's samples of grad J  (compute)
+        # L10-L11: D_L <- D_1 + ... + D_G; D_g <- 0
+        run.grad(w_hat, D_L)
+        for j in range(1, tau):
+            run.grad(w_hat, D_g)
+            D_L += D_g
+        D_L *= b  # loss_and_grad gives the mean over the b samples; the paper sums them
+        # L12: D_A <- MPI_Allreduce(D_L)                                   (blocking)
+        with run.idle():
+            comm.Allreduce(D_L, D_A, op=MPI.SUM)
+        # L13: M <- mu*M - lambda*D_A
+        M *= mu
+        M -= lam * D_A
+        # L14: w <- w + M
+        w += M
+        # L15: w^ <- w + mu*M
+        np.add(w, mu * M, out=w_hat)
+    return w
+
+
+ALGORITHMS = {
+    "ssgd": (train_ssgd, "SSGD, LAGA paper (Hakimi et al. 2021) Algorithms 1-2; LISTINGS.md section 1"),
+    "ssgd-opt": (train_ssgd_opt, "SSGD-OPT, per-layer non-blocking all-reduce in the backward pass "
+                                 "(LAGA sections 1 and 5, PyTorch DDP); LISTINGS.md section 1"),
+    "ssgd-nag": (train_ssgd_nag, "SSGD with NAG, Sato et al. 2017 Algorithm 4; LISTINGS.md section 4"),
+}

@@ -1,0 +1,246 @@
+"""The Run context: what every distributed method needs, written once.
+
+An algorithm's ``train(run)`` receives a :class:`Run` and uses
+
+* ``run.comm`` (the communicator; with ``--link`` a real communicator whose all-reduces
+  complete no earlier than the emulated link's model), ``run.rank``, ``run.world``;
+* ``run.net`` (a pure function of the weights) and ``run.init_params()``;
+* ``run.grad(w, g, on_segment=None)``: the gradient of this rank's next micro-batch at ``w``
+  (timed as *compute*);
+* ``with run.idle(): comm.Allreduce(...)`` and ``run.wait(req)``: time spent blocked on
+  communication (timed as *idle*); ``run.started(req)`` notes when a request began, so the
+  request's lifetime is recorded as *communication* time;
+* ``run.optimizer()`` (the local optimizer U of the command line, its state registered),
+  ``run.lr(t)``, ``run.tau``, ``run.cfg``;
+* ``run.register(name, array)``: algorithm state, updated in place;
+* ``for t in run.iterations():``: the loop; at iteration boundaries it records the times and
+  the loss, checks for a non-finite loss on all ranks, shows progress, evaluates the model
+  given by ``run.set_model(fn)`` on the test set, and stops after the last iteration.
+
+Data: rank r's micro-batch k is row ``k % nb`` of ``epoch_batches(seed, k // nb, r, world,
+batch, n)`` (nb micro-batches per epoch and rank), a continuous stream across epochs;
+iteration t consumes micro-batches ``t*tau .. t*tau + tau - 1``.
+"""
+
+import contextlib
+import time
+
+import numpy as np
+from mpi4py import MPI
+
+from refsgd import RefsgdError
+from refsgd.datasets import epoch_batches
+from refsgd.optim import SGD
+
+
+class Run:
+    def __init__(self, comm, net, data, cfg, schedule, log=print):
+        self.comm = comm
+        self.rank = comm.Get_rank()
+        self.world = comm.Get_size()
+        self.net = net
+        self.data = data
+        self.cfg = cfg
+        self.tau = cfg.tau
+        self.schedule = schedule
+        self.log = log if self.rank == 0 else (lambda *a, **k: None)
+        self.n_train = len(data.y_train)
+        self.nb = self.n_train // (self.world * cfg.batch)
+        if self.nb < self.tau:
+            raise RefsgdError(
+                f"the training set has {self.n_train} samples: too few for {self.world} workers x batch "
+                f"{cfg.batch} x tau {self.tau} (one iteration needs {self.world * cfg.batch * self.tau})")
+        self.iters_per_epoch = self.nb // self.tau
+        self.total = cfg.iterations if cfg.iterations else cfg.epochs * self.iters_per_epoch
+        # compile / load the Numba kernels now, so the first iteration's compute time is real
+        w0 = net.init_params(0)
+        net.loss_and_grad(w0, data.x_train[:2], data.y_train[:2], out=np.empty_like(w0))
+        self.t = 0
+        self.state = {}
+        self._model = None
+        self._epoch_cache = (None, None)
+        # per-iteration records of this rank
+        self._compute = self._idle = self._comm = 0.0
+        self._loss = 0.0
+        self._nloss = 0
+        self.records = {k: [] for k in ("compute", "idle", "comm", "wall", "loss")}
+        self.evals = []
+        self.first_bad = None
+
+    # ------------------------------------------------------------------ state and helpers
+    def register(self, name, array):
+        """Register an algorithm state array (updated in place from now on); returns it."""
+        if name in self.state:
+            raise ValueError(f"state {name!r} registered twice")
+        self.state[name] = array
+        return array
+
+    def init_params(self):
+        return self.net.init_params(self.cfg.seed)
+
+    def optimizer(self, **overrides):
+        """The local optimizer U configured on the command line, its state registered."""
+        c = self.cfg
+        kw = dict(momentum=c.momentum, nesterov=c.nesterov, weight_decay=c.weight_decay,
+                  form=c.momentum_form, decay_mask=None if self.net.trainable.all() else self.net.trainable)
+        kw.update(overrides)
+        opt = SGD(self.net.num_params, self.net.dtype, **kw)
+        for k, v in opt.state.items():
+            self.register(f"U.{k}", v)
+        return opt
+
+    def lr(self, t):
+        return self.schedule.lr(t)
+
+    def set_model(self, fn):
+        """fn() -> the weights to evaluate (e.g. the average of the workers' models)."""
+        self._model = fn
+
+    # ------------------------------------------------------------------ data and compute
+    def batch_indices(self, k):
+        epoch, pos = divmod(k, self.nb)
+        if self._epoch_cache[0] != epoch:
+            self._epoch_cache = (epoch, epoch_batches(self.cfg.seed, epoch, self.rank, self.world,
+                                                       self.cfg.batch, self.n_train))
+        return self._epoch_cache[1][pos]
+
+    def grad(self, w, g, on_segment=None, k=None):
+        """Gradient of micro-batch k (default: the next one of iteration t) at w, into g."""
+        if k is None:
+            k = self.t * self.tau + self._micro
+            self._micro += 1
+        idx = self.batch_indices(k)
+        t0 = time.perf_counter()
+        loss = self.net.loss_and_grad(w, self.data.x_train[idx], self.data.y_train[idx], out=g,
+                                      on_segment=on_segment)
+        self._compute += time.perf_counter() - t0
+        self._loss += loss
+        self._nloss += 1
+        if not np.isfinite(loss) and self.first_bad is None:
+            self.first_bad = self.t
+        return loss
+
+    @contextlib.contextmanager
+    def idle(self):
+        """Time the enclosed blocking communication as idle."""
+        t0 = time.perf_counter()
+        try:
+            yield
+        finally:
+            dt = time.perf_counter() - t0
+            self._idle += dt
+            self._comm += dt
+
+    def started(self, req):
+        """Note the start of a non-blocking request (its lifetime counts as communication)."""
+        req_start = time.perf_counter()
+        self._pending = getattr(self, "_pending", [])
+        self._pending.append((req, req_start))
+        return req
+
+    def wait(self, req):
+        """req.Wait(), timed as idle."""
+        t0 = time.perf_counter()
+        req.Wait()
+        t1 = time.perf_counter()
+        self._idle += t1 - t0
+        self._finish(req, t1)
+
+    def waitall(self, reqs):
+        t0 = time.perf_counter()
+        waitall = getattr(self.comm, "waitall", None)
+        if waitall is not None:
+            waitall(reqs)
+        else:
+            MPI.Request.Waitall(reqs)
+        t1 = time.perf_counter()
+        self._idle += t1 - t0
+        for r in reqs:
+            self._finish(r, t1)
+
+    def _finish(self, req, t1):
+        pending = getattr(self, "_pending", [])
+        for i, (r, s) in enumerate(pending):
+            if r is req:
+                self._comm += t1 - s
+                del pending[i]
+                return
+
+    # ------------------------------------------------------------------ the loop
+    def iterations(self):
+        """Yield t = 0 .. total-1; bookkeeping at each boundary (see the module docstring)."""
+        start = time.perf_counter()
+        self._run_start = start
+        log_every = max(1, self.cfg.log_every)
+        bar = None
+        if self.rank == 0 and self.cfg.progress:
+            from tqdm import tqdm
+            bar = tqdm(total=self.total, initial=self.t, unit="it", dynamic_ncols=True, leave=False)
+        for t in range(self.t, self.total):
+            self.t = t
+            self._micro = 0
+            self._compute = self._idle = self._comm = 0.0
+            self._loss, self._nloss = 0.0, 0
+            t0 = time.perf_counter()
+            yield t
+            rec = self.records
+            rec["wall"].append(time.perf_counter() - t0)
+            rec["compute"].append(self._compute)
+            rec["idle"].append(self._idle)
+            rec["comm"].append(self._comm)
+            rec["loss"].append(self._loss / max(1, self._nloss))
+            last = t + 1 == self.total
+            epoch_end = (t + 1) % self.iters_per_epoch == 0
+            if (t + 1) % log_every == 0 or epoch_end or last:
+                mean_loss = self._check(t)
+                if bar is not None:
+                    elapsed = time.perf_counter() - start
+                    bar.update(t + 1 - bar.n)
+                    samples = (t + 1) * self.world * self.cfg.batch * self.tau
+                    bar.set_postfix(loss=f"{mean_loss:.4f}", samples_s=f"{samples / elapsed:.0f}")
+            if (epoch_end and ((t + 1) // self.iters_per_epoch) % self.cfg.eval_every == 0) or last:
+                self.evaluate(t)
+        if bar is not None:
+            bar.close()
+        self.wall = time.perf_counter() - start
+
+    def _check(self, t):
+        """All ranks agree on the loss so far and stop together on a non-finite one."""
+        lo = max(0, t + 1 - self.cfg.log_every)
+        losses = self.records["loss"][lo:t + 1]
+        bad = self.first_bad if self.first_bad is not None else np.iinfo(np.int64).max
+        buf = np.array([float(np.sum(losses)), float(len(losses)), float(bad)])
+        out = np.empty(3)
+        with self.idle():
+            self.comm.Allreduce(buf[:2].copy(), out[:2], op=MPI.SUM)
+            out[2] = self.comm.allreduce(int(bad), op=MPI.MIN)
+        if out[2] < np.iinfo(np.int64).max:
+            raise NonFiniteLoss(f"the loss became non-finite at iteration {int(out[2])}; "
+                                "lower the learning rate")
+        return out[0] / out[1]
+
+    def evaluate(self, t):
+        """Mean training loss of the epoch and test loss/accuracy of the model, over all ranks."""
+        if self._model is None:
+            return
+        w = self._model()
+        x, y = self.data.x_test[self.rank::self.world], self.data.y_test[self.rank::self.world]
+        loss, acc = self.net.evaluate(w, x, y) if len(y) else (0.0, 0.0)
+        ep_lo = max(0, t + 1 - self.iters_per_epoch)
+        tr = self.records["loss"][ep_lo:t + 1]
+        buf = np.array([loss * len(y), acc * len(y), float(len(y)), float(np.sum(tr)), float(len(tr))])
+        out = np.empty_like(buf)
+        with self.idle():
+            self.comm.Allreduce(buf, out, op=MPI.SUM)
+        rec = dict(iteration=t + 1, epoch=(t + 1) / self.iters_per_epoch, train_loss=out[3] / out[4],
+                   test_loss=out[0] / out[2], test_acc=out[1] / out[2],
+                   seconds=time.perf_counter() - self._run_start)
+        self.evals.append(rec)
+        if hasattr(self.schedule, "observe"):
+            self.schedule.observe(rec["train_loss"])
+        self.log(f"iter {t + 1:>6}  epoch {rec['epoch']:6.2f}  lr {self.lr(t):.4g}  train loss {rec['train_loss']:.4f}  "
+                 f"test loss {rec['test_loss']:.4f}  test acc {100 * rec['test_acc']:.2f}%  ({rec['seconds']:.1f} s)")
+
+
+class NonFiniteLoss(RefsgdError):
+    """The loss became NaN or infinite (raised on every rank at the same iteration)."""
