@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # refsgd's entry point for a fresh machine with only Python 3.10+:
-#   ./run.sh            create .venv if missing, install refsgd into it, run the default job
+#   ./run.sh            create .venv if missing, install refsgd into it, run the default job:
+#                       mpiexec -n ${REFSGD_NP:-4} refsgd train (SSGD on the embedded digits)
 #   ./run.sh test       run the whole test suite (pytest; MPI tests launch mpiexec themselves)
 #   ./run.sh setup      only create/update .venv
 #   ./run.sh torch      also install PyTorch 2.13.0 (CPU), the optional oracle of tests and bench
@@ -49,7 +50,12 @@ case "${1:-main}" in
     exec "$PY" -m pytest -q "$@" ;;
   main)
     setup
-    exec "$VENV/bin/refsgd" train ;;
+    one_thread_per_rank
+    MPIEXEC=${MPIEXEC:-$VENV/bin/mpiexec}
+    [ -x "$MPIEXEC" ] || MPIEXEC=mpiexec
+    shift || true
+    echo "run.sh: $MPIEXEC -n ${REFSGD_NP:-4} refsgd train $*" >&2
+    exec "$MPIEXEC" -n "${REFSGD_NP:-4}" "$VENV/bin/refsgd" train "$@" ;;
   *)
     echo "usage: ./run.sh [main|test|setup|torch] (see the comments at the top of run.sh)" >&2
     exit 2 ;;

@@ -43,7 +43,8 @@ class Run:
         self.cfg = cfg
         self.tau = cfg.tau
         self.schedule = schedule
-        self.log = log if self.rank == 0 else (lambda *a, **k: None)
+        self._print = log
+        self._bar = None
         self.n_train = len(data.y_train)
         self.nb = self.n_train // (self.world * cfg.batch)
         if self.nb < self.tau:
@@ -66,6 +67,15 @@ class Run:
         self.records = {k: [] for k in ("compute", "idle", "comm", "wall", "loss")}
         self.evals = []
         self.first_bad = None
+
+    def log(self, msg):
+        """Print on rank 0 (above the progress bar when there is one)."""
+        if self.rank != 0:
+            return
+        if self._bar is not None:
+            self._bar.write(msg)
+        else:
+            self._print(msg)
 
     # ------------------------------------------------------------------ state and helpers
     def register(self, name, array):
@@ -176,6 +186,7 @@ class Run:
         if self.rank == 0 and self.cfg.progress:
             from tqdm import tqdm
             bar = tqdm(total=self.total, initial=self.t, unit="it", dynamic_ncols=True, leave=False)
+            self._bar = bar
         for t in range(self.t, self.total):
             self.t = t
             self._micro = 0
@@ -202,6 +213,7 @@ class Run:
                 self.evaluate(t)
         if bar is not None:
             bar.close()
+            self._bar = None
         self.wall = time.perf_counter() - start
 
     def _check(self, t):
