@@ -105,6 +105,14 @@ def _add_training_options(p):
     p.add_argument("--link", default=None, metavar="LATENCY_US,GBIT_S",
                    help="emulated link: every all-reduce completes no earlier than the Ring-AllReduce "
                         "model (Pipe-SGD eq. 5) for its size; off by default, and every output says so")
+    p.add_argument("--checkpoint", default=None, metavar="DIR",
+                   help="folder for checkpoints (each written atomically; DIR/latest names the newest)")
+    p.add_argument("--checkpoint-every", type=_positive_int, default=None, metavar="K",
+                   help="write a checkpoint every K iterations (needs --checkpoint)")
+    p.add_argument("--resume", default=None, metavar="DIR",
+                   help="continue from a checkpoint (DIR or DIR/ckpt-T); the continued trajectory is "
+                        "identical to an uninterrupted run. Method, model, world size and every "
+                        "option that changes the trajectory must match")
     p.add_argument("--out", default=None, metavar="RUN.h5",
                    help="write per-iteration times and losses of every rank and the evaluations (HDF5)")
 
@@ -123,6 +131,13 @@ def build_parser():
                                    "time into compute, idle (blocked on communication) and other. "
                                    "Defaults train the embedded digits dataset in seconds.")
     _add_training_options(p)
+
+    p = sub.add_parser("report", help="print the summary of a metrics file again (and plot it)",
+                       description="Print the configuration, evaluations and per-rank time split of a "
+                                   "run's metrics file (refsgd train --out); --plot draws the loss and "
+                                   "accuracy curves and the time split (needs matplotlib).")
+    p.add_argument("file", help="metrics file written by refsgd train --out")
+    p.add_argument("--plot", default=None, metavar="OUT.png", help="also draw the curves into this image")
 
     p = sub.add_parser("models", help="list the bundled models, or describe one",
                        description="Without NAME, list the bundled model specs; with NAME (or a "
@@ -192,7 +207,20 @@ def _prepare(args, comm):
         d = os.path.dirname(os.path.abspath(args.out))
         if not os.path.isdir(d):
             raise RefsgdError(f"--out {args.out}: the folder {d} does not exist")
-    return ALGORITHMS[args.algo][0], link, net, data, schedule
+    if args.checkpoint_every and not args.checkpoint:
+        raise RefsgdError("--checkpoint-every needs --checkpoint DIR")
+    if args.checkpoint and not args.checkpoint_every:
+        raise RefsgdError("--checkpoint DIR needs --checkpoint-every K")
+    if args.checkpoint:
+        parent = os.path.dirname(os.path.abspath(args.checkpoint))
+        if not os.path.isdir(parent):
+            raise RefsgdError(f"--checkpoint {args.checkpoint}: the folder {parent} does not exist")
+    restorer = None
+    if args.resume:
+        from refsgd import checkpoint
+        folder, _ = checkpoint.read_meta(args.resume, _config(args), world, net.num_params)
+        restorer = checkpoint.Restorer(folder, comm.Get_rank())
+    return ALGORITHMS[args.algo][0], link, net, data, schedule, restorer
 
 
 def cmd_train(args):
@@ -221,26 +249,29 @@ def cmd_train(args):
             where = "" if len(bad) == len(errors) else f" (on rank(s) {', '.join(map(str, bad))})"
             print(f"refsgd: error: {first}{where}", file=sys.stderr)
         return 2
-    algo, link, net, data, schedule = prepared
+    algo, link, net, data, schedule, restorer = prepared
     comm = world_comm
     if link:
         from refsgd.comm.link import wrap
         comm = wrap(world_comm, link)
     cfg = argparse.Namespace(**vars(args))
-    run = Run(comm, net, data, cfg, schedule)
+    ckpt = (args.checkpoint, args.checkpoint_every, _config(args)) if args.checkpoint else None
+    run = Run(comm, net, data, cfg, schedule, restorer=restorer, checkpoint=ckpt)
     run.log(f"refsgd {__version__}: {args.algo} on {run.world} rank(s), {net.name} ({net.num_params:,d} parameters, "
             f"{net.dtype.name}), {data.name} ({len(data.y_train)} train / {len(data.y_test)} test)")
     run.log(f"  batch {args.batch} x tau {args.tau} per worker, {run.iters_per_epoch} iterations per epoch, "
             f"{run.total} iterations, schedule {schedule.describe()}, seed {args.seed}")
     if link:
         run.log(f"  {link} -- EMULATED, not the real network")
-    algo(run)
+    if restorer:
+        run.log(f"  resumed from {restorer.path.rsplit(os.sep, 1)[0]} at iteration {run.t}")
+    model = algo(run)
     rec = metrics.gather(run)
     if rank == 0:
         rec, nodes = rec
-        print(metrics.summary(run, rec, link))
+        print(metrics.summary(run.evals, rec, run.wall, link))
         if args.out:
-            metrics.write(args.out, run, rec, nodes, _config(args), link)
+            metrics.write(args.out, run, rec, nodes, _config(args), link, model=run.final_model())
             print(f"metrics written to {args.out}")
     return 0
 
@@ -289,6 +320,10 @@ def main(argv=None):
     try:
         if args.command == "train":
             return cmd_train(args)
+        if args.command == "report":
+            from refsgd import metrics
+            print(metrics.report(args.file, args.plot))
+            return 0
         if args.command == "models":
             return cmd_models(args)
         if args.command == "data":

@@ -8,6 +8,7 @@ Schema (HDF5, written by rank 0, atomically)::
     /iterations/wall     float64 (world, T)  the iteration's wall time
     /iterations/loss     float64 (world, T)  mean training loss of the iteration's micro-batches
     /evals/<field>       float64 (E,)        iteration, epoch, train_loss, test_loss, test_acc, seconds
+    /model               (num_params,)       the final model (the one evaluated), in the run's dtype
     attrs: config (JSON), world_size, nodes, mpi_library, mpi_thread_level, link (text or
            "none"), link_emulated (bool), refsgd_version, wall_seconds
 """
@@ -38,7 +39,7 @@ def gather(run):
     return {f: arr[:, i, :] for i, f in enumerate(FIELDS)}, nodes
 
 
-def write(path, run, rec, nodes, config, link):
+def write(path, run, rec, nodes, config, link, model=None):
     """Write the metrics file (rank 0), to a temporary file renamed into place."""
     d = os.path.dirname(os.path.abspath(path))
     fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".h5", dir=d)
@@ -51,6 +52,8 @@ def write(path, run, rec, nodes, config, link):
             ev = f.create_group("evals")
             for k in ("iteration", "epoch", "train_loss", "test_loss", "test_acc", "seconds"):
                 ev.create_dataset(k, data=np.array([e[k] for e in run.evals], dtype=np.float64))
+            if model is not None:
+                f.create_dataset("model", data=model)
             f.attrs["config"] = json.dumps(config, sort_keys=True)
             f.attrs["world_size"] = run.world
             f.attrs["nodes"] = nodes
@@ -67,24 +70,90 @@ def write(path, run, rec, nodes, config, link):
         raise
 
 
-def summary(run, rec, link):
-    """The end-of-run text: final losses, accuracy, wall time, per-rank time split."""
+def summary(evals, rec, wall, link):
+    """The end-of-run text: final losses, accuracy, wall time, per-rank time split.
+
+    evals: list of evaluation dicts; rec: {field: (world, T) array}; link: text or None.
+    """
     lines = []
-    if run.evals:
-        e = run.evals[-1]
+    world, n = rec["wall"].shape
+    if evals:
+        e = evals[-1]
         lines.append(f"final: train loss {e['train_loss']:.4f}, test loss {e['test_loss']:.4f}, "
-                     f"test accuracy {100 * e['test_acc']:.2f}% after {e['iteration']} iterations "
+                     f"test accuracy {100 * e['test_acc']:.2f}% after {int(e['iteration'])} iterations "
                      f"({e['epoch']:.2f} epochs)")
-    lines.append(f"wall time {run.wall:.2f} s on {run.world} rank(s)"
-                 + (f"; {link} (EMULATED)" if link else ""))
-    n = rec["wall"].shape[1]
-    lines.append("time per rank (sum over iterations; per-iteration mean in ms):")
-    lines.append("  rank   compute          idle             other            wall")
-    for r in range(run.world):
-        c, i, w = rec["compute"][r].sum(), rec["idle"][r].sum(), rec["wall"][r].sum()
-        o = w - c - i
+    lines.append(f"wall time {wall:.2f} s on {world} rank(s)" + (f"; {link} (EMULATED)" if link else ""))
+    lines.append(f"time per rank over {n} iterations (total s, mean ms per iteration):")
+    lines.append("  rank   compute          idle             other            comm (lifetime)")
+    for r in range(world):
+        c, i, w, m = (rec[k][r].sum() for k in ("compute", "idle", "wall", "comm"))
 
         def cell(v):
             return f"{v:7.2f}s {1e3 * v / max(n, 1):6.2f}"
-        lines.append(f"  {r:>4}   {cell(c)}  {cell(i)}  {cell(o)}  {w:7.2f}s")
+        lines.append(f"  {r:>4}   {cell(c)}  {cell(i)}  {cell(w - c - i)}  {cell(m)}")
     return "\n".join(lines)
+
+
+def read(path):
+    """(evals, rec, attrs) of a metrics file; RefsgdError if it is not one."""
+    from refsgd import RefsgdError
+    try:
+        f = h5py.File(path, "r")
+    except FileNotFoundError:
+        raise RefsgdError(f"{path}: no such file") from None
+    except OSError:
+        raise RefsgdError(f"{path}: not an HDF5 file") from None
+    with f:
+        if "iterations" not in f or "evals" not in f:
+            raise RefsgdError(f"{path}: not a refsgd metrics file (made by `refsgd train --out`)")
+        rec = {k: f["iterations"][k][...] for k in FIELDS}
+        keys = list(f["evals"])
+        cols = {k: f["evals"][k][...] for k in keys}
+        evals = [{k: float(cols[k][j]) for k in keys} for j in range(len(cols.get("iteration", [])))]
+        attrs = dict(f.attrs)
+    return evals, rec, attrs
+
+
+def report(path, plot=None):
+    """The text of ``refsgd report``; with ``plot``, draw the curves and time split (matplotlib)."""
+    from refsgd import RefsgdError
+    evals, rec, attrs = read(path)
+    cfg = json.loads(attrs.get("config", "{}"))
+    link = attrs.get("link", "none")
+    head = [f"{path}: {cfg.get('algo')} on {attrs.get('world_size')} rank(s), {attrs.get('nodes')} node(s), "
+            f"model {cfg.get('model')}, refsgd {attrs.get('refsgd_version')}",
+            f"MPI: {str(attrs.get('mpi_library', '')).splitlines()[0] if attrs.get('mpi_library') else '?'}, "
+            f"thread level {attrs.get('mpi_thread_level')}",
+            "config: " + ", ".join(f"{k}={v}" for k, v in sorted(cfg.items()))]
+    for e in evals:
+        head.append(f"  iter {int(e['iteration']):>6}  epoch {e['epoch']:6.2f}  train loss {e['train_loss']:.4f}  "
+                    f"test loss {e['test_loss']:.4f}  test acc {100 * e['test_acc']:.2f}%")
+    text = "\n".join(head) + "\n" + summary(evals, rec, float(attrs.get("wall_seconds", 0)),
+                                           None if link == "none" else link)
+    if plot:
+        try:
+            import matplotlib
+            matplotlib.use("Agg")
+            import matplotlib.pyplot as plt
+        except ImportError:
+            raise RefsgdError("--plot needs matplotlib (pip install matplotlib, or refsgd[plot])") from None
+        fig, ax = plt.subplots(1, 3, figsize=(14, 4))
+        it = [e["iteration"] for e in evals]
+        ax[0].plot(rec["loss"].mean(axis=0), lw=0.8, label="train (per iteration, mean of ranks)")
+        ax[0].plot(it, [e["test_loss"] for e in evals], "o-", label="test")
+        ax[0].set_xlabel("iteration"), ax[0].set_ylabel("loss"), ax[0].legend()
+        ax[1].plot(it, [100 * e["test_acc"] for e in evals], "o-")
+        ax[1].set_xlabel("iteration"), ax[1].set_ylabel("test accuracy (%)")
+        world = rec["wall"].shape[0]
+        c, i, w = (rec[k].sum(axis=1) for k in ("compute", "idle", "wall"))
+        ax[2].bar(range(world), c, label="compute")
+        ax[2].bar(range(world), i, bottom=c, label="idle")
+        ax[2].bar(range(world), w - c - i, bottom=c + i, label="other")
+        ax[2].set_xticks(range(world))
+        ax[2].set_xlabel("rank"), ax[2].set_ylabel("seconds"), ax[2].legend()
+        title = f"{cfg.get('algo')} / {cfg.get('model')} / {world} ranks" + (f" / {link} EMULATED" if link != "none" else "")
+        fig.suptitle(title)
+        fig.tight_layout()
+        fig.savefig(plot, dpi=100)
+        text += f"\nplot written to {plot}"
+    return text

@@ -12,7 +12,10 @@ An algorithm's ``train(run)`` receives a :class:`Run` and uses
   request's lifetime is recorded as *communication* time;
 * ``run.optimizer()`` (the local optimizer U of the command line, its state registered),
   ``run.lr(t)``, ``run.tau``, ``run.cfg``;
-* ``run.register(name, array)``: algorithm state, updated in place;
+* ``run.register(name, array)``: algorithm state, updated in place; checkpoints save it and a
+  resumed run fills it back when it is registered (see :mod:`refsgd.checkpoint`). A method
+  whose requests span iterations must register their receive buffers: at a checkpoint the
+  requests are completed first, and a resumed method finds the completed result there;
 * ``for t in run.iterations():``: the loop; at iteration boundaries it records the times and
   the loss, checks for a non-finite loss on all ranks, shows progress, evaluates the model
   given by ``run.set_model(fn)`` on the test set, and stops after the last iteration.
@@ -34,7 +37,7 @@ from refsgd.optim import SGD
 
 
 class Run:
-    def __init__(self, comm, net, data, cfg, schedule, log=print):
+    def __init__(self, comm, net, data, cfg, schedule, log=print, restorer=None, checkpoint=None):
         self.comm = comm
         self.rank = comm.Get_rank()
         self.world = comm.Get_size()
@@ -67,6 +70,16 @@ class Run:
         self.records = {k: [] for k in ("compute", "idle", "comm", "wall", "loss")}
         self.evals = []
         self.first_bad = None
+        self._pending = []
+        # checkpoint = (folder, every K iterations, configuration dict) or None
+        self._checkpoint = checkpoint
+        self._restorer = restorer
+        if restorer is not None:
+            self.t = restorer.t
+            self.records = {k: list(v) for k, v in restorer.records.items()}
+            self.evals = list(restorer.evals)
+            if restorer.schedule_state is not None:
+                schedule.state[...] = restorer.schedule_state
 
     def log(self, msg):
         """Print on rank 0 (above the progress bar when there is one)."""
@@ -83,6 +96,8 @@ class Run:
         if name in self.state:
             raise ValueError(f"state {name!r} registered twice")
         self.state[name] = array
+        if self._restorer is not None:
+            self._restorer.fill(name, array)
         return array
 
     def init_params(self):
@@ -105,6 +120,10 @@ class Run:
     def set_model(self, fn):
         """fn() -> the weights to evaluate (e.g. the average of the workers' models)."""
         self._model = fn
+
+    def final_model(self):
+        """The model the method returns (what is evaluated), or None."""
+        return None if self._model is None else self._model()
 
     # ------------------------------------------------------------------ data and compute
     def batch_indices(self, k):
@@ -143,9 +162,7 @@ class Run:
 
     def started(self, req):
         """Note the start of a non-blocking request (its lifetime counts as communication)."""
-        req_start = time.perf_counter()
-        self._pending = getattr(self, "_pending", [])
-        self._pending.append((req, req_start))
+        self._pending.append((req, time.perf_counter()))
         return req
 
     def wait(self, req):
@@ -169,11 +186,10 @@ class Run:
             self._finish(r, t1)
 
     def _finish(self, req, t1):
-        pending = getattr(self, "_pending", [])
-        for i, (r, s) in enumerate(pending):
+        for i, (r, s) in enumerate(self._pending):
             if r is req:
                 self._comm += t1 - s
-                del pending[i]
+                del self._pending[i]
                 return
 
     # ------------------------------------------------------------------ the loop
@@ -211,10 +227,20 @@ class Run:
                     bar.set_postfix(loss=f"{mean_loss:.4f}", samples_s=f"{samples / elapsed:.0f}")
             if (epoch_end and ((t + 1) // self.iters_per_epoch) % self.cfg.eval_every == 0) or last:
                 self.evaluate(t)
+            if self._checkpoint is not None and (t + 1) % self._checkpoint[1] == 0 and not last:
+                self.save_checkpoint()
         if bar is not None:
             bar.close()
             self._bar = None
         self.wall = time.perf_counter() - start
+
+    def save_checkpoint(self):
+        """Complete the requests still in flight, then write every rank's state (collective)."""
+        from refsgd import checkpoint
+        if self._pending:
+            self.waitall([r for r, _ in self._pending])
+        root, _, config = self._checkpoint
+        checkpoint.save(self, root, config)
 
     def _check(self, t):
         """All ranks agree on the loss so far and stop together on a non-finite one."""

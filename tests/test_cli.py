@@ -162,3 +162,61 @@ def test_mpi_bad_input_ends_every_rank(args, msg):
 def test_train_list():
     r = refsgd("train", "--list")
     assert r.returncode == 0 and "ssgd-nag" in r.stdout and "Algorithm 4" in r.stdout
+
+
+# ---------------------------------------------------------------------- checkpoints and report
+@pytest.mark.parametrize("algo", ["ssgd", "ssgd-opt", "ssgd-nag"])
+def test_resume_equals_an_uninterrupted_run(tmp_path, algo):
+    import h5py
+    common = ["train", "--algo", algo, "--momentum", "0.9", "--dtype", "float64", "--iterations", "24",
+              "--tau", "2", "--no-progress", "--log-every", "5"]
+    if algo == "ssgd-nag":
+        common += ["--lr", "0.0005"]
+    ck = tmp_path / "ck"
+    r = mpirun(2, *common, "--checkpoint", str(ck), "--checkpoint-every", "7", "--out", str(tmp_path / "a.h5"))
+    assert r.returncode == 0, r.stderr
+    assert sorted(os.listdir(ck)) == ["ckpt-14", "ckpt-21", "ckpt-7", "latest"]
+    assert (ck / "latest").read_text().strip() == "ckpt-21"
+    r = mpirun(2, *common, "--resume", str(ck / "ckpt-7"), "--out", str(tmp_path / "b.h5"))
+    assert r.returncode == 0, r.stderr
+    assert "resumed from" in r.stdout and "at iteration 7" in r.stdout
+    with h5py.File(tmp_path / "a.h5") as a, h5py.File(tmp_path / "b.h5") as b:
+        np.testing.assert_array_equal(a["model"][...], b["model"][...])
+        np.testing.assert_array_equal(a["iterations/loss"][...], b["iterations/loss"][...])
+        np.testing.assert_array_equal(a["evals/test_acc"][...], b["evals/test_acc"][...])
+
+
+def test_resume_refuses_another_run(tmp_path):
+    ck = tmp_path / "ck"
+    base = ["train", "--iterations", "6", "--no-progress"]
+    r = mpirun(2, *base, "--checkpoint", str(ck), "--checkpoint-every", "3")
+    assert r.returncode == 0, r.stderr
+    for args, msg in [
+        (["--algo", "ssgd-opt"], "the checkpoint is of method 'ssgd', this run is 'ssgd-opt'"),
+        (["--model", "digits_cnn"], "the checkpoint is of model 'digits_mlp'"),
+        (["--lr", "0.5"], "these options differ from the checkpointed run: lr (0.05 -> 0.5)"),
+    ]:
+        r = mpirun(2, *base, "--resume", str(ck), *args)
+        assert r.returncode == 2 and msg in r.stderr, r.stderr
+    r = mpirun(4, *base, "--resume", str(ck))
+    assert r.returncode == 2 and "written by 2 ranks, this run has 4" in r.stderr
+    r = refsgd("train", "--resume", str(tmp_path / "nothing"))
+    assert r.returncode == 2 and "no such checkpoint folder" in r.stderr
+    r = refsgd("train", "--checkpoint-every", "3")
+    assert r.returncode == 2 and "--checkpoint-every needs --checkpoint DIR" in r.stderr
+
+
+def test_report_prints_and_plots(tmp_path):
+    out = tmp_path / "run.h5"
+    r = mpirun(2, "train", "--epochs", "1", "--no-progress", "--out", str(out))
+    assert r.returncode == 0, r.stderr
+    rep = refsgd("report", str(out))
+    assert rep.returncode == 0, rep.stderr
+    final = [l for l in r.stdout.splitlines() if l.startswith("final:")][0]
+    assert final in rep.stdout and "ssgd on 2 rank(s)" in rep.stdout and "thread level" in rep.stdout
+    pytest.importorskip("matplotlib")
+    png = tmp_path / "run.png"
+    rep = refsgd("report", str(out), "--plot", str(png))
+    assert rep.returncode == 0 and png.stat().st_size > 10000
+    rep = refsgd("report", str(tmp_path / "missing.h5"))
+    assert rep.returncode == 2 and "no such file" in rep.stderr
