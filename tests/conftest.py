@@ -1,5 +1,23 @@
 import os
+import subprocess
 import sys
 
 # the shared gradient-check helpers live beside the tests
 sys.path.insert(0, os.path.dirname(__file__))
+
+#: set in the processes that `launch_under_mpiexec` starts
+UNDER_MPI = os.environ.get("REFSGD_UNDER_MPIEXEC") == "1"
+MPIEXEC = os.path.join(os.path.dirname(sys.executable), "mpiexec")
+ONE_THREAD = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "NUMBA_NUM_THREADS": "1",
+              "MKL_NUM_THREADS": "1"}
+
+
+def launch_under_mpiexec(test_file, n, timeout=300):
+    """Run ``test_file``'s pytest-mpi tests under ``mpiexec -n n``; plain pytest calls this, so the
+    MPI tests run without --with-mpi. A hang fails through the timeout."""
+    env = {**os.environ, **ONE_THREAD, "REFSGD_UNDER_MPIEXEC": "1"}
+    r = subprocess.run([MPIEXEC, "-n", str(n), sys.executable, "-m", "pytest", "--with-mpi", "-q", "-p",
+                        "no:cacheprovider", test_file], capture_output=True, text=True, timeout=timeout, env=env)
+    assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-4000:]
+    assert " passed" in r.stdout and " failed" not in r.stdout
+    return r

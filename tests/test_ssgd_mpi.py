@@ -5,19 +5,15 @@ Plain ``pytest`` runs ``test_under_mpiexec``, which launches this file under ``m
 """
 
 import argparse
-import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
+from conftest import UNDER_MPI, launch_under_mpiexec
 
 from refsgd import datasets, local
 from refsgd.datasets import epoch_batches
 from refsgd.nn import load_model
 from refsgd.optim import SGD, Constant
-
-UNDER_MPI = os.environ.get("REFSGD_UNDER_MPIEXEC") == "1"
 
 
 def cfg(**kw):
@@ -130,10 +126,4 @@ def test_ssgd_nag_equals_sato_algorithm_4():
 @pytest.mark.skipif(UNDER_MPI, reason="this is the launcher")
 @pytest.mark.parametrize("n", [1, 2, 4])
 def test_under_mpiexec(n):
-    mpiexec = os.path.join(os.path.dirname(sys.executable), "mpiexec")
-    env = {**os.environ, "REFSGD_UNDER_MPIEXEC": "1", "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1",
-           "NUMBA_NUM_THREADS": "1"}
-    r = subprocess.run([mpiexec, "-n", str(n), sys.executable, "-m", "pytest", "--with-mpi", "-q", "-p",
-                        "no:cacheprovider", __file__], capture_output=True, text=True, timeout=300, env=env)
-    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-    assert "passed" in r.stdout and "failed" not in r.stdout
+    launch_under_mpiexec(__file__, n)
