@@ -1,0 +1,259 @@
+"""The emulated link (``--link LATENCY_US,GBIT_S``): all-reduces that take as long as a slow network.
+
+Overlapped distributed-SGD methods only show their benefit when communication is slow relative to
+compute, but on one machine MPI moves data through shared memory almost instantly. The emulated
+link makes every all-reduce issued through a :class:`LinkComm` complete *no earlier than* the
+Ring-AllReduce time model of Pipe-SGD (Li et al. 2018, eq. 5)::
+
+    T(n, p) = 2 (p - 1) alpha  +  2 ((p - 1) / p) n beta
+
+    alpha   latency of one message, in seconds            (LATENCY_US * 1e-6)
+    beta    transfer time of one byte, in seconds/byte    (8 / (GBIT_S * 1e9))
+    n       message size in bytes (the size of the receive buffer)
+    p       number of ranks in the communicator;  T = 0 when p == 1
+
+The full eq. 5 also has ``((p - 1) / p) n gamma + S`` (local reduction time and synchronisation
+overhead). Both are taken as 0 here: the reduction is done for real by MPI on this machine, and
+no extra synchronisation is modelled. Further assumptions of the model: a ring over ``p`` ranks
+with ``2 (p - 1)`` steps (reduce-scatter then all-gather), each step sending ``n / p`` bytes on
+every link at once, full-duplex links of equal bandwidth, no congestion and no dependence on
+the reduction operation or datatype.
+
+One link per communicator, first come first served: all-reduces that overlap in time queue
+behind each other, each starting its transfer when the previous one's deadline has passed,
+``deadline_k = max(start_k, deadline_{k-1}) + T(n_k, p)``. So L segments sent back to back cost
+``2(p-1) L alpha + 2((p-1)/p) n beta`` in all, the pipelined-communication term of Pipe-SGD's
+eq. 6, rather than each getting the full bandwidth at once.
+
+The link only ever *delays* completion; it never speeds anything up. The real collective runs
+first (its data and results are real), then the caller is held until ``start + T``. If the real
+collective takes longer than the model (a large message, an oversubscribed machine) the real time
+wins. Timings measured with an emulated link are therefore those of a *modelled* network, and
+everything produced with it (logs, metrics, plots, reports) must say so, e.g. by printing
+``str(link)``; that is the callers' job.
+
+What is delayed: ``LinkComm.Allreduce`` (blocking: returns no earlier than ``start + T``) and
+``LinkComm.Iallreduce`` (returns a :class:`LinkRequest` whose ``Wait``/``Test`` do not report
+completion before its ``deadline``). Use :func:`waitall` for lists of requests:
+``MPI.Request.Waitall`` on LinkRequests completes the real requests but skips the emulated delay.
+Everything else (the lowercase pickle-based ``allreduce``, ``Bcast``, ``Barrier``, ...) is
+inherited unchanged and not delayed. Buffers are NumPy arrays (or anything exposing the buffer
+protocol), with ``MPI.IN_PLACE`` allowed as the send buffer; a ``[array, MPI.DOUBLE]`` style
+spec is accepted too, its size taken as the whole array's ``nbytes`` (an explicit count is not
+looked at).
+
+mpi4py notes (checked with mpi4py 4.1 / MPICH 5):
+
+* ``LinkComm(comm)`` builds a second Python object that shares ``comm``'s MPI handle (no
+  ``MPI_Comm_dup``; ``Compare`` gives ``MPI.IDENT``). It owns nothing: whoever created ``comm``
+  frees it, once, and the LinkComm must not be used after that (nor freed as well).
+* mpi4py subclasses of ``Comm``/``Request`` have a ``__dict__``, so ``link``, ``start``,
+  ``deadline`` and ``nbytes`` are plain instance attributes.
+* ``LinkComm.Dup()`` returns a LinkComm with the same link (overridden here: mpi4py keeps the
+  subclass on ``Dup`` but not the instance attributes). ``Split``, ``Create`` and friends return
+  plain ``MPI.Intracomm`` objects: wrap them again with :func:`wrap` if they should be delayed.
+* ``LinkRequest(req)`` copies the handle out of ``req``; after ``Wait`` only the LinkRequest is
+  reset to ``MPI.REQUEST_NULL``, so the original request object is dropped right away and never
+  handed out. Dropping it frees nothing (mpi4py does not free requests on garbage collection).
+* mpi4py 4.1 does not keep the buffers of a nonblocking collective alive: an ``Iallreduce`` into
+  a temporary array that is garbage-collected before ``Wait`` corrupts the heap. A LinkRequest
+  holds references to both buffers until it has completed, but callers should keep them anyway.
+"""
+
+import math
+import time
+
+from mpi4py import MPI
+
+from refsgd import RefsgdError
+
+# time.sleep() is used up to this long before a deadline; the rest is a busy-wait
+_SPIN_S = 100e-6
+
+
+def _sleep_until(deadline):
+    """Return no earlier than ``time.perf_counter() == deadline`` (to ~0.1 ms)."""
+    remaining = deadline - time.perf_counter()
+    if remaining > _SPIN_S:
+        time.sleep(remaining - _SPIN_S)
+    while time.perf_counter() < deadline:
+        pass
+
+
+class Link:
+    """A modelled network link: ``latency_us`` microseconds per message, ``gbit_s`` Gbit/s."""
+
+    __slots__ = ("latency_us", "gbit_s")
+
+    def __init__(self, latency_us, gbit_s):
+        latency_us, gbit_s = float(latency_us), float(gbit_s)
+        if not (math.isfinite(latency_us) and math.isfinite(gbit_s) and latency_us >= 0 and gbit_s > 0):
+            raise RefsgdError("emulated link needs latency >= 0 us and bandwidth > 0 Gbit/s (both finite), "
+                              f"got latency {latency_us:g} us, bandwidth {gbit_s:g} Gbit/s")
+        self.latency_us = latency_us
+        self.gbit_s = gbit_s
+
+    @property
+    def alpha(self):
+        """Latency in seconds."""
+        return self.latency_us * 1e-6
+
+    @property
+    def beta(self):
+        """Transfer time of one byte in seconds."""
+        return 8.0 / (self.gbit_s * 1e9)
+
+    def time(self, nbytes, p):
+        """Ring-AllReduce time (s) of an ``nbytes`` message over ``p`` ranks (Pipe-SGD eq. 5)."""
+        if p <= 1:
+            return 0.0
+        return 2 * (p - 1) * self.alpha + 2 * ((p - 1) / p) * nbytes * self.beta
+
+    @classmethod
+    def parse(cls, text):
+        """``"LATENCY_US,GBIT_S"`` (e.g. ``"50,10"``) -> Link; RefsgdError on anything else."""
+        msg = f"--link expects LATENCY_US,GBIT_S with latency >= 0 and bandwidth > 0, got {text!r}"
+        parts = str(text).split(",")
+        if len(parts) != 2:
+            raise RefsgdError(msg)
+        try:
+            lat, bw = float(parts[0]), float(parts[1])
+        except ValueError:
+            raise RefsgdError(msg) from None
+        if not (math.isfinite(lat) and math.isfinite(bw) and lat >= 0 and bw > 0):
+            raise RefsgdError(msg)
+        return cls(lat, bw)
+
+    def __str__(self):
+        return (f"emulated link: latency {self.latency_us:g} us, {self.gbit_s:g} Gbit/s "
+                "(Ring-AllReduce model, Pipe-SGD eq. 5)")
+
+    def __repr__(self):
+        return f"Link({self.latency_us:g}, {self.gbit_s:g})"
+
+    def __eq__(self, other):
+        if not isinstance(other, Link):
+            return NotImplemented
+        return (self.latency_us, self.gbit_s) == (other.latency_us, other.gbit_s)
+
+    def __hash__(self):
+        return hash((self.latency_us, self.gbit_s))
+
+
+def _nbytes(buf):
+    """Size in bytes of a buffer: an array / buffer-protocol object, or an ``[array, type...]`` spec."""
+    if isinstance(buf, (list, tuple)):
+        buf = buf[0]
+    nbytes = getattr(buf, "nbytes", None)
+    if nbytes is None:
+        nbytes = memoryview(buf).nbytes
+    return int(nbytes)
+
+
+class LinkRequest(MPI.Request):
+    """A real MPI request that does not report completion before ``deadline``.
+
+    Attributes (``time.perf_counter()`` seconds): ``start`` (when the collective was issued),
+    ``deadline`` (``start + link.time(nbytes, p)``) and ``nbytes`` (the message size).
+    """
+
+    def __new__(cls, request=None, start=0.0, deadline=0.0, nbytes=0, buffers=None):
+        self = super().__new__(cls, request)
+        self.start = start
+        self.deadline = deadline
+        self.nbytes = nbytes
+        # mpi4py 4.1 does not keep an Iallreduce's buffers alive (nor does a copied request):
+        # hold them here until the real request has completed
+        self._buffers = buffers
+        return self
+
+    def Wait(self, status=None):
+        """Real ``Wait``, then sleep until ``deadline``."""
+        super().Wait(status)
+        self._buffers = None
+        _sleep_until(self.deadline)
+        return True
+
+    def Test(self, status=None):
+        """True only once the real request has completed and ``deadline`` has passed."""
+        if not super().Test(status):  # a completed (null) request tests True again
+            return False
+        self._buffers = None
+        return time.perf_counter() >= self.deadline
+
+    # the lowercase (pickle-based) wait()/test() would report completion in real time, without
+    # the emulated delay: refuse them rather than silently skip the link
+    def wait(self, status=None):
+        raise NotImplementedError("LinkRequest: use Wait() (buffers), not wait() (pickled objects)")
+
+    def test(self, status=None):
+        raise NotImplementedError("LinkRequest: use Test() (buffers), not test() (pickled objects)")
+
+
+def waitall(requests, statuses=None):
+    """``MPI.Request.Waitall``, then sleep until the latest ``deadline`` among the requests.
+
+    Plain ``MPI.Request`` objects may be mixed in (they add no delay). Calling
+    ``MPI.Request.Waitall`` directly on LinkRequests would skip the emulated delay.
+    """
+    requests = list(requests)
+    deadline = max((getattr(r, "deadline", 0.0) for r in requests), default=0.0)
+    MPI.Request.Waitall(requests, statuses)
+    for r in requests:
+        if isinstance(r, LinkRequest):
+            r._buffers = None
+    _sleep_until(deadline)
+
+
+class LinkComm(MPI.Intracomm):
+    """An ``MPI.Intracomm`` (same MPI handle as the one it is built from) whose all-reduces are
+    held back to the emulated ``link``'s Ring-AllReduce time; ``link = None`` adds no delay."""
+
+    link = None
+
+    def __new__(cls, comm=None, link=None):
+        self = super().__new__(cls, comm)
+        if link is None and isinstance(comm, LinkComm):
+            link = comm.link
+        self.link = link
+        return self
+
+    def _time(self, recvbuf):
+        nbytes = _nbytes(recvbuf)
+        return nbytes, (0.0 if self.link is None else self.link.time(nbytes, self.Get_size()))
+
+    def _deadline(self, start, t):
+        """Queue a transfer of duration t arriving at ``start`` behind the ones on the link."""
+        free = max(start, self.__dict__.get("_free_at", 0.0))
+        self._free_at = free + t
+        return free + t
+
+    def Allreduce(self, sendbuf, recvbuf, op=MPI.SUM):
+        """The real ``Allreduce``, then sleep until its turn on the link plus ``T(nbytes, p)``."""
+        start = time.perf_counter()
+        super().Allreduce(sendbuf, recvbuf, op)
+        _sleep_until(self._deadline(start, self._time(recvbuf)[1]))
+
+    def Iallreduce(self, sendbuf, recvbuf, op=MPI.SUM):
+        """The real ``Iallreduce``; the returned LinkRequest completes no earlier than its turn on
+        the link plus ``T(nbytes, p)``."""
+        start = time.perf_counter()
+        real = super().Iallreduce(sendbuf, recvbuf, op)
+        nbytes, t = self._time(recvbuf)
+        return LinkRequest(real, start=start, deadline=self._deadline(start, t), nbytes=nbytes,
+                           buffers=(sendbuf, recvbuf))
+
+    def Dup(self, info=None):
+        """A duplicate (a new MPI communicator, freed by the caller) with the same link."""
+        dup = super().Dup() if info is None else super().Dup(info)
+        dup.link = self.link
+        return dup
+
+
+def wrap(comm, link):
+    """``comm`` unchanged when ``link`` is None, else a LinkComm on the same MPI communicator."""
+    if link is None:
+        return comm
+    if not isinstance(comm, MPI.Intracomm):
+        raise TypeError(f"the emulated link needs an MPI.Intracomm, got {type(comm).__name__}")
+    return LinkComm(comm, link)

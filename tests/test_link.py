@@ -1,0 +1,281 @@
+"""The emulated link (refsgd.comm.link): the Pipe-SGD eq. 5 model and the delayed all-reduces.
+
+Plain ``pytest`` runs the closed-form tests and ``test_under_mpiexec``, which launches this file
+under ``mpiexec -n 2 ... pytest --with-mpi``; there the ``mpi`` tests run on COMM_WORLD. Timing
+checks are lower bounds (completion >= start + T) plus loose upper bounds only.
+"""
+
+import os
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+from mpi4py import MPI
+
+from refsgd import RefsgdError
+from refsgd.comm.link import Link, LinkComm, LinkRequest, waitall, wrap
+
+N = 1000            # float64 elements per message (8000 bytes)
+T_TARGET = 0.2      # seconds: the links below make one all-reduce of N doubles take this long
+SLACK = 0.5         # loose upper bound on how late a completion may be
+
+
+def link_for(t, nbytes, p, latency_us=1000.0):
+    """A link whose Ring-AllReduce time for (nbytes, p) is t seconds."""
+    alpha = latency_us * 1e-6
+    beta = (t - 2 * (p - 1) * alpha) / (2 * ((p - 1) / p) * nbytes)
+    return Link(latency_us, 8 / (beta * 1e9))
+
+
+# ------------------------------------------------------------------ closed form (no MPI needed)
+
+def test_time_closed_form():
+    link = Link(50, 10)  # alpha = 50e-6 s, beta = 0.8e-9 s/byte
+    assert link.alpha == pytest.approx(50e-6)
+    assert link.beta == pytest.approx(8 / 10e9)
+    for nbytes, p in [(0, 2), (8, 2), (4_000_000, 2), (4_000_000, 4), (1234, 3), (10**9, 16)]:
+        want = 2 * (p - 1) * 50e-6 + 2 * (p - 1) / p * nbytes * 0.8e-9
+        assert link.time(nbytes, p) == pytest.approx(want, rel=1e-12)
+    # 4 MB over 4 ranks: 6 * 50 us + 1.5 * 4e6 * 0.8 ns = 0.3 ms + 4.8 ms
+    assert link.time(4_000_000, 4) == pytest.approx(0.0051, rel=1e-12)
+    assert Link(0, 1).time(1_000_000_000, 2) == pytest.approx(8.0)  # 1 GB at 1 Gbit/s, p = 2
+    assert Link(1e6, 1).time(0, 2) == pytest.approx(2.0)           # pure latency: 2 (p-1) alpha
+
+
+def test_time_is_zero_on_one_rank():
+    assert Link(50, 10).time(10**9, 1) == 0.0
+    assert Link(1e6, 1e-6).time(123, 1) == 0.0
+
+
+def test_link_for_hits_the_target():
+    for p in (2, 3, 4):
+        assert link_for(T_TARGET, 8 * N, p).time(8 * N, p) == pytest.approx(T_TARGET)
+
+
+def test_parse_and_str():
+    link = Link.parse("50,10")
+    assert (link.latency_us, link.gbit_s) == (50.0, 10.0)
+    assert link == Link(50, 10)
+    assert Link.parse(" 0 , 2.5 ") == Link(0, 2.5)
+    assert Link.parse("1e3,0.1") == Link(1000, 0.1)
+    assert str(link) == "emulated link: latency 50 us, 10 Gbit/s (Ring-AllReduce model, Pipe-SGD eq. 5)"
+    assert repr(link) == "Link(50, 10)"
+
+
+@pytest.mark.parametrize("text", ["abc", "", "50", "50,", ",10", "50,10,1", "-1,10", "50,0", "50,-3",
+                                  "nan,10", "50,inf", "x,10"])
+def test_parse_errors(text):
+    with pytest.raises(RefsgdError) as e:
+        Link.parse(text)
+    assert str(e.value) == ("--link expects LATENCY_US,GBIT_S with latency >= 0 and bandwidth > 0, "
+                            f"got {text!r}")
+
+
+def test_parse_error_message_example():
+    with pytest.raises(RefsgdError, match=r"^--link expects LATENCY_US,GBIT_S with latency >= 0 and "
+                                          r"bandwidth > 0, got 'abc'$"):
+        Link.parse("abc")
+
+
+def test_constructor_rejects_bad_values():
+    for lat, bw in [(-1, 10), (0, 0), (0, -1), (float("nan"), 1)]:
+        with pytest.raises(RefsgdError):
+            Link(lat, bw)
+
+
+def test_wrap_none_returns_the_same_object():
+    comm = MPI.COMM_WORLD
+    assert wrap(comm, None) is comm
+    assert wrap(MPI.COMM_SELF, None) is MPI.COMM_SELF
+
+
+def test_linkcomm_is_a_real_communicator_on_the_same_handle():
+    link = Link(50, 10)
+    c = wrap(MPI.COMM_SELF, link)
+    assert isinstance(c, LinkComm) and isinstance(c, MPI.Intracomm)
+    assert c is not MPI.COMM_SELF and c.link is link
+    assert c == MPI.COMM_SELF and MPI.Comm.Compare(c, MPI.COMM_SELF) == MPI.IDENT
+    assert c.Get_size() == 1
+    d = c.Dup()
+    try:
+        assert isinstance(d, LinkComm) and d.link is link
+        assert MPI.Comm.Compare(d, c) == MPI.CONGRUENT
+    finally:
+        d.Free()
+    rewrapped = wrap(c, Link(1, 1))
+    assert rewrapped.link == Link(1, 1) and c.link is link
+
+
+def test_one_rank_is_not_delayed_and_records_metrics():
+    c = wrap(MPI.COMM_SELF, Link(1e6, 1e-6))  # a 1 s latency: T would be huge if p > 1
+    x = np.arange(5, dtype=np.float64)
+    y = np.empty_like(x)
+    t0 = time.perf_counter()
+    req = c.Iallreduce(x, y)
+    assert isinstance(req, LinkRequest)
+    assert req.nbytes == 40 and req.deadline == req.start and req.start >= t0
+    req.Wait()
+    c.Allreduce(MPI.IN_PLACE, y)
+    assert time.perf_counter() - t0 < SLACK
+    np.testing.assert_array_equal(y, x)
+    assert req == MPI.REQUEST_NULL and req.Test()
+
+
+# ------------------------------------------------------------------ under MPI (2 and 4 ranks)
+
+def setup_mpi():
+    comm = MPI.COMM_WORLD
+    p = comm.Get_size()
+    link = link_for(T_TARGET, 8 * N, p)
+    lc = wrap(comm, link)
+    x = np.full(N, comm.Get_rank() + 1, dtype=np.float64)
+    return comm, p, link, lc, x
+
+
+def check_sum(y, p):
+    np.testing.assert_array_equal(y, np.full(N, p * (p + 1) / 2))
+
+
+@pytest.mark.mpi(min_size=2)
+def test_iallreduce_sums_and_waits_at_least_T():
+    comm, p, link, lc, x = setup_mpi()
+    y = np.empty_like(x)
+    T = link.time(8 * N, p)
+    assert T == pytest.approx(T_TARGET)
+    comm.Barrier()
+    t0 = time.perf_counter()
+    req = lc.Iallreduce(x, y)
+    assert isinstance(req, LinkRequest) and isinstance(req, MPI.Request)
+    assert req.nbytes == 8 * N
+    assert t0 <= req.start and req.deadline == pytest.approx(req.start + T, abs=1e-12)
+    req.Wait()
+    t1 = time.perf_counter()
+    assert t1 >= req.deadline and t1 - t0 >= T
+    assert t1 - t0 < T + SLACK
+    check_sum(y, p)
+
+
+@pytest.mark.mpi(min_size=2)
+def test_iallreduce_in_place():
+    comm, p, link, lc, x = setup_mpi()
+    comm.Barrier()
+    t0 = time.perf_counter()
+    req = lc.Iallreduce(MPI.IN_PLACE, x)
+    assert req.nbytes == 8 * N
+    req.Wait()
+    assert time.perf_counter() - t0 >= link.time(8 * N, p)
+    check_sum(x, p)
+
+
+@pytest.mark.mpi(min_size=2)
+def test_blocking_allreduce_takes_at_least_T():
+    comm, p, link, lc, x = setup_mpi()
+    T = link.time(8 * N, p)
+    y = np.empty_like(x)
+    comm.Barrier()
+    t0 = time.perf_counter()
+    lc.Allreduce(x, y)
+    dt = time.perf_counter() - t0
+    assert T <= dt < T + SLACK
+    check_sum(y, p)
+    comm.Barrier()
+    t0 = time.perf_counter()
+    lc.Allreduce(MPI.IN_PLACE, y, op=MPI.MAX)
+    assert time.perf_counter() - t0 >= T
+    check_sum(y, p)
+
+
+@pytest.mark.mpi(min_size=2)
+def test_test_is_false_before_the_deadline_and_true_after_wait():
+    comm, p, link, lc, x = setup_mpi()
+    y = np.empty_like(x)
+    comm.Barrier()
+    req = lc.Iallreduce(x, y)
+    flag = req.Test()
+    if time.perf_counter() - req.start < link.time(8 * N, p) / 2:  # always, short of a 0.1 s stall
+        assert flag is False
+    # Test() never reports completion before the deadline
+    while not req.Test():
+        time.sleep(1e-3)
+    assert time.perf_counter() >= req.deadline
+    check_sum(y, p)
+    req.Wait()  # a no-op on a completed request
+    assert req.Test() is True
+
+    comm.Barrier()
+    req = lc.Iallreduce(x, y)
+    assert req.Test() is False or time.perf_counter() >= req.deadline
+    req.Wait()
+    assert time.perf_counter() >= req.deadline
+    assert req.Test() is True and req == MPI.REQUEST_NULL
+
+
+@pytest.mark.mpi(min_size=2)
+def test_waitall_waits_for_the_latest_deadline():
+    comm, p, link, lc, x = setup_mpi()
+    x2 = np.full(2 * N, 2 * (comm.Get_rank() + 1), dtype=np.float64)
+    y, y2 = np.empty_like(x), np.empty_like(x2)
+    comm.Barrier()
+    t0 = time.perf_counter()
+    reqs = [lc.Iallreduce(x, y), lc.Iallreduce(x2, y2)]
+    assert reqs[1].nbytes == 16 * N
+    T1, T2 = link.time(8 * N, p), link.time(16 * N, p)
+    # the second queues behind the first on the link
+    assert reqs[1].deadline == pytest.approx(reqs[0].deadline + T2, abs=1e-12)
+    waitall(reqs)
+    t1 = time.perf_counter()
+    assert t1 >= max(r.deadline for r in reqs) and t1 - t0 >= T1 + T2
+    assert t1 - t0 < T1 + T2 + SLACK
+    assert all(r == MPI.REQUEST_NULL for r in reqs)
+    check_sum(y, p)
+    np.testing.assert_array_equal(y2, np.full(2 * N, p * (p + 1)))
+
+
+@pytest.mark.mpi(min_size=2)
+def test_wrap_none_under_mpi_and_link_none_adds_no_delay():
+    comm = MPI.COMM_WORLD
+    assert wrap(comm, None) is comm
+    lc = LinkComm(comm)  # no link: a plain communicator in a LinkComm's clothes
+    x = np.ones(N)
+    y = np.empty_like(x)
+    req = lc.Iallreduce(x, y)
+    req.Wait()
+    assert req.deadline == req.start and req.nbytes == 8 * N
+    np.testing.assert_array_equal(y, comm.Get_size())
+
+
+# ------------------------------------------------------------------ plain pytest -> mpiexec
+
+def test_under_mpiexec(request):
+    if request.config.getoption("--with-mpi", default=False) or MPI.COMM_WORLD.Get_size() > 1 \
+            or os.environ.get("REFSGD_LINK_UNDER_MPIEXEC") == "1":
+        pytest.skip("already under mpiexec")
+    mpiexec = os.path.join(os.path.dirname(sys.executable), "mpiexec")
+    env = {**os.environ, "REFSGD_LINK_UNDER_MPIEXEC": "1", "OMP_NUM_THREADS": "1",
+           "OPENBLAS_NUM_THREADS": "1", "NUMBA_NUM_THREADS": "1"}
+    r = subprocess.run([mpiexec, "-n", "2", sys.executable, "-m", "pytest", "--with-mpi", "-q", "-p",
+                        "no:cacheprovider", __file__], capture_output=True, text=True, timeout=120, env=env)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert "passed" in r.stdout and "failed" not in r.stdout
+
+
+@pytest.mark.mpi(min_size=2)
+def test_overlapping_requests_queue_on_the_link():
+    """Two requests started together: the second completes no earlier than start + 2T."""
+    from mpi4py import MPI
+
+    from refsgd.comm.link import Link, LinkComm, waitall
+    comm = LinkComm(MPI.COMM_WORLD, Link(0, 0.1))
+    p = comm.Get_size()
+    a, b = np.ones(100_000), np.ones(100_000)
+    ra, rb = np.empty_like(a), np.empty_like(b)
+    T = comm.link.time(a.nbytes, p)
+    comm.Barrier()
+    start = time.perf_counter()
+    reqs = [comm.Iallreduce(a, ra), comm.Iallreduce(b, rb)]
+    assert reqs[1].deadline >= reqs[0].deadline + T - 1e-9
+    waitall(reqs)
+    assert time.perf_counter() - start >= 2 * T
+    assert ra[0] == p and rb[0] == p
