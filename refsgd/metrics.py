@@ -4,7 +4,8 @@ Schema (HDF5, written by rank 0, atomically)::
 
     /iterations/compute  float64 (world, T)  seconds in run.grad per iteration and rank
     /iterations/idle     float64 (world, T)  seconds blocked on communication
-    /iterations/comm     float64 (world, T)  lifetime of the collectives (start -> completion seen)
+    /iterations/comm     float64 (world, T)  time with communication in flight (union of the
+                                             collectives' start -> observed completion)
     /iterations/wall     float64 (world, T)  the iteration's wall time
     /iterations/loss     float64 (world, T)  mean training loss of the iteration's micro-batches
     /evals/<field>       float64 (E,)        iteration, epoch, train_loss, test_loss, test_acc, seconds
@@ -84,7 +85,7 @@ def summary(evals, rec, wall, link):
                      f"({e['epoch']:.2f} epochs)")
     lines.append(f"wall time {wall:.2f} s on {world} rank(s)" + (f"; {link} (EMULATED)" if link else ""))
     lines.append(f"time per rank over {n} iterations (total s, mean ms per iteration):")
-    lines.append("  rank   compute          idle             other            comm (lifetime)")
+    lines.append("  rank   compute          idle             other            comm in flight")
     for r in range(world):
         c, i, w, m = (rec[k][r].sum() for k in ("compute", "idle", "wall", "comm"))
 

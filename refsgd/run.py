@@ -64,7 +64,8 @@ class Run:
         self._model = None
         self._epoch_cache = (None, None)
         # per-iteration records of this rank
-        self._compute = self._idle = self._comm = 0.0
+        self._compute = self._idle = 0.0
+        self._spans = []  # (start, end) of the communication seen in this iteration
         self._loss = 0.0
         self._nloss = 0
         self.records = {k: [] for k in ("compute", "idle", "comm", "wall", "loss")}
@@ -156,9 +157,9 @@ class Run:
         try:
             yield
         finally:
-            dt = time.perf_counter() - t0
-            self._idle += dt
-            self._comm += dt
+            t1 = time.perf_counter()
+            self._idle += t1 - t0
+            self._spans.append((t0, t1))
 
     def started(self, req):
         """Note the start of a non-blocking request (its lifetime counts as communication)."""
@@ -185,7 +186,7 @@ class Run:
     def _finish(self, req, t1):
         for i, (r, s) in enumerate(self._pending):
             if r is req:
-                self._comm += t1 - s
+                self._spans.append((s, t1))
                 del self._pending[i]
                 return
 
@@ -203,7 +204,8 @@ class Run:
         for t in range(self.t, self.total):
             self.t = t
             self._micro = 0
-            self._compute = self._idle = self._comm = 0.0
+            self._compute = self._idle = 0.0
+            self._spans = []
             self._loss, self._nloss = 0.0, 0
             t0 = time.perf_counter()
             yield t
@@ -211,7 +213,7 @@ class Run:
             rec["wall"].append(time.perf_counter() - t0)
             rec["compute"].append(self._compute)
             rec["idle"].append(self._idle)
-            rec["comm"].append(self._comm)
+            rec["comm"].append(_union_length(self._spans))
             rec["loss"].append(self._loss / max(1, self._nloss))
             last = t + 1 == self.total
             epoch_end = (t + 1) % self.iters_per_epoch == 0
@@ -275,6 +277,16 @@ class Run:
             self.schedule.observe(rec["train_loss"])
         self.log(f"iter {t + 1:>6}  epoch {rec['epoch']:6.2f}  lr {self.lr(t):.4g}  train loss {rec['train_loss']:.4f}  "
                  f"test loss {rec['test_loss']:.4f}  test acc {100 * rec['test_acc']:.2f}%  ({rec['seconds']:.1f} s)")
+
+
+def _union_length(spans):
+    """Total length of the union of the intervals (overlapping requests count once)."""
+    total, end = 0.0, -np.inf
+    for s, e in sorted(spans):
+        if e > end:
+            total += e - max(s, end)
+            end = e
+    return total
 
 
 class NonFiniteLoss(RefsgdError):

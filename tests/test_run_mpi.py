@@ -32,6 +32,7 @@ def test_idle_is_the_wait_for_the_slowest_rank():
     P, r = comm.Get_size(), comm.Get_rank()
     run = make_run(comm)
     buf, out = np.ones(10), np.empty(10)
+    comm.Barrier()  # ranks finish setting up at different times; start the clocks together
     for t in run.iterations():
         time.sleep(0.1 * r)
         with run.idle():
