@@ -72,31 +72,13 @@ def parse_schedule(text, lr, iters_per_epoch):
 
 
 def _add_training_options(p):
-    from refsgd.optim import SCHEDULES
-    p.add_argument("--model", default="digits_mlp",
-                   help="bundled model name or path of a .toml spec (default: digits_mlp; "
-                        "`refsgd models` lists them)")
-    p.add_argument("--data", default=None,
-                   help="dataset HDF5 file made by `refsgd data convert` "
-                        "(default: the embedded 8x8 digits)")
+    """The options of `refsgd train`: the method's (shared with golden) and the run's."""
     p.add_argument("--algo", default="ssgd", help="the method (default ssgd); --list shows them")
     p.add_argument("--list", action="store_true", help="list the methods with their paper and listing, and exit")
+    _add_method_options(p, dtype="float32")
     p.add_argument("--epochs", type=_positive_int, default=10, help="passes over the training set (default 10)")
     p.add_argument("--iterations", type=_positive_int, default=None,
                    help="stop after this many iterations instead of --epochs")
-    p.add_argument("--batch", type=_positive_int, default=32, help="micro-batch size per worker (default 32)")
-    p.add_argument("--tau", type=_positive_int, default=1,
-                   help="micro-batches accumulated per iteration (gradient accumulation, default 1)")
-    p.add_argument("--lr", type=_nonneg_float, default=0.05, help="learning rate, or the schedule's peak (default 0.05)")
-    p.add_argument("--schedule", default="constant", help=SCHEDULE_HELP + ", ".join(SCHEDULES))
-    p.add_argument("--momentum", type=_nonneg_float, default=0.0, help="momentum mu in [0, 1) (default 0)")
-    p.add_argument("--nesterov", action="store_true", help="Nesterov momentum (PyTorch semantics)")
-    p.add_argument("--momentum-form", choices=("pytorch", "mxnet"), default="pytorch",
-                   help="pytorch: b = mu*b + g, w -= lr*b; mxnet: v = mu*v - lr*g, w += v (default pytorch)")
-    p.add_argument("--weight-decay", type=_nonneg_float, default=0.0, help="coupled L2 weight decay (default 0)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the initial weights and the sampler (default 0)")
-    p.add_argument("--dtype", choices=("float32", "float64"), default="float32",
-                   help="dtype of weights, activations and gradients (default float32)")
     p.add_argument("--eval-every", type=_positive_int, default=1,
                    help="evaluate on the test set every this many epochs (default 1)")
     p.add_argument("--log-every", type=_positive_int, default=10,
@@ -114,7 +96,35 @@ def _add_training_options(p):
                         "identical to an uninterrupted run. Method, model, world size and every "
                         "option that changes the trajectory must match")
     p.add_argument("--out", default=None, metavar="RUN.h5",
-                   help="write per-iteration times and losses of every rank and the evaluations (HDF5)")
+                   help="write per-iteration times and losses of every rank, the evaluations and the "
+                        "final model (HDF5)")
+    p.add_argument("--trace", default=None, metavar="F.h5",
+                   help="record every rank's state, loss and batch indices at every step (the golden "
+                        "schema, README 'For implementers'); costs 8 bytes (float64) x parameters x "
+                        "state arrays per step and rank: use small models and a few hundred steps")
+
+
+def _add_method_options(p, dtype):
+    from refsgd.optim import SCHEDULES
+    p.add_argument("--model", default="digits_mlp",
+                   help="bundled model name or path of a .toml spec (default: digits_mlp; "
+                        "`refsgd models` lists them)")
+    p.add_argument("--data", default=None,
+                   help="dataset HDF5 file made by `refsgd data convert` "
+                        "(default: the embedded 8x8 digits)")
+    p.add_argument("--batch", type=_positive_int, default=32, help="micro-batch size per worker (default 32)")
+    p.add_argument("--tau", type=_positive_int, default=1,
+                   help="micro-batches accumulated per iteration (gradient accumulation, default 1)")
+    p.add_argument("--lr", type=_nonneg_float, default=0.05, help="learning rate, or the schedule's peak (default 0.05)")
+    p.add_argument("--schedule", default="constant", help=SCHEDULE_HELP + ", ".join(SCHEDULES))
+    p.add_argument("--momentum", type=_nonneg_float, default=0.0, help="momentum mu in [0, 1) (default 0)")
+    p.add_argument("--nesterov", action="store_true", help="Nesterov momentum (PyTorch semantics)")
+    p.add_argument("--momentum-form", choices=("pytorch", "mxnet"), default="pytorch",
+                   help="pytorch: b = mu*b + g, w -= lr*b; mxnet: v = mu*v - lr*g, w += v (default pytorch)")
+    p.add_argument("--weight-decay", type=_nonneg_float, default=0.0, help="coupled L2 weight decay (default 0)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the initial weights and the sampler (default 0)")
+    p.add_argument("--dtype", choices=("float32", "float64"), default=dtype,
+                   help=f"dtype of weights, activations and gradients (default {dtype})")
 
 
 def build_parser():
@@ -131,6 +141,28 @@ def build_parser():
                                    "time into compute, idle (blocked on communication) and other. "
                                    "Defaults train the embedded digits dataset in seconds.")
     _add_training_options(p)
+
+    p = sub.add_parser("golden", help="write a golden trajectory from a method's serial rendering",
+                       description="Run the serial rendering of a method (N workers in one process, "
+                                   "no MPI, written from the paper's equations) for T steps and write "
+                                   "its trace: the golden reference other implementations replay and "
+                                   "verify against (README 'For implementers').")
+    p.add_argument("--algo", default="ssgd", help="the method (default ssgd)")
+    p.add_argument("--workers", type=_positive_int, required=True, help="number of workers N")
+    p.add_argument("--steps", type=_positive_int, required=True, help="number of steps T")
+    _add_method_options(p, dtype="float64")
+    p.add_argument("--out", required=True, metavar="F.h5", help="the golden file (written atomically)")
+
+    p = sub.add_parser("verify", help="compare two traces step by step",
+                       description="Compare two traces (refsgd train --trace, refsgd golden, or another "
+                                   "implementation's file in the same schema): first the configuration, "
+                                   "the initial weights and the batches, then every step and worker. "
+                                   "Prints the first step and worker where they differ and the size of "
+                                   "the difference; exit code 1 on a mismatch.")
+    p.add_argument("a", help="trace A")
+    p.add_argument("b", help="trace B (the reference: relative differences are taken against it)")
+    p.add_argument("--rtol", type=_nonneg_float, default=1e-10, help="relative tolerance (default 1e-10)")
+    p.add_argument("--atol", type=_nonneg_float, default=1e-12, help="absolute tolerance (default 1e-12)")
 
     p = sub.add_parser("report", help="print the summary of a metrics file again (and plot it)",
                        description="Print the configuration, evaluations and per-rank time split of a "
@@ -207,6 +239,12 @@ def _prepare(args, comm):
         d = os.path.dirname(os.path.abspath(args.out))
         if not os.path.isdir(d):
             raise RefsgdError(f"--out {args.out}: the folder {d} does not exist")
+    if args.trace:
+        if args.resume:
+            raise RefsgdError("--trace records a run from its first step: it cannot be combined with --resume")
+        d = os.path.dirname(os.path.abspath(args.trace))
+        if not os.path.isdir(d):
+            raise RefsgdError(f"--trace {args.trace}: the folder {d} does not exist")
     if args.checkpoint_every and not args.checkpoint:
         raise RefsgdError("--checkpoint-every needs --checkpoint DIR")
     if args.checkpoint and not args.checkpoint_every:
@@ -266,6 +304,9 @@ def cmd_train(args):
     if restorer:
         run.log(f"  resumed from {restorer.path.rsplit(os.sep, 1)[0]} at iteration {run.t}")
     model = algo(run)
+    if args.trace:
+        run.write_trace(args.trace, _config(args))
+        run.log(f"trace written to {args.trace}")
     rec = metrics.gather(run)
     if rank == 0:
         rec, nodes = rec
@@ -273,6 +314,38 @@ def cmd_train(args):
         if args.out:
             metrics.write(args.out, run, rec, nodes, _config(args), link, model=run.final_model())
             print(f"metrics written to {args.out}")
+    return 0
+
+
+def cmd_golden(args):
+    from refsgd import datasets, trace
+    from refsgd.nn import load_model
+    from refsgd.serial import RENDERINGS
+
+    if args.algo not in RENDERINGS:
+        raise RefsgdError(f"no serial rendering for --algo {args.algo!r}; available: {', '.join(RENDERINGS)}")
+    if args.momentum >= 1:
+        raise RefsgdError(f"--momentum must be in [0, 1), got {args.momentum}")
+    dtype = np.dtype(args.dtype)
+    net = load_model(args.model, dtype=dtype)
+    data = datasets.load(args.data, dtype=dtype)
+    datasets.check_fits(data, net.input_shape, net.num_classes, model=net.name)
+    per_epoch = len(data.y_train) // (args.workers * args.batch * args.tau)
+    if per_epoch == 0:
+        raise RefsgdError(f"the training set has {len(data.y_train)} samples: too few for {args.workers} "
+                          f"workers x batch {args.batch} x tau {args.tau}")
+    schedule = parse_schedule(args.schedule, args.lr, per_epoch)
+    d = os.path.dirname(os.path.abspath(args.out))
+    if not os.path.isdir(d):
+        raise RefsgdError(f"--out {args.out}: the folder {d} does not exist")
+    out = RENDERINGS[args.algo](net, data, args, schedule, args.workers, args.steps)
+    config = {k: getattr(args, k) for k in ("algo", "model", "data", "batch", "tau", "lr", "schedule", "momentum",
+                                            "nesterov", "momentum_form", "weight_decay", "seed", "dtype",
+                                            "workers", "steps")}
+    trace.write(args.out, method=args.algo, source="serial", config=config, net=net, data=data, **out)
+    print(f"golden trace of {args.algo}: {args.workers} workers x {args.steps} steps of {net.name} "
+          f"({net.num_params:,d} parameters, {dtype.name}) written to {args.out}; final mean loss "
+          f"{out['loss'][-1].mean():.6f}")
     return 0
 
 
@@ -320,6 +393,13 @@ def main(argv=None):
     try:
         if args.command == "train":
             return cmd_train(args)
+        if args.command == "golden":
+            return cmd_golden(args)
+        if args.command == "verify":
+            from refsgd import trace
+            ok, lines = trace.verify(args.a, args.b, rtol=args.rtol, atol=args.atol)
+            print("\n".join(lines))
+            return 0 if ok else 1
         if args.command == "report":
             from refsgd import metrics
             print(metrics.report(args.file, args.plot))

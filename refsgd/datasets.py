@@ -71,7 +71,6 @@ import hashlib
 import os
 import pickle
 import tarfile
-import tempfile
 import zlib
 from pathlib import Path
 
@@ -79,6 +78,7 @@ import h5py
 import numpy as np
 
 from refsgd import RefsgdError, __version__
+from refsgd.atomic import atomic_path
 
 __all__ = [
     "FORMAT",
@@ -471,13 +471,7 @@ def write(path, name, train_images, train_labels, test_images, test_labels, num_
                           f"{xte.shape[1:]}.")
     mean, std = _channel_stats(xtr)
 
-    directory = os.path.dirname(os.path.abspath(out))
-    if not os.path.isdir(directory):
-        raise RefsgdError(f"{out}: directory {directory} does not exist.")
-    fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(out) + ".", suffix=".tmp",
-                               dir=directory)
-    os.close(fd)
-    try:
+    with atomic_path(out) as tmp:
         with h5py.File(tmp, "w") as f:
             for split, x, y in (("train", xtr, ytr), ("test", xte, yte)):
                 g = f.create_group(split)
@@ -495,16 +489,6 @@ def write(path, name, train_images, train_labels, test_images, test_labels, num_
             a["provenance"] = str(provenance)
             a["licence"] = str(licence)
             a["citation"] = str(citation)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)
-        os.replace(tmp, out)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
     return out
 
 

@@ -15,14 +15,13 @@ Schema (HDF5, written by rank 0, atomically)::
 """
 
 import json
-import os
-import tempfile
 
 import h5py
 import numpy as np
 from mpi4py import MPI
 
 from refsgd import __version__
+from refsgd.atomic import atomic_path
 
 FIELDS = ("compute", "idle", "comm", "wall", "loss")
 THREAD_LEVELS = {MPI.THREAD_SINGLE: "single", MPI.THREAD_FUNNELED: "funneled",
@@ -42,33 +41,24 @@ def gather(run):
 
 def write(path, run, rec, nodes, config, link, model=None):
     """Write the metrics file (rank 0), to a temporary file renamed into place."""
-    d = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".h5", dir=d)
-    os.close(fd)
-    try:
-        with h5py.File(tmp, "w") as f:
-            it = f.create_group("iterations")
-            for k, v in rec.items():
-                it.create_dataset(k, data=v)
-            ev = f.create_group("evals")
-            for k in ("iteration", "epoch", "train_loss", "test_loss", "test_acc", "seconds"):
-                ev.create_dataset(k, data=np.array([e[k] for e in run.evals], dtype=np.float64))
-            if model is not None:
-                f.create_dataset("model", data=model)
-            f.attrs["config"] = json.dumps(config, sort_keys=True)
-            f.attrs["world_size"] = run.world
-            f.attrs["nodes"] = nodes
-            f.attrs["mpi_library"] = MPI.Get_library_version().strip()
-            f.attrs["mpi_thread_level"] = THREAD_LEVELS.get(MPI.Query_thread(), "unknown")
-            f.attrs["link"] = str(link) if link else "none"
-            f.attrs["link_emulated"] = bool(link)
-            f.attrs["refsgd_version"] = __version__
-            f.attrs["wall_seconds"] = run.wall
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        raise
+    with atomic_path(path) as tmp, h5py.File(tmp, "w") as f:
+        it = f.create_group("iterations")
+        for k, v in rec.items():
+            it.create_dataset(k, data=v)
+        ev = f.create_group("evals")
+        for k in ("iteration", "epoch", "train_loss", "test_loss", "test_acc", "seconds"):
+            ev.create_dataset(k, data=np.array([e[k] for e in run.evals], dtype=np.float64))
+        if model is not None:
+            f.create_dataset("model", data=model)
+        f.attrs["config"] = json.dumps(config, sort_keys=True)
+        f.attrs["world_size"] = run.world
+        f.attrs["nodes"] = nodes
+        f.attrs["mpi_library"] = MPI.Get_library_version().strip()
+        f.attrs["mpi_thread_level"] = THREAD_LEVELS.get(MPI.Query_thread(), "unknown")
+        f.attrs["link"] = str(link) if link else "none"
+        f.attrs["link_emulated"] = bool(link)
+        f.attrs["refsgd_version"] = __version__
+        f.attrs["wall_seconds"] = run.wall
 
 
 def summary(evals, rec, wall, link):

@@ -72,6 +72,10 @@ class Run:
         self.evals = []
         self.first_bad = None
         self._pending = []
+        # --trace: every iteration's state, batches, loss and lr (see refsgd.trace)
+        self.tracing = bool(getattr(cfg, "trace", None))
+        self.trace = {"batches": [], "loss": [], "lr": [], "states": {}} if self.tracing else None
+        self._iter_batches = []
         # checkpoint = (folder, every K iterations, configuration dict) or None
         self._checkpoint = checkpoint
         self._restorer = restorer
@@ -140,6 +144,8 @@ class Run:
             k = self.t * self.tau + self._micro
             self._micro += 1
         idx = self.batch_indices(k)
+        if self.tracing:
+            self._iter_batches.append(idx)
         t0 = time.perf_counter()
         loss = self.net.loss_and_grad(w, self.data.x_train[idx], self.data.y_train[idx], out=g,
                                       on_segment=on_segment)
@@ -215,6 +221,8 @@ class Run:
             rec["idle"].append(self._idle)
             rec["comm"].append(_union_length(self._spans))
             rec["loss"].append(self._loss / max(1, self._nloss))
+            if self.tracing:
+                self._record_trace(t)
             last = t + 1 == self.total
             epoch_end = (t + 1) % self.iters_per_epoch == 0
             if (t + 1) % log_every == 0 or epoch_end or last:
@@ -232,6 +240,29 @@ class Run:
             bar.close()
             self._bar = None
         self.wall = time.perf_counter() - start
+
+    def _record_trace(self, t):
+        tr = self.trace
+        tr["batches"].append(np.array(self._iter_batches))
+        self._iter_batches = []
+        tr["loss"].append(self.records["loss"][-1])
+        tr["lr"].append(self.lr(t))
+        for name, arr in self.state.items():
+            tr["states"].setdefault(name, []).append(arr.copy())
+
+    def write_trace(self, path, config):
+        """Collective: gather every rank's trace and write it (rank 0); see refsgd.trace."""
+        from refsgd import trace
+        tr = self.trace
+        mine = dict(batches=np.array(tr["batches"]), loss=np.array(tr["loss"]),
+                    states={k: np.array(v) for k, v in tr["states"].items()})
+        every = self.comm.gather(mine, root=0)
+        if self.rank != 0:
+            return
+        states = {k: np.stack([e["states"][k] for e in every], axis=1) for k in mine["states"]}
+        trace.write(path, method=self.cfg.algo, source="mpi", config=config, net=self.net, data=self.data,
+                    w0=self.init_params(), batches=np.stack([e["batches"] for e in every], axis=1),
+                    loss=np.stack([e["loss"] for e in every], axis=1), lr=np.array(tr["lr"]), states=states)
 
     def save_checkpoint(self):
         """Complete the requests still in flight, then write every rank's state (collective)."""

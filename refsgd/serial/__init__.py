@@ -1,0 +1,9 @@
+"""Serial renderings: every method for N workers in one process, written from the equations.
+
+``RENDERINGS`` maps the ``--algo`` name to ``f(net, data, cfg, schedule, N, T) -> trace fields``
+(see :mod:`refsgd.trace`). ``refsgd golden`` writes their output as golden files.
+"""
+
+from refsgd.serial.ssgd import RENDERINGS as _SSGD
+
+RENDERINGS = dict(_SSGD)

@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# Regenerate the golden files of this folder from the serial renderings (refsgd golden).
+# Run from anywhere: tests/golden/regenerate.sh   (uses the repository's .venv)
+# tests/test_golden.py checks that these commands still reproduce the checked-in files.
+set -euo pipefail
+cd "$(dirname "$0")"
+R=${REFSGD:-../../.venv/bin/refsgd}
+$R golden --algo ssgd     --workers 2 --steps 10 --tau 2 --momentum 0.9 --lr 0.1 --batch 16 --model digits_tiny --seed 1 --out ssgd-n2.h5
+$R golden --algo ssgd     --workers 4 --steps 10 --tau 1 --lr 0.2 --batch 8 --model digits_tiny --seed 2 --out ssgd-n4.h5
+$R golden --algo ssgd-nag --workers 2 --steps 10 --tau 1 --momentum 0.9 --lr 0.002 --batch 16 --model digits_tiny --seed 3 --out ssgd-nag-n2.h5

@@ -1,0 +1,176 @@
+"""Golden references: MPI traces against the serial renderings, verify, and an outside replay."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import h5py
+import numpy as np
+import pytest
+from conftest import MPIEXEC, ONE_THREAD
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+GOLDEN = os.path.join(ROOT, "tests", "golden")
+
+
+def refsgd(*args, n=None, timeout=300):
+    cmd = [sys.executable, "-m", "refsgd", *args]
+    if n is not None:
+        cmd = [MPIEXEC, "-n", str(n)] + cmd
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=ROOT,
+                          env={**os.environ, **ONE_THREAD})
+
+
+@pytest.mark.parametrize("algo,extra", [
+    ("ssgd", ["--tau", "2", "--momentum", "0.9"]),
+    ("ssgd-opt", ["--tau", "2", "--momentum", "0.9", "--nesterov"]),
+    ("ssgd-nag", ["--momentum", "0.9", "--lr", "0.001"]),
+])
+@pytest.mark.parametrize("n", [2, 4])
+def test_mpi_trace_verifies_against_the_serial_rendering(tmp_path, algo, n, extra):
+    common = ["--algo", algo, "--model", "digits_mlp", "--batch", "8", "--seed", "5", *extra]
+    r = refsgd("train", *common, "--dtype", "float64", "--iterations", "12", "--no-progress",
+               "--trace", str(tmp_path / "mpi.h5"), n=n)
+    assert r.returncode == 0, r.stderr
+    r = refsgd("golden", *common, "--workers", str(n), "--steps", "12", "--out", str(tmp_path / "serial.h5"))
+    assert r.returncode == 0, r.stderr
+    r = refsgd("verify", str(tmp_path / "mpi.h5"), str(tmp_path / "serial.h5"), "--rtol", "1e-10")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert f"OK: 12 steps x {n} workers agree" in r.stdout
+
+
+def test_verify_names_the_first_perturbed_step_and_worker(tmp_path):
+    bad = tmp_path / "bad.h5"
+    shutil.copy(os.path.join(GOLDEN, "ssgd-n4.h5"), bad)
+    with h5py.File(bad, "r+") as f:
+        x = f["state/x"]
+        v = x[6, 2, 100]
+        x[6, 2, 100] = v * (1 + 1e-6)
+        x[8, 1, 3] += 1.0  # a later, larger difference must not be the one reported
+    r = refsgd("verify", str(bad), os.path.join(GOLDEN, "ssgd-n4.h5"))
+    assert r.returncode == 1
+    assert "MISMATCH at step 6, worker 2, x[100]" in r.stdout
+    assert "max relative = 1.000e-06" in r.stdout or "max relative = 9.99" in r.stdout
+    # and configurations are compared before any step
+    with h5py.File(bad, "r+") as f:
+        cfg = json.loads(f.attrs["config"])
+        cfg["lr"] = 0.3
+        f.attrs["config"] = json.dumps(cfg)
+    r = refsgd("verify", str(bad), os.path.join(GOLDEN, "ssgd-n4.h5"))
+    assert r.returncode == 1 and "MISMATCH in the configuration: lr (0.3 vs 0.2)" in r.stdout
+
+
+def test_verify_bad_input():
+    r = refsgd("verify", "setup.cfg", os.path.join(GOLDEN, "ssgd-n4.h5"))
+    assert r.returncode == 2 and "not an HDF5 file" in r.stderr
+    r = refsgd("verify", os.path.join(ROOT, "data", "digits.h5"), os.path.join(GOLDEN, "ssgd-n4.h5"))
+    assert r.returncode == 2 and "not a refsgd trace" in r.stderr
+
+
+def _regenerate_commands():
+    with open(os.path.join(GOLDEN, "regenerate.sh")) as f:
+        for line in f:
+            if line.startswith("$R golden"):
+                yield line.split()[1:]
+
+
+@pytest.mark.parametrize("cmd", list(_regenerate_commands()), ids=lambda c: c[c.index("--out") + 1])
+def test_golden_files_still_match(tmp_path, cmd):
+    """The checked-in golden files are what today's serial renderings produce."""
+    name = cmd[cmd.index("--out") + 1]
+    cmd = cmd[:cmd.index("--out")] + ["--out", str(tmp_path / name)]
+    r = refsgd(*cmd)
+    assert r.returncode == 0, r.stderr
+    r = refsgd("verify", str(tmp_path / name), os.path.join(GOLDEN, name), "--rtol", "1e-12", "--atol", "1e-14")
+    assert r.returncode == 0, r.stdout
+
+
+# ---------------------------------------------------------------------- an outside implementation
+# What an implementer outside the project does: read the golden file and the dataset with h5py,
+# rebuild the network (dense / relu / flatten here) and the method's equations in NumPy, and
+# replay every step. Nothing from refsgd is imported.
+
+def _load_digits(path, dtype):
+    with h5py.File(path, "r") as f:
+        x = f["train/images"][...].astype(np.float64)
+        y = f["train/labels"][...].astype(np.int64)
+        mean, std = f.attrs["mean"], f.attrs["std"]
+    x = (x - mean[None, :, None, None]) / std[None, :, None, None]
+    return x.astype(dtype), y
+
+
+def _mlp_loss_grad(spec, layout, w, x, y):
+    params = {name: w[off:off + int(np.prod(shape))].reshape(shape) for name, off, shape in layout}
+    a, stack, grads = x.reshape(len(x), -1), [], np.zeros_like(w)
+    dense = 0
+    for layer in spec["layers"]:
+        if layer["type"] == "dense":
+            dense += 1
+            W, b = params[f"fc{dense}.weight"], params[f"fc{dense}.bias"]
+            stack.append(("dense", dense, a))
+            a = a @ W.T + b
+        elif layer["type"] == "relu":
+            stack.append(("relu", None, a))
+            a = np.maximum(a, 0)
+    z = a - a.max(axis=1, keepdims=True)
+    p = np.exp(z) / np.exp(z).sum(axis=1, keepdims=True)
+    loss = -np.mean(np.log(p[np.arange(len(y)), y]))
+    d = p.copy()
+    d[np.arange(len(y)), y] -= 1
+    d /= len(y)
+    offsets = {name: (off, shape) for name, off, shape in layout}
+    for kind, k, inp in reversed(stack):
+        if kind == "relu":
+            d = d * (inp > 0)
+        else:
+            (ow, sw), (ob, sb) = offsets[f"fc{k}.weight"], offsets[f"fc{k}.bias"]
+            grads[ow:ow + int(np.prod(sw))] = (d.T @ inp).ravel()
+            grads[ob:ob + int(np.prod(sb))] = d.sum(axis=0)
+            d = d @ params[f"fc{k}.weight"]
+    return loss, grads
+
+
+@pytest.mark.parametrize("name", ["ssgd-n2.h5", "ssgd-n4.h5", "ssgd-nag-n2.h5"])
+def test_replay_golden_with_numpy_and_h5py_only(name):
+    with h5py.File(os.path.join(GOLDEN, name), "r") as f:
+        a = dict(f.attrs)
+        cfg, spec = json.loads(a["config"]), json.loads(a["model_spec"])
+        layout = json.loads(a["layout"])
+        w0, batches, lr = f["w0"][...], f["batches"][...], f["lr"][...]
+        states = {k: f["state"][k][...] for k in json.loads(a["state_names"])}
+        losses = f["loss"][...]
+    x, y = _load_digits(os.path.join(ROOT, "data", "digits.h5"), np.float64)
+    T, N = losses.shape
+    mu = cfg["momentum"]
+    if a["method"] == "ssgd":  # LAGA Alg. 2 with PyTorch-form momentum: b = mu*b + g, x -= lr*b
+        X, B = np.tile(w0, (N, 1)), np.zeros((N, len(w0)))
+        for t in range(T):
+            G = np.zeros_like(X)
+            for i in range(N):
+                for j in range(batches.shape[2]):
+                    loss, g = _mlp_loss_grad(spec, layout, X[i], x[batches[t, i, j]], y[batches[t, i, j]])
+                    G[i] += g / batches.shape[2]
+            g = G.mean(axis=0)
+            B = mu * B + g if mu else np.tile(g, (N, 1))
+            X = X - lr[t] * B
+            np.testing.assert_allclose(X, states["x"][t], rtol=1e-10, atol=1e-12)
+            if mu:
+                np.testing.assert_allclose(B, states["U.momentum_buffer"][t], rtol=1e-10, atol=1e-12)
+    else:  # Sato Alg. 4: summed gradients at w^, M = mu*M - lr*D_A, w += M, w^ = w + mu*M
+        W, M = w0.copy(), np.zeros_like(w0)
+        W_hat = W.copy()
+        for t in range(T):
+            D_A = np.zeros_like(W)
+            for i in range(N):
+                for j in range(batches.shape[2]):
+                    idx = batches[t, i, j]
+                    loss, g = _mlp_loss_grad(spec, layout, W_hat, x[idx], y[idx])
+                    D_A += len(idx) * g
+            M = mu * M - lr[t] * D_A
+            W = W + M
+            W_hat = W + mu * M
+            for i in range(N):
+                np.testing.assert_allclose(W, states["w"][t, i], rtol=1e-10, atol=1e-12)
+                np.testing.assert_allclose(W_hat, states["w_hat"][t, i], rtol=1e-10, atol=1e-12)
