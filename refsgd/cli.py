@@ -123,6 +123,20 @@ def _add_method_options(p, dtype):
                    help="pytorch: b = mu*b + g, w -= lr*b; mxnet: v = mu*v - lr*g, w += v (default pytorch)")
     p.add_argument("--weight-decay", type=_nonneg_float, default=0.0, help="coupled L2 weight decay (default 0)")
     p.add_argument("--seed", type=int, default=0, help="seed of the initial weights and the sampler (default 0)")
+    g = p.add_argument_group("method-specific options")
+    g.add_argument("--lambda0", type=_nonneg_float, default=0.2,
+                   help="dcs3gd: lambda_0 of the dynamic variance control, eq. 17 (default 0.2; 0 = no compensation)")
+    g.add_argument("--wd-k", type=_nonneg_float, default=2.3,
+                   help="dcs3gd: factor k on the weight decay, which follows the lr schedule (default 2.3)")
+    g.add_argument("--dc-lambda", type=_nonneg_float, default=0.04,
+                   help="dcasgd: lambda of the delay compensation (default 0.04), or lambda_0 with --dc-adaptive")
+    g.add_argument("--dc-adaptive", action="store_true",
+                   help="dcasgd: adaptive lambda_t = lambda_0 / sqrt(MeanSquare_t)")
+    g.add_argument("--dc-ms-decay", type=_nonneg_float, default=0.95,
+                   help="dcasgd: decay m of MeanSquare for --dc-adaptive (default 0.95)")
+    g.add_argument("--ps-order", choices=("arrival", "round-robin"), default="arrival",
+                   help="dcasgd: the server takes pushes as they arrive, or in the fixed order 1..N-1 "
+                        "(deterministic, as the serial rendering; default arrival)")
     p.add_argument("--dtype", choices=("float32", "float64"), default=dtype,
                    help=f"dtype of weights, activations and gradients (default {dtype})")
 
@@ -148,7 +162,8 @@ def build_parser():
                                    "its trace: the golden reference other implementations replay and "
                                    "verify against (README 'For implementers').")
     p.add_argument("--algo", default="ssgd", help="the method (default ssgd)")
-    p.add_argument("--workers", type=_positive_int, required=True, help="number of workers N")
+    p.add_argument("--workers", type=_positive_int, required=True,
+                   help="number of workers N (the MPI world size it stands for; dcasgd: server + N-1 workers)")
     p.add_argument("--steps", type=_positive_int, required=True, help="number of steps T")
     _add_method_options(p, dtype="float64")
     p.add_argument("--out", required=True, metavar="F.h5", help="the golden file (written atomically)")
@@ -203,16 +218,20 @@ def build_parser():
     return parser
 
 
+#: the method-specific options, recorded in every configuration
+METHOD_KEYS = ("lambda0", "wd_k", "dc_lambda", "dc_adaptive", "dc_ms_decay", "ps_order")
+
+
 def _config(args):
     keys = ("algo", "model", "data", "epochs", "iterations", "batch", "tau", "lr", "schedule", "momentum",
-            "nesterov", "momentum_form", "weight_decay", "seed", "dtype", "eval_every", "log_every", "link")
+            "nesterov", "momentum_form", "weight_decay", "seed", "dtype", "eval_every", "log_every", "link") + METHOD_KEYS
     return {k: getattr(args, k) for k in keys}
 
 
 def _prepare(args, comm):
     """Everything that can fail on bad input, done identically on every rank before any collective."""
     from refsgd import datasets
-    from refsgd.algorithms import ALGORITHMS
+    from refsgd.algorithms import ALGORITHMS, check, servers
     from refsgd.nn import load_model
 
     if args.algo not in ALGORITHMS:
@@ -220,6 +239,7 @@ def _prepare(args, comm):
                           f"{', '.join(ALGORITHMS)}")
     if args.momentum >= 1:
         raise RefsgdError(f"--momentum must be in [0, 1), got {args.momentum}")
+    check(args.algo, args, comm.Get_size())
     link = None
     if args.link:
         from refsgd.comm.link import Link
@@ -229,10 +249,11 @@ def _prepare(args, comm):
     data = datasets.load(args.data, dtype=dtype)
     datasets.check_fits(data, net.input_shape, net.num_classes, model=net.name)
     world = comm.Get_size()
-    per_epoch = len(data.y_train) // (world * args.batch * args.tau)
+    workers = world - servers(args.algo)
+    per_epoch = len(data.y_train) // (workers * args.batch * args.tau)
     if per_epoch == 0:
         raise RefsgdError(
-            f"the training set has {len(data.y_train)} samples: too few for {world} workers x batch "
+            f"the training set has {len(data.y_train)} samples: too few for {workers} workers x batch "
             f"{args.batch} x tau {args.tau}")
     schedule = parse_schedule(args.schedule, args.lr, per_epoch)
     if args.out:
@@ -294,7 +315,8 @@ def cmd_train(args):
         comm = wrap(world_comm, link)
     cfg = argparse.Namespace(**vars(args))
     ckpt = (args.checkpoint, args.checkpoint_every, _config(args)) if args.checkpoint else None
-    run = Run(comm, net, data, cfg, schedule, restorer=restorer, checkpoint=ckpt)
+    from refsgd.algorithms import servers
+    run = Run(comm, net, data, cfg, schedule, restorer=restorer, checkpoint=ckpt, servers=servers(args.algo))
     run.log(f"refsgd {__version__}: {args.algo} on {run.world} rank(s), {net.name} ({net.num_params:,d} parameters, "
             f"{net.dtype.name}), {data.name} ({len(data.y_train)} train / {len(data.y_test)} test)")
     run.log(f"  batch {args.batch} x tau {args.tau} per worker, {run.iters_per_epoch} iterations per epoch, "
@@ -303,7 +325,8 @@ def cmd_train(args):
         run.log(f"  {link} -- EMULATED, not the real network")
     if restorer:
         run.log(f"  resumed from {restorer.path.rsplit(os.sep, 1)[0]} at iteration {run.t}")
-    model = algo(run)
+    algo(run)
+    model = run.final_model()  # on every rank: it may be a collective (an average of the workers)
     if args.trace:
         run.write_trace(args.trace, _config(args))
         run.log(f"trace written to {args.trace}")
@@ -312,7 +335,7 @@ def cmd_train(args):
         rec, nodes = rec
         print(metrics.summary(run.evals, rec, run.wall, link))
         if args.out:
-            metrics.write(args.out, run, rec, nodes, _config(args), link, model=run.final_model())
+            metrics.write(args.out, run, rec, nodes, _config(args), link, model=model)
             print(f"metrics written to {args.out}")
     return 0
 
@@ -326,13 +349,16 @@ def cmd_golden(args):
         raise RefsgdError(f"no serial rendering for --algo {args.algo!r}; available: {', '.join(RENDERINGS)}")
     if args.momentum >= 1:
         raise RefsgdError(f"--momentum must be in [0, 1), got {args.momentum}")
+    from refsgd.algorithms import check, servers
+    check(args.algo, args, args.workers)
     dtype = np.dtype(args.dtype)
     net = load_model(args.model, dtype=dtype)
     data = datasets.load(args.data, dtype=dtype)
     datasets.check_fits(data, net.input_shape, net.num_classes, model=net.name)
-    per_epoch = len(data.y_train) // (args.workers * args.batch * args.tau)
+    workers = args.workers - servers(args.algo)
+    per_epoch = len(data.y_train) // (workers * args.batch * args.tau)
     if per_epoch == 0:
-        raise RefsgdError(f"the training set has {len(data.y_train)} samples: too few for {args.workers} "
+        raise RefsgdError(f"the training set has {len(data.y_train)} samples: too few for {workers} "
                           f"workers x batch {args.batch} x tau {args.tau}")
     schedule = parse_schedule(args.schedule, args.lr, per_epoch)
     d = os.path.dirname(os.path.abspath(args.out))
@@ -341,7 +367,7 @@ def cmd_golden(args):
     out = RENDERINGS[args.algo](net, data, args, schedule, args.workers, args.steps)
     config = {k: getattr(args, k) for k in ("algo", "model", "data", "batch", "tau", "lr", "schedule", "momentum",
                                             "nesterov", "momentum_form", "weight_decay", "seed", "dtype",
-                                            "workers", "steps")}
+                                            "workers", "steps") + METHOD_KEYS}
     trace.write(args.out, method=args.algo, source="serial", config=config, net=net, data=data, **out)
     print(f"golden trace of {args.algo}: {args.workers} workers x {args.steps} steps of {net.name} "
           f"({net.num_params:,d} parameters, {dtype.name}) written to {args.out}; final mean loss "

@@ -37,10 +37,14 @@ from refsgd.optim import SGD
 
 
 class Run:
-    def __init__(self, comm, net, data, cfg, schedule, log=print, restorer=None, checkpoint=None):
+    def __init__(self, comm, net, data, cfg, schedule, log=print, restorer=None, checkpoint=None, servers=0):
         self.comm = comm
         self.rank = comm.Get_rank()
         self.world = comm.Get_size()
+        # ranks 0 .. servers-1 hold no data (parameter servers); the data is sharded over the rest
+        self.servers = servers
+        self.workers = self.world - servers
+        self.data_rank = self.rank - servers
         self.net = net
         self.data = data
         self.cfg = cfg
@@ -49,10 +53,10 @@ class Run:
         self._print = log
         self._bar = None
         self.n_train = len(data.y_train)
-        self.nb = self.n_train // (self.world * cfg.batch)
+        self.nb = self.n_train // (self.workers * cfg.batch)
         if self.nb < self.tau:
             raise RefsgdError(
-                f"the training set has {self.n_train} samples: too few for {self.world} workers x batch "
+                f"the training set has {self.n_train} samples: too few for {self.workers} workers x batch "
                 f"{cfg.batch} x tau {self.tau} (one iteration needs {self.world * cfg.batch * self.tau})")
         self.iters_per_epoch = self.nb // self.tau
         self.total = cfg.iterations if cfg.iterations else cfg.epochs * self.iters_per_epoch
@@ -123,18 +127,20 @@ class Run:
         return self.schedule.lr(t)
 
     def set_model(self, fn):
-        """fn() -> the weights to evaluate (e.g. the average of the workers' models)."""
+        """fn() -> the weights to evaluate (e.g. the average of the workers' models). It is
+        called on every rank at the same boundary, so it may use collectives."""
         self._model = fn
 
     def final_model(self):
-        """The model the method returns (what is evaluated), or None."""
+        """The model the method returns (what is evaluated), or None. Collective when the
+        method's model is (e.g. an average over workers): call it on every rank."""
         return None if self._model is None else self._model()
 
     # ------------------------------------------------------------------ data and compute
     def batch_indices(self, k):
         epoch, pos = divmod(k, self.nb)
         if self._epoch_cache[0] != epoch:
-            self._epoch_cache = (epoch, epoch_batches(self.cfg.seed, epoch, self.rank, self.world,
+            self._epoch_cache = (epoch, epoch_batches(self.cfg.seed, epoch, self.data_rank, self.workers,
                                                        self.cfg.batch, self.n_train))
         return self._epoch_cache[1][pos]
 
@@ -220,7 +226,7 @@ class Run:
             rec["compute"].append(self._compute)
             rec["idle"].append(self._idle)
             rec["comm"].append(_union_length(self._spans))
-            rec["loss"].append(self._loss / max(1, self._nloss))
+            rec["loss"].append(self._loss / self._nloss if self._nloss else np.nan)  # nan: no gradient here
             if self.tracing:
                 self._record_trace(t)
             last = t + 1 == self.total
@@ -243,7 +249,10 @@ class Run:
 
     def _record_trace(self, t):
         tr = self.trace
-        tr["batches"].append(np.array(self._iter_batches))
+        if self._iter_batches:
+            tr["batches"].append(np.array(self._iter_batches))
+        else:  # a server computes no gradient: -1 marks "no batch"
+            tr["batches"].append(np.full((self.tau, self.cfg.batch), -1, dtype=np.int64))
         self._iter_batches = []
         tr["loss"].append(self.records["loss"][-1])
         tr["lr"].append(self.lr(t))
@@ -259,7 +268,9 @@ class Run:
         every = self.comm.gather(mine, root=0)
         if self.rank != 0:
             return
-        states = {k: np.stack([e["states"][k] for e in every], axis=1) for k in mine["states"]}
+        # the arrays every rank has (a server's extra state, e.g. DC-ASGD's w_bak, is not traced)
+        names = [k for k in every[0]["states"] if all(k in e["states"] for e in every)]
+        states = {k: np.stack([e["states"][k] for e in every], axis=1) for k in names}
         trace.write(path, method=self.cfg.algo, source="mpi", config=config, net=self.net, data=self.data,
                     w0=self.init_params(), batches=np.stack([e["batches"] for e in every], axis=1),
                     loss=np.stack([e["loss"] for e in every], axis=1), lr=np.array(tr["lr"]), states=states)
@@ -277,7 +288,9 @@ class Run:
         lo = max(0, t + 1 - self.cfg.log_every)
         losses = self.records["loss"][lo:t + 1]
         bad = self.first_bad if self.first_bad is not None else np.iinfo(np.int64).max
-        buf = np.array([float(np.sum(losses)), float(len(losses)), float(bad)])
+        losses = np.asarray(losses, dtype=np.float64)
+        seen = losses[~np.isnan(losses)]
+        buf = np.array([float(np.sum(seen)), float(len(seen)), float(bad)])
         out = np.empty(3)
         with self.idle():
             self.comm.Allreduce(buf[:2].copy(), out[:2], op=MPI.SUM)
@@ -285,7 +298,7 @@ class Run:
         if out[2] < np.iinfo(np.int64).max:
             raise NonFiniteLoss(f"the loss became non-finite at iteration {int(out[2])}; "
                                 "lower the learning rate")
-        return out[0] / out[1]
+        return out[0] / max(out[1], 1)
 
     def evaluate(self, t):
         """Mean training loss of the epoch and test loss/accuracy of the model, over all ranks."""
@@ -295,12 +308,13 @@ class Run:
         x, y = self.data.x_test[self.rank::self.world], self.data.y_test[self.rank::self.world]
         loss, acc = self.net.evaluate(w, x, y) if len(y) else (0.0, 0.0)
         ep_lo = max(0, t + 1 - self.iters_per_epoch)
-        tr = self.records["loss"][ep_lo:t + 1]
+        tr = np.asarray(self.records["loss"][ep_lo:t + 1], dtype=np.float64)
+        tr = tr[~np.isnan(tr)]
         buf = np.array([loss * len(y), acc * len(y), float(len(y)), float(np.sum(tr)), float(len(tr))])
         out = np.empty_like(buf)
         with self.idle():
             self.comm.Allreduce(buf, out, op=MPI.SUM)
-        rec = dict(iteration=t + 1, epoch=(t + 1) / self.iters_per_epoch, train_loss=out[3] / out[4],
+        rec = dict(iteration=t + 1, epoch=(t + 1) / self.iters_per_epoch, train_loss=out[3] / max(out[4], 1),
                    test_loss=out[0] / out[2], test_acc=out[1] / out[2],
                    seconds=time.perf_counter() - self._run_start)
         self.evals.append(rec)

@@ -18,8 +18,9 @@ implementation needs to replay it without refsgd's code or random numbers::
            refsgd_version
     /w0                 (d,)              the initial weights (every worker starts there)
     /batches            (T, N, tau, b)    int64 indices into the training set of micro-batch j
-                                          of worker i at step t
+                                          of worker i at step t (-1 on a parameter server)
     /loss               (T, N)            mean loss over worker i's micro-batches at step t
+                                          (NaN on a parameter server, which computes none)
     /lr                 (T,)              the learning rate of step t
     /state/<name>       (T, N, d)         worker i's array <name> after step t
 
@@ -133,8 +134,10 @@ def verify(a_path, b_path, rtol=1e-10, atol=1e-12):
             for name in ["loss"] + a.state_names:
                 x = a.loss[t, i] if name == "loss" else a.state[name][t, i]
                 y = b.loss[t, i] if name == "loss" else b.state[name][t, i]
-                err = np.abs(np.asarray(x, float) - np.asarray(y, float))
-                tol = atol + rtol * np.abs(np.asarray(y, float))
+                x, y = np.asarray(x, float), np.asarray(y, float)
+                both_nan = np.isnan(x) & np.isnan(y)  # no loss on a parameter server
+                err = np.where(both_nan, 0.0, np.abs(x - y))
+                tol = np.where(both_nan, 0.0, atol + rtol * np.abs(y))
                 if not np.all(err <= tol):
                     j = int(np.argmax(err - tol)) if np.ndim(err) else 0
                     rel = np.max(err / np.maximum(np.abs(np.asarray(y, float)), 1e-300))
@@ -142,7 +145,7 @@ def verify(a_path, b_path, rtol=1e-10, atol=1e-12):
                     return False, lines + [
                         f"MISMATCH at step {t}, worker {i}, {where}: A = {np.ravel(x)[j]!r}, B = {np.ravel(y)[j]!r}",
                         f"  max |A - B| = {np.max(err):.3e}, max relative = {rel:.3e} (rtol {rtol:g}, atol {atol:g})"]
-                scale = np.maximum(np.abs(np.asarray(y, float)), atol / max(rtol, 1e-300))
+                scale = np.maximum(np.where(both_nan, 1.0, np.abs(y)), atol / max(rtol, 1e-300))
                 worst = max(worst, float(np.max(err / scale)))
     lines.append(f"OK: {T} steps x {N} workers agree (state {', '.join(a.state_names)} and loss; "
                  f"largest relative difference {worst:.2e}; rtol {rtol:g}, atol {atol:g})")

@@ -165,13 +165,19 @@ def test_train_list():
 
 
 # ---------------------------------------------------------------------- checkpoints and report
-@pytest.mark.parametrize("algo", ["ssgd", "ssgd-opt", "ssgd-nag"])
+@pytest.mark.parametrize("algo", ["ssgd", "ssgd-opt", "ssgd-nag", "dcs3gd", "dcasgd"])
 def test_resume_equals_an_uninterrupted_run(tmp_path, algo):
     import h5py
     common = ["train", "--algo", algo, "--momentum", "0.9", "--dtype", "float64", "--iterations", "24",
               "--tau", "2", "--no-progress", "--log-every", "5"]
     if algo == "ssgd-nag":
         common += ["--lr", "0.0005"]
+    if algo == "dcs3gd":
+        common[common.index("--tau") + 1] = "1"
+    if algo == "dcasgd":  # no momentum; the deterministic order makes the trajectory reproducible
+        common = [a for a in common if a not in ("--momentum", "0.9")]
+        common[common.index("--tau") + 1] = "1"
+        common += ["--ps-order", "round-robin"]
     ck = tmp_path / "ck"
     r = mpirun(2, *common, "--checkpoint", str(ck), "--checkpoint-every", "7", "--out", str(tmp_path / "a.h5"))
     assert r.returncode == 0, r.stderr

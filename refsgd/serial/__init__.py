@@ -4,6 +4,8 @@
 (see :mod:`refsgd.trace`). ``refsgd golden`` writes their output as golden files.
 """
 
+from refsgd.serial.dc import RENDERINGS as _DC
 from refsgd.serial.ssgd import RENDERINGS as _SSGD
 
 RENDERINGS = dict(_SSGD)
+RENDERINGS.update(_DC)

@@ -1,0 +1,130 @@
+"""DC-ASGD: asynchronous SGD with delay compensation on a parameter server (Zheng et al. 2017).
+
+The parameter-server method DC-S3GD is compared with (Rigazzi 2019, section II and eq. 6);
+LISTINGS.md section 2, "Baseline DC-ASGD". Rank 0 is the server; ranks 1..N-1 are workers.
+
+    server: holds w and a backup w_bak(m) of the weights last sent to worker m (w_bak(m) = w0)
+      S1  on each push g_m from worker m (in arrival order):
+      S2      w <- w - eta * (g_m + lambda * g_m (.) g_m (.) (w - w_bak(m)))
+      S3      send w to m
+      S4      w_bak(m) <- w
+    worker m (starts at w0, the same seed everywhere):
+      W1  g_m <- grad at w on the next micro-batch
+      W2  push g_m to the server
+      W3  pull: w <- the server's reply
+
+Run: ``mpiexec -n 5 refsgd train --algo dcasgd --dc-lambda 0.04`` (1 server + 4 workers).
+``--dc-adaptive`` uses the adaptive variant ``lambda_t = lambda_0 / sqrt(MeanSquare_t + eps)``
+(element-wise, eps = 1e-7), ``MeanSquare_t = m * MeanSquare_{t-1} + (1-m) * g_m^2`` updated
+on every push, m = ``--dc-ms-decay`` (0.95 as in Zheng et al.). ``--ps-order round-robin``
+makes the server take the workers' pushes in the fixed order 1, 2, ..., N-1 in every round
+(deterministic, the order of the serial rendering); the default ``arrival`` takes them as
+they come (``MPI.ANY_SOURCE``).
+
+Deviations and readings:
+
+* Constant lambda (MXNet's default 0.04) unless ``--dc-adaptive``; no momentum (the listing
+  has none: ``--momentum`` must be 0). Coupled weight decay ``g_m + wd * w`` is added when
+  ``--weight-decay`` is given (MXNet's DCASGD does the same).
+* One server "iteration" takes N-1 pushes (in arrival order, so a fast worker may be served
+  twice while a slow one waits); every worker pushes once per iteration. The run's bookkeeping
+  collectives (loss check, evaluation, checkpoints) happen at iteration boundaries, where all
+  pushes up to that boundary have been served, so the asynchrony spans the windows between
+  them (``--log-every`` iterations, default 10).
+* The learning rate of server iteration t is ``lr(t)``; the data is sharded over the N-1
+  workers (the server holds none). The model evaluated and returned is the server's w.
+* Time blocked in Send/Recv counts as idle (workers waiting for the server's reply, the
+  server waiting for a push).
+"""
+
+import numpy as np
+from mpi4py import MPI
+
+from refsgd import RefsgdError
+
+PUSH, PULL = 11, 12
+EPS = 1e-7
+
+
+def check(args, world):
+    if world < 2:
+        raise RefsgdError("dcasgd needs a server and at least one worker: run it with mpiexec -n 2 or more")
+    if args.tau != 1:
+        raise RefsgdError("dcasgd pushes one micro-batch's gradient per iteration (--tau 1)")
+    if args.momentum or args.nesterov:
+        raise RefsgdError("dcasgd's update has no momentum (--momentum 0)")
+
+
+def compensated_step(w, g, w_bak, eta, lam, wd, scratch):
+    """S2: w <- w - eta * (g + wd*w + lam (.) g (.) g (.) (w - w_bak)), in place.
+
+    lam is a number or an array (the adaptive variant); scratch is a buffer like w.
+    """
+    np.subtract(w, w_bak, out=scratch)
+    scratch *= g
+    scratch *= g
+    scratch *= lam
+    scratch += g
+    if wd:
+        scratch += wd * w
+    scratch *= eta
+    w -= scratch
+
+
+def train(run):
+    comm, c = run.comm, run.cfg
+    M = run.world - 1                                     # workers
+    w = run.register("w", run.init_params())
+    w_eval = np.empty_like(w)
+
+    def server_model():
+        if run.rank == 0:
+            w_eval[...] = w
+        comm.Bcast(w_eval, root=0)
+        return w_eval
+    run.set_model(server_model)
+
+    if run.rank == 0:
+        # ---------------------------------------------------------------- the server
+        w_bak = run.register("w_bak", np.tile(w, (M, 1)))     # w_bak(m) = w0
+        ms = run.register("mean_square", np.zeros_like(w)) if c.dc_adaptive else None
+        g_m = np.empty_like(w)
+        scratch = np.empty_like(w)
+        lam_buf = np.empty_like(w) if c.dc_adaptive else None
+        status = MPI.Status()
+        for t in run.iterations():
+            eta = run.lr(t)
+            for k in range(M):
+                source = k + 1 if c.ps_order == "round-robin" else MPI.ANY_SOURCE
+                # S1: on each push g_m from worker m
+                with run.idle():
+                    comm.Recv(g_m, source=source, tag=PUSH, status=status)
+                m = status.Get_source()
+                if c.dc_adaptive:
+                    # lambda_t = lambda_0 / sqrt(MeanSquare_t + eps), MeanSquare from g_m
+                    ms *= c.dc_ms_decay
+                    ms += (1 - c.dc_ms_decay) * g_m * g_m
+                    np.sqrt(ms + EPS, out=lam_buf)
+                    np.divide(c.dc_lambda, lam_buf, out=lam_buf)
+                    lam = lam_buf
+                else:
+                    lam = c.dc_lambda
+                # S2: w <- w - eta (g_m + lambda g_m (.) g_m (.) (w - w_bak(m)))
+                compensated_step(w, g_m, w_bak[m - 1], eta, lam, c.weight_decay, scratch)
+                # S3: send w to m
+                with run.idle():
+                    comm.Send(w, dest=m, tag=PULL)
+                # S4: w_bak(m) <- w
+                w_bak[m - 1] = w
+    else:
+        # ---------------------------------------------------------------- a worker
+        g = np.empty_like(w)
+        for t in run.iterations():
+            # W1: g_m <- grad at w                                          (compute)
+            run.grad(w, g)
+            with run.idle():
+                # W2: push g_m
+                comm.Send(g, dest=0, tag=PUSH)
+                # W3: pull w
+                comm.Recv(w, source=0, tag=PULL)
+    return w

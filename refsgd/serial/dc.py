@@ -1,0 +1,92 @@
+"""Serial renderings of DC-S3GD (Rigazzi 2019) and DC-ASGD (Zheng et al. 2017), no MPI.
+
+Written from the equations (LISTINGS.md section 2), workers as the first axis of (N, d)
+arrays; shared with the MPI code: the network, the sampler, eq. 17's lambda and the weight
+decay schedule's formula (both tiny helpers of refsgd/algorithms/dcs3gd.py), the compensated
+server step of refsgd/algorithms/dcasgd.py.
+
+DC-S3GD, worker i (iteration 0 is the prologue, iterations 1.. the loop):
+    t = 0:  g_i = grad(w_i); dw_i = U(g_i); w_i += dw_i
+    t > 0:  g_i = grad(w_i); D_i = mean_j dw_j - dw_i; g~_i = g_i + lambda_i g_i g_i D_i;
+            dw_i = U(g~_i); w_i += D_i + dw_i
+    U(g) = v <- mu*v - eta_t*(g + wd_t*w_i)
+
+DC-ASGD in the deterministic order (server rank 0, workers m = 1..N-1 served round-robin):
+    for each step t, for m = 1..N-1:
+        g = grad(w_bak(m)) on worker m's micro-batch t   (w_bak(m): the weights m last received)
+        w <- w - eta_t (g + lambda g g (w - w_bak(m)));  w_bak(m) <- w
+    traced state "w": row 0 the server's w, row m worker m's copy (= w_bak(m)).
+"""
+
+import numpy as np
+
+from refsgd.algorithms.dcasgd import EPS, compensated_step
+from refsgd.algorithms.dcs3gd import lambda_i
+from refsgd.serial.ssgd import _Stream
+
+
+class _Sched:
+    """The two pieces of a Run that dcs3gd's weight-decay schedule reads."""
+
+    def __init__(self, cfg, schedule, T):
+        self.cfg, self.lr, self.total = cfg, schedule.lr, T
+
+
+def dcs3gd(net, data, cfg, schedule, N, T):
+    from refsgd.algorithms.dcs3gd import weight_decay_schedule
+    stream, d, mu = _Stream(data, cfg, N), net.num_params, cfg.momentum
+    w0 = net.init_params(cfg.seed)
+    W, DW, V = np.tile(w0, (N, 1)), np.zeros((N, d), net.dtype), np.zeros((N, d), net.dtype)
+    wd_at = weight_decay_schedule(_Sched(cfg, schedule, T))
+    out = dict(w0=w0, batches=np.empty((T, N, 1, cfg.batch), np.int64), loss=np.zeros((T, N)),
+               lr=np.array([schedule.lr(t) for t in range(T)]),
+               states={k: np.empty((T, N, d), net.dtype) for k in ("w_i", "dw_i", "U.v")})
+    g = np.empty(d, net.dtype)
+    for t in range(T):
+        eta, wd = out["lr"][t], wd_at(t)
+        mean_dw = DW.mean(axis=0)                       # the all-reduce of the dw_i, / N
+        for i in range(N):
+            idx = stream.indices(i, t)
+            out["batches"][t, i, 0] = idx
+            out["loss"][t, i] = net.loss_and_grad(W[i], data.x_train[idx], data.y_train[idx], out=g)
+            if t == 0:
+                V[i] = mu * V[i] - eta * (g + wd * W[i])
+                DW[i] = V[i]
+                W[i] = W[i] + DW[i]
+            else:
+                D = mean_dw - DW[i]                     # eq. 9
+                ggD = g * g * D
+                gt = g + lambda_i(cfg.lambda0, g, ggD) * ggD   # eq. 10, 17
+                V[i] = mu * V[i] - eta * (gt + wd * W[i])     # eq. 11
+                DW[i] = V[i]
+                W[i] = W[i] + D + DW[i]                 # eq. 12
+        out["states"]["w_i"][t], out["states"]["dw_i"][t], out["states"]["U.v"][t] = W, DW, V
+    return out
+
+
+def dcasgd(net, data, cfg, schedule, N, T):
+    M, d = N - 1, net.num_params
+    stream = _Stream(data, cfg, M)
+    w0 = net.init_params(cfg.seed)
+    w, w_bak = w0.copy(), np.tile(w0, (M, 1))
+    ms = np.zeros(d, net.dtype)
+    out = dict(w0=w0, batches=np.full((T, N, 1, cfg.batch), -1, np.int64), loss=np.full((T, N), np.nan),
+               lr=np.array([schedule.lr(t) for t in range(T)]), states={"w": np.empty((T, N, d), net.dtype)})
+    g, scratch = np.empty(d, net.dtype), np.empty(d, net.dtype)
+    for t in range(T):
+        for m in range(1, M + 1):
+            idx = stream.indices(m - 1, t)
+            out["batches"][t, m, 0] = idx
+            out["loss"][t, m] = net.loss_and_grad(w_bak[m - 1], data.x_train[idx], data.y_train[idx], out=g)
+            lam = cfg.dc_lambda
+            if cfg.dc_adaptive:
+                ms = cfg.dc_ms_decay * ms + (1 - cfg.dc_ms_decay) * g * g
+                lam = cfg.dc_lambda / np.sqrt(ms + EPS)
+            compensated_step(w, g, w_bak[m - 1], out["lr"][t], lam, cfg.weight_decay, scratch)
+            w_bak[m - 1] = w
+        out["states"]["w"][t, 0] = w
+        out["states"]["w"][t, 1:] = w_bak
+    return out
+
+
+RENDERINGS = {"dcs3gd": dcs3gd, "dcasgd": dcasgd}

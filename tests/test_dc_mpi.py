@@ -1,0 +1,126 @@
+"""DC-S3GD and DC-ASGD: MPI against the serial renderings, closed forms, bad input."""
+
+import argparse
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from conftest import MPIEXEC, ONE_THREAD, UNDER_MPI, launch_under_mpiexec
+
+from refsgd import datasets, local
+from refsgd.algorithms.dcs3gd import lambda_i
+from refsgd.nn import load_model
+from refsgd.optim import SGD, Constant
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def refsgd(*args, n=None, timeout=300):
+    cmd = [sys.executable, "-m", "refsgd", *args]
+    if n is not None:
+        cmd = [MPIEXEC, "-n", str(n)] + cmd
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=ROOT,
+                          env={**os.environ, **ONE_THREAD})
+
+
+CASES = {
+    "dcs3gd": ["--momentum", "0.9", "--weight-decay", "0.001", "--lambda0", "0.2",
+               "--schedule", "warmup-linear:warmup_iters=4,total_iters=20"],
+    "dcs3gd-nocomp": ["--momentum", "0.9", "--lambda0", "0"],
+    "dcasgd": ["--ps-order", "round-robin", "--dc-lambda", "0.04"],
+    "dcasgd-adaptive": ["--ps-order", "round-robin", "--dc-adaptive", "--dc-lambda", "2.0", "--weight-decay", "0.001"],
+}
+
+
+@pytest.mark.skipif(UNDER_MPI, reason="launcher")
+@pytest.mark.parametrize("case", list(CASES))
+@pytest.mark.parametrize("n", [2, 4])
+def test_mpi_equals_serial_rendering(tmp_path, case, n):
+    algo = case.split("-")[0]
+    common = ["--algo", algo, "--model", "digits_mlp", "--batch", "8", "--seed", "4", *CASES[case]]
+    r = refsgd("train", *common, "--dtype", "float64", "--iterations", "12", "--no-progress",
+               "--trace", str(tmp_path / "mpi.h5"), n=n)
+    assert r.returncode == 0, r.stderr
+    r = refsgd("golden", *common, "--workers", str(n), "--steps", "12", "--out", str(tmp_path / "serial.h5"))
+    assert r.returncode == 0, r.stderr
+    r = refsgd("verify", str(tmp_path / "mpi.h5"), str(tmp_path / "serial.h5"), "--rtol", "1e-10")
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_lambda_eq17():
+    g = np.array([1.0, -2.0, 0.5])
+    D = np.array([0.1, 0.0, -0.4])
+    ggD = g * g * D
+    assert lambda_i(0.2, g, ggD) == pytest.approx(0.2 * np.sqrt(5.25) / np.sqrt(0.1**2 + 0.1**2))  # ggD = (0.1, 0, -0.1)
+    assert lambda_i(0.2, g, np.zeros(3)) == 0.0  # no correction, no division by zero
+    assert lambda_i(0.0, g, ggD) == 0.0
+
+
+def cfg(**kw):
+    base = dict(algo="dcs3gd", batch=16, tau=1, epochs=1, iterations=None, lr=0.05, momentum=0.9, nesterov=False,
+                momentum_form="mxnet", weight_decay=0.0, wd_k=2.3, lambda0=0.2, seed=3, eval_every=1, log_every=5,
+                progress=False, dc_lambda=0.04, dc_adaptive=False, dc_ms_decay=0.95, ps_order="arrival")
+    base.update(kw)
+    return argparse.Namespace(**base)
+
+
+@pytest.mark.mpi
+@pytest.mark.skipif(not UNDER_MPI, reason="runs under mpiexec")
+def test_dcs3gd_on_one_rank_is_mxnet_momentum_sgd():
+    """N = 1: D_i = dw_bar - dw_i = 0, so the correction vanishes and w_i follows U exactly."""
+    from mpi4py import MPI
+
+    from refsgd.algorithms import dcs3gd
+    from refsgd.run import Run
+    comm = MPI.COMM_WORLD
+    if comm.Get_size() != 1:
+        pytest.skip("one rank")
+    c = cfg()
+    net, data = load_model("digits_mlp", np.float64), datasets.load(None, np.float64)
+    run = Run(comm, net, data, c, Constant(c.lr), log=lambda *a: None)
+    w = dcs3gd.train(run)
+    opt = SGD(net.num_params, net.dtype, momentum=0.9, form="mxnet")
+    ref, _ = local.train(net, data, opt, Constant(c.lr), epochs=1, batch=16, seed=3, log=lambda *a: None)
+    np.testing.assert_array_equal(w, ref)
+
+
+@pytest.mark.mpi(min_size=2)
+@pytest.mark.skipif(not UNDER_MPI, reason="runs under mpiexec")
+def test_dcasgd_arrival_order_trains_and_serves_every_push():
+    from mpi4py import MPI
+
+    from refsgd.algorithms import dcasgd
+    from refsgd.run import Run
+    comm = MPI.COMM_WORLD
+    c = cfg(algo="dcasgd", momentum=0.0, iterations=30, lr=0.1)
+    net, data = load_model("digits_mlp", np.float64), datasets.load(None, np.float64)
+    run = Run(comm, net, data, c, Constant(c.lr), log=lambda *a: None, servers=1)
+    w = dcasgd.train(run)
+    # every rank ends with the server's final weights? the workers hold their last reply
+    final = run.final_model()
+    loss0 = net.loss(net.init_params(3), data.x_test, data.y_test)
+    assert net.loss(final, data.x_test, data.y_test) < 0.7 * loss0
+    if comm.Get_size() == 2:  # one worker: arrival order is the only order, and w is the reply
+        np.testing.assert_array_equal(w, final)
+    if comm.Get_rank() == 0:
+        assert np.all(np.isnan(run.records["loss"]))  # the server computes no gradient
+
+
+@pytest.mark.skipif(UNDER_MPI, reason="launcher")
+@pytest.mark.parametrize("n", [1, 2, 4])
+def test_under_mpiexec(n):
+    launch_under_mpiexec(__file__, n)
+
+
+@pytest.mark.skipif(UNDER_MPI, reason="launcher")
+@pytest.mark.parametrize("args,n,msg", [
+    (["--algo", "dcasgd"], 1, "dcasgd needs a server and at least one worker"),
+    (["--algo", "dcasgd", "--momentum", "0.9"], 2, "dcasgd's update has no momentum"),
+    (["--algo", "dcs3gd", "--tau", "2"], 2, "dcs3gd takes one micro-batch per iteration"),
+    (["--algo", "dcs3gd", "--nesterov", "--momentum", "0.9"], 2, "--nesterov does not apply"),
+])
+def test_bad_input(args, n, msg):
+    r = refsgd("train", *args, "--no-progress", n=n, timeout=120)
+    assert r.returncode == 2 and msg in r.stderr and r.stderr.count("refsgd: error:") == 1, r.stderr
