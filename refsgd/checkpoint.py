@@ -34,7 +34,7 @@ from refsgd import RefsgdError
 
 #: options that may differ between the run that wrote a checkpoint and the one resuming it
 MAY_CHANGE = {"epochs", "iterations", "eval_every", "log_every", "progress", "out", "checkpoint",
-              "checkpoint_every", "resume", "list", "link"}
+              "checkpoint_every", "resume", "list", "link", "poll"}
 
 
 def _ckpt_dir(path):

@@ -84,6 +84,10 @@ def _add_training_options(p):
     p.add_argument("--log-every", type=_positive_int, default=10,
                    help="iterations between the progress updates and the all-rank loss check (default 10)")
     p.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bar")
+    p.add_argument("--poll", action="store_true",
+                   help="call Test() on the requests in flight at every layer boundary of the backward "
+                        "pass, so that an MPI library without an asynchronous progress thread advances "
+                        "them during computation (overlapped methods; see README 'Overlap')")
     p.add_argument("--link", default=None, metavar="LATENCY_US,GBIT_S",
                    help="emulated link: every all-reduce completes no earlier than the Ring-AllReduce "
                         "model (Pipe-SGD eq. 5) for its size; off by default, and every output says so")
@@ -224,7 +228,8 @@ METHOD_KEYS = ("lambda0", "wd_k", "dc_lambda", "dc_adaptive", "dc_ms_decay", "ps
 
 def _config(args):
     keys = ("algo", "model", "data", "epochs", "iterations", "batch", "tau", "lr", "schedule", "momentum",
-            "nesterov", "momentum_form", "weight_decay", "seed", "dtype", "eval_every", "log_every", "link") + METHOD_KEYS
+            "nesterov", "momentum_form", "weight_decay", "seed", "dtype", "eval_every", "log_every", "link",
+            "poll") + METHOD_KEYS
     return {k: getattr(args, k) for k in keys}
 
 

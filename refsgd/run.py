@@ -144,8 +144,22 @@ class Run:
                                                        self.cfg.batch, self.n_train))
         return self._epoch_cache[1][pos]
 
-    def grad(self, w, g, on_segment=None, k=None):
-        """Gradient of micro-batch k (default: the next one of iteration t) at w, into g."""
+    def grad(self, w, g, on_segment=None, k=None, progress=None):
+        """Gradient of micro-batch k (default: the next one of iteration t) at w, into g.
+
+        progress: a request (or list) in flight; with ``--poll`` its ``Test()`` is called at every
+        layer boundary of the backward pass, because MPI libraries without an asynchronous
+        progress thread advance a non-blocking collective only inside MPI calls.
+        """
+        if progress is not None and getattr(self.cfg, "poll", False):
+            reqs = progress if isinstance(progress, list) else [progress]
+            inner = on_segment
+
+            def on_segment(name, lo, hi):
+                for r in reqs:
+                    r.Test()
+                if inner is not None:
+                    inner(name, lo, hi)
         if k is None:
             k = self.t * self.tau + self._micro
             self._micro += 1

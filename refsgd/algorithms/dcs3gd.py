@@ -109,7 +109,7 @@ def train(run):
         # L5: MPI_Iallreduce(dw_i)                                           (start communication)
         req = run.started(comm.Iallreduce(dw_i, dw_bar, op=MPI.SUM))
         # L6: g_i <- grad l(w_i)                                             (compute)
-        run.grad(w_i, g_i)
+        run.grad(w_i, g_i, progress=req)
         # L7: dw_bar <- MPI_Wait()                                           (complete communication)
         run.wait(req)
         # L8: D_i <- (1/N) dw_bar - dw_i                                     eq. 9

@@ -1,0 +1,82 @@
+"""DC-S3GD's overlap against SSGD, next to the timing models of Rigazzi 2019 (eq. 13, 14).
+
+    python experiments/dc_overlap.py MNIST.h5 [--ranks 4] [--batch 64] [--iterations 150]
+
+MNIST.h5 comes from `refsgd data convert mnist DIR MNIST.h5`. The script
+
+1. runs `ssgd` without a link to measure t_C, the compute time of one iteration (median over
+   ranks and iterations after a warm-up of 10);
+2. sets an emulated link (latency 50 us) whose bandwidth makes one all-reduce of the model,
+   t_ARed (Pipe-SGD eq. 5, as `refsgd.comm.link.Link.time`), about equal to t_C;
+3. runs `ssgd` and `dcs3gd` with that link and prints the measured iteration time (wall),
+   compute and idle per iteration next to eq. 13, t_SSGD = t_C + t_ARed, and eq. 14,
+   t_DC-S3GD = max(t_C, t_ARed), evaluated with the measured t_C.
+
+Every run is `mpiexec -n RANKS refsgd train ... --out F.h5`; the medians come from the metrics
+files. With more ranks than cores the ranks share cores and "idle" includes waiting for
+descheduled peers: compare with --ranks equal to the number of cores.
+"""
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+
+import h5py
+import numpy as np
+
+from refsgd.comm.link import Link
+from refsgd.nn import load_model
+
+BIN = os.path.dirname(sys.executable)
+
+
+def train(ranks, algo, data, args, out, link=None):
+    cmd = [os.path.join(BIN, "mpiexec"), "-n", str(ranks), os.path.join(BIN, "refsgd"), "train",
+           "--algo", algo, "--model", args.model, "--data", data, "--batch", str(args.batch),
+           "--iterations", str(args.iterations), "--lr", "0.05", "--momentum", "0.9",
+           "--no-progress", "--eval-every", "1000", "--out", out]
+    if link:
+        cmd += ["--link", link]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "NUMBA_NUM_THREADS": "1"}
+    subprocess.run(cmd, check=True, env=env, stdout=subprocess.DEVNULL)
+    with h5py.File(out) as f:
+        return {k: float(np.median(f["iterations"][k][:, 10:])) for k in ("compute", "idle", "wall")}
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("data", help="MNIST in refsgd's HDF5 layout")
+    p.add_argument("--ranks", type=int, default=4)
+    p.add_argument("--batch", type=int, default=64)
+    p.add_argument("--iterations", type=int, default=150)
+    p.add_argument("--model", default="mnist_mlp")
+    args = p.parse_args()
+    nbytes = load_model(args.model).num_params * 4
+    with tempfile.TemporaryDirectory() as tmp:
+        base = train(args.ranks, "ssgd", args.data, args, os.path.join(tmp, "base.h5"))
+        t_c = base["compute"]
+        alpha_us = 50.0
+        # t_ARed = 2(p-1) alpha + 2 (p-1)/p n 8/(G 1e9) = t_c  ->  G
+        p = args.ranks
+        rest = t_c - 2 * (p - 1) * alpha_us * 1e-6
+        gbit = 2 * (p - 1) / p * nbytes * 8 / (rest * 1e9)
+        link = Link(alpha_us, gbit)
+        t_ared = link.time(nbytes, p)
+        spec = f"{alpha_us:g},{gbit:.4g}"
+        rows = {a: train(p, a, args.data, args, os.path.join(tmp, f"{a}.h5"), spec) for a in ("ssgd", "dcs3gd")}
+    print(f"{args.model} ({nbytes / 1e6:.2f} MB float32), {p} ranks, batch {args.batch}, {args.iterations} iterations")
+    print(f"t_C (ssgd, no link) = {1e3 * t_c:.2f} ms; {link} -> t_ARed = {1e3 * t_ared:.2f} ms (EMULATED)")
+    print(f"{'method':<8} {'compute':>9} {'idle':>9} {'iteration':>10}   model")
+    eq = {"ssgd": ("eq. 13: t_C + t_ARed", t_c + t_ared), "dcs3gd": ("eq. 14: max(t_C, t_ARed)", max(t_c, t_ared))}
+    for a, r in rows.items():
+        name, val = eq[a]
+        print(f"{a:<8} {1e3 * r['compute']:7.2f}ms {1e3 * r['idle']:7.2f}ms {1e3 * r['wall']:8.2f}ms   "
+              f"{name} = {1e3 * val:.2f} ms")
+    print(f"measured speed-up of dcs3gd over ssgd per iteration: {rows['ssgd']['wall'] / rows['dcs3gd']['wall']:.2f}x "
+          f"(model: {(t_c + t_ared) / max(t_c, t_ared):.2f}x)")
+
+
+if __name__ == "__main__":
+    main()
