@@ -8,7 +8,8 @@ MNIST.h5 comes from `refsgd data convert mnist DIR MNIST.h5`. The script
    ranks and iterations after a warm-up of 10);
 2. sets an emulated link (latency 50 us) whose bandwidth makes one all-reduce of the model,
    t_ARed (Pipe-SGD eq. 5, as `refsgd.comm.link.Link.time`), about equal to t_C;
-3. runs `ssgd` and `dcs3gd` with that link and prints the measured iteration time (wall),
+3. runs `ssgd` and `dcs3gd` (without and with `--poll`) with that link and prints the measured
+   iteration time (wall),
    compute and idle per iteration next to eq. 13, t_SSGD = t_C + t_ARed, and eq. 14,
    t_DC-S3GD = max(t_C, t_ARed), evaluated with the measured t_C.
 
@@ -33,12 +34,15 @@ BIN = os.path.dirname(sys.executable)
 
 
 def train(ranks, algo, data, args, out, link=None):
+    algo, _, poll = algo.partition("+")
     cmd = [os.path.join(BIN, "mpiexec"), "-n", str(ranks), os.path.join(BIN, "refsgd"), "train",
            "--algo", algo, "--model", args.model, "--data", data, "--batch", str(args.batch),
            "--iterations", str(args.iterations), "--lr", "0.05", "--momentum", "0.9",
            "--no-progress", "--eval-every", "1000", "--out", out]
     if link:
         cmd += ["--link", link]
+    if poll:
+        cmd += ["--poll"]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "NUMBA_NUM_THREADS": "1"}
     subprocess.run(cmd, check=True, env=env, stdout=subprocess.DEVNULL)
     with h5py.File(out) as f:
@@ -65,17 +69,21 @@ def main():
         link = Link(alpha_us, gbit)
         t_ared = link.time(nbytes, p)
         spec = f"{alpha_us:g},{gbit:.4g}"
-        rows = {a: train(p, a, args.data, args, os.path.join(tmp, f"{a}.h5"), spec) for a in ("ssgd", "dcs3gd")}
+        rows = {a: train(p, a, args.data, args, os.path.join(tmp, f"{a}.h5"), spec)
+                for a in ("ssgd", "dcs3gd", "dcs3gd+poll")}
     print(f"{args.model} ({nbytes / 1e6:.2f} MB float32), {p} ranks, batch {args.batch}, {args.iterations} iterations")
     print(f"t_C (ssgd, no link) = {1e3 * t_c:.2f} ms; {link} -> t_ARed = {1e3 * t_ared:.2f} ms (EMULATED)")
-    print(f"{'method':<8} {'compute':>9} {'idle':>9} {'iteration':>10}   model")
-    eq = {"ssgd": ("eq. 13: t_C + t_ARed", t_c + t_ared), "dcs3gd": ("eq. 14: max(t_C, t_ARed)", max(t_c, t_ared))}
+    print(f"{'method':<12} {'compute':>9} {'idle':>9} {'iteration':>10}   model")
+    eq14 = ("eq. 14: max(t_C, t_ARed)", max(t_c, t_ared))
+    eq = {"ssgd": ("eq. 13: t_C + t_ARed", t_c + t_ared), "dcs3gd": eq14, "dcs3gd+poll": eq14}
     for a, r in rows.items():
         name, val = eq[a]
-        print(f"{a:<8} {1e3 * r['compute']:7.2f}ms {1e3 * r['idle']:7.2f}ms {1e3 * r['wall']:8.2f}ms   "
+        print(f"{a:<12} {1e3 * r['compute']:7.2f}ms {1e3 * r['idle']:7.2f}ms {1e3 * r['wall']:8.2f}ms   "
               f"{name} = {1e3 * val:.2f} ms")
-    print(f"measured speed-up of dcs3gd over ssgd per iteration: {rows['ssgd']['wall'] / rows['dcs3gd']['wall']:.2f}x "
-          f"(model: {(t_c + t_ared) / max(t_c, t_ared):.2f}x)")
+    for a in ("dcs3gd", "dcs3gd+poll"):
+        print(f"measured speed-up of {a} over ssgd per iteration: {rows['ssgd']['wall'] / rows[a]['wall']:.2f}x "
+              f"(model: {(t_c + t_ared) / max(t_c, t_ared):.2f}x)")
+    print("(dcs3gd+poll: --poll, Test() on the in-flight all-reduce at every layer boundary)")
 
 
 if __name__ == "__main__":
