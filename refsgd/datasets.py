@@ -78,7 +78,7 @@ import h5py
 import numpy as np
 
 from refsgd import RefsgdError, __version__
-from refsgd.atomic import atomic_path
+from refsgd.files import atomic_path, open_h5
 
 __all__ = [
     "FORMAT",
@@ -241,23 +241,6 @@ class _Header:
     """Validated metadata and labels of an open refsgd HDF5 file (filled by _read_header)."""
 
 
-def _open_h5(path: str) -> h5py.File:
-    if not os.path.exists(path):
-        raise RefsgdError(f"{path}: no such file.")
-    if os.path.isdir(path):
-        raise RefsgdError(f"{path}: is a directory, not an HDF5 dataset file.")
-    try:
-        return h5py.File(path, "r")
-    except OSError as exc:
-        try:
-            is_h5 = h5py.is_hdf5(path)
-        except OSError:
-            is_h5 = False
-        if not is_h5:
-            raise RefsgdError(f"{path}: not an HDF5 file.") from None
-        raise RefsgdError(f"{path}: cannot read the HDF5 file ({exc}).") from None
-
-
 def _read_header(f: h5py.File, path: str) -> _Header:
     """Check the layout of an open file; read its attributes and labels (not the images)."""
     for key in _REQUIRED_DATASETS:
@@ -371,7 +354,7 @@ def load(path_or_name=None, dtype=np.float32) -> Dataset:
         path = _embedded_path()
     else:
         path = os.fspath(path_or_name)
-    with _open_h5(path) as f:
+    with open_h5(path, "a refsgd dataset") as f:
         h = _read_header(f, path)
         x_train = _normalise(f["train/images"], h.mean, h.std, dtype)
         x_test = _normalise(f["test/images"], h.mean, h.std, dtype)
@@ -819,7 +802,7 @@ def _histogram_lines(labels: np.ndarray, num_classes: int, indent: str) -> list[
 def info(path) -> str:
     """A human-readable multi-line summary of a refsgd HDF5 data set."""
     path = os.fspath(path)
-    with _open_h5(path) as f:
+    with open_h5(path, "a refsgd dataset") as f:
         h = _read_header(f, path)
     c, hh, ww = h.image_shape
     fmt = lambda v: ", ".join(f"{x:.4f}" for x in v)  # noqa: E731

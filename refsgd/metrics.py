@@ -21,7 +21,7 @@ import numpy as np
 from mpi4py import MPI
 
 from refsgd import __version__
-from refsgd.atomic import atomic_path
+from refsgd.files import atomic_path, open_h5
 
 FIELDS = ("compute", "idle", "comm", "wall", "loss")
 THREAD_LEVELS = {MPI.THREAD_SINGLE: "single", MPI.THREAD_FUNNELED: "funneled",
@@ -88,13 +88,7 @@ def summary(evals, rec, wall, link):
 def read(path):
     """(evals, rec, attrs) of a metrics file; RefsgdError if it is not one."""
     from refsgd import RefsgdError
-    try:
-        f = h5py.File(path, "r")
-    except FileNotFoundError:
-        raise RefsgdError(f"{path}: no such file") from None
-    except OSError:
-        raise RefsgdError(f"{path}: not an HDF5 file") from None
-    with f:
+    with open_h5(path, "a metrics file from refsgd train --out") as f:
         if "iterations" not in f or "evals" not in f:
             raise RefsgdError(f"{path}: not a refsgd metrics file (made by `refsgd train --out`)")
         rec = {k: f["iterations"][k][...] for k in FIELDS}

@@ -41,7 +41,7 @@ import h5py
 import numpy as np
 
 from refsgd import RefsgdError, __version__
-from refsgd.atomic import atomic_path
+from refsgd.files import atomic_path, open_h5
 
 FORMAT = "refsgd-trace"
 FORMAT_VERSION = 1
@@ -80,13 +80,7 @@ class Trace:
 
     def __init__(self, path):
         self.path = path
-        try:
-            f = h5py.File(path, "r")
-        except FileNotFoundError:
-            raise RefsgdError(f"{path}: no such file") from None
-        except OSError:
-            raise RefsgdError(f"{path}: not an HDF5 file") from None
-        with f:
+        with open_h5(path, "a refsgd trace") as f:
             if f.attrs.get("format") != FORMAT:
                 raise RefsgdError(f"{path}: not a refsgd trace (made by refsgd train --trace or refsgd golden)")
             self.attrs = dict(f.attrs)
@@ -116,10 +110,13 @@ def verify(a_path, b_path, rtol=1e-10, atol=1e-12):
             return False, lines + [f"MISMATCH in {key}: {a.attrs[key]!r} vs {b.attrs[key]!r}"]
     ca = {k: v for k, v in a.config.items() if k not in _NOT_TRAJECTORY}
     cb = {k: v for k, v in b.config.items() if k not in _NOT_TRAJECTORY}
-    diff = sorted(k for k in set(ca) | set(cb) if ca.get(k) != cb.get(k))
+    diff = sorted(k for k in set(ca) & set(cb) if ca[k] != cb[k])
     if diff:
         return False, lines + ["MISMATCH in the configuration: " +
-                               ", ".join(f"{k} ({ca.get(k)!r} vs {cb.get(k)!r})" for k in diff)]
+                               ", ".join(f"{k} ({ca[k]!r} vs {cb[k]!r})" for k in diff)]
+    only = sorted(set(ca) ^ set(cb))
+    if only:  # e.g. another implementation records only the options its method reads
+        lines.append(f"note: options recorded on one side only (not compared): {', '.join(only)}")
     if not np.array_equal(a.w0, b.w0):
         return False, lines + [f"MISMATCH in w0: max |A - B| = {np.max(np.abs(a.w0 - b.w0)):.3e}"]
     T = min(a.attrs["steps"], b.attrs["steps"])

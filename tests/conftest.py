@@ -21,3 +21,15 @@ def launch_under_mpiexec(test_file, n, timeout=300):
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-4000:]
     assert " passed" in r.stdout and " failed" not in r.stdout
     return r
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def cli(*args, n=None, timeout=300, cwd=ROOT):
+    """``refsgd ARGS`` as a user runs it (under ``mpiexec -n n`` when n is given), one BLAS
+    thread per process; returns the CompletedProcess. A hang fails through the timeout."""
+    cmd = [sys.executable, "-m", "refsgd", *args]
+    if n is not None:
+        cmd = [MPIEXEC, "-n", str(n)] + cmd
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=cwd,
+                          env={**os.environ, **ONE_THREAD})

@@ -9,12 +9,11 @@ import sys
 import numpy as np
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from conftest import ROOT, cli
 
 
 def refsgd(*args, timeout=120, cwd=None):
-    return subprocess.run([sys.executable, "-m", "refsgd", *args], capture_output=True, text=True,
-                          timeout=timeout, cwd=cwd)
+    return cli(*args, timeout=timeout, cwd=cwd)
 
 
 def test_train_default_learns_the_embedded_digits():
@@ -121,10 +120,7 @@ def test_normal_install_finds_models_and_data(tmp_path):
 
 # ---------------------------------------------------------------------- under mpiexec
 def mpirun(n, *args, timeout=180):
-    mpiexec = os.path.join(os.path.dirname(sys.executable), "mpiexec")
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "NUMBA_NUM_THREADS": "1"}
-    return subprocess.run([mpiexec, "-n", str(n), sys.executable, "-m", "refsgd", *args], capture_output=True,
-                          text=True, timeout=timeout, env=env, cwd=ROOT)
+    return cli(*args, n=n, timeout=timeout)
 
 
 def test_mpi_train_writes_metrics(tmp_path):

@@ -1,28 +1,17 @@
 """DC-S3GD and DC-ASGD: MPI against the serial renderings, closed forms, bad input."""
 
 import argparse
-import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
-from conftest import MPIEXEC, ONE_THREAD, UNDER_MPI, launch_under_mpiexec
+from conftest import UNDER_MPI, launch_under_mpiexec
+from conftest import cli as refsgd
 
 from refsgd import datasets, local
 from refsgd.algorithms.dcs3gd import lambda_i
 from refsgd.nn import load_model
 from refsgd.optim import SGD, Constant
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def refsgd(*args, n=None, timeout=300):
-    cmd = [sys.executable, "-m", "refsgd", *args]
-    if n is not None:
-        cmd = [MPIEXEC, "-n", str(n)] + cmd
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=ROOT,
-                          env={**os.environ, **ONE_THREAD})
 
 
 CASES = {

@@ -3,24 +3,14 @@
 import json
 import os
 import shutil
-import subprocess
-import sys
 
 import h5py
 import numpy as np
 import pytest
-from conftest import MPIEXEC, ONE_THREAD
+from conftest import ROOT
+from conftest import cli as refsgd
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GOLDEN = os.path.join(ROOT, "tests", "golden")
-
-
-def refsgd(*args, n=None, timeout=300):
-    cmd = [sys.executable, "-m", "refsgd", *args]
-    if n is not None:
-        cmd = [MPIEXEC, "-n", str(n)] + cmd
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=ROOT,
-                          env={**os.environ, **ONE_THREAD})
 
 
 @pytest.mark.parametrize("algo,extra", [
