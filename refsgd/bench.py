@@ -93,6 +93,9 @@ def format_step(r):
         lines.append(f"  pytorch  {1e3 * r['torch_s']:9.2f} ms   (torch {r['torch_version']}, "
                      f"{r['torch_threads']} threads)")
         lines.append(f"  ratio refsgd / pytorch = {r['refsgd_s'] / r['torch_s']:.2f}")
-    lines.append(f"  threads: OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', 'unset')}, "
-                 f"{os.cpu_count()} CPUs")
+    from refsgd.nn import kernels
+    lines.append(f"  threads: refsgd {kernels.chunk_threads()} (OpenBLAS and the conv chunks), "
+                 f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', 'unset')}, {os.cpu_count()} CPUs. "
+                 "Under MPI each rank gets one thread: compare with "
+                 "OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 refsgd bench step ...")
     return "\n".join(lines)

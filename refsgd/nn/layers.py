@@ -8,7 +8,8 @@ Each layer follows the forward/backward-with-cache convention::
 A layer owns no parameter memory: ``params`` and ``grads`` are views into the network's flat
 vectors, in the order of ``layer.param_shapes``. ``backward`` overwrites (never accumulates
 into) its gradient views and returns the input gradient, or None when ``need_dx`` is False
-(the first layer's input gradient is never needed, and skipping it saves a col2im).
+(the first layer's input gradient is never needed, and skipping it saves work: for a convolution,
+an im2col of dy and one matrix product).
 
 Shapes: batch-first for vectors, ``(N, D)``; channel-major for feature maps, ``(C, N, H, W)``
 (see :mod:`refsgd.nn.kernels`). ``in_shape``/``out_shape`` are per-sample shapes in the public
@@ -108,13 +109,20 @@ class Conv2d(Layer):
     params: weight (F, C, k, k), bias (F,)  (PyTorch's nn.Conv2d layout; cross-correlation)
     forward:  x (C, N, H, W) -> y (F, N, H, W)
               y = W_mat @ im2col(x) + b,  W_mat = weight.reshape(F, C*k*k)
-    backward: dW_mat = dy_mat @ cols^T,  db = sum over (N, H, W) of dy,
-              dx = col2im(W_mat^T @ dy_mat)
+    backward: db = sum over (N, H, W) of dy, and, with cols_dy = im2col(dy) (F*k*k rows),
+              dx = Wf_mat @ cols_dy,  Wf = weight flipped in (k, k), channel axes swapped
+              dW[f, c, a, b] = (cols_dy @ x_mat^T)[(f, k-1-a, k-1-b), c]
+              (when dx is not needed, e.g. for the first layer: dW_mat = dy_mat @ im2col(x)^T,
+              cheaper when C < F)
     init:     W ~ N(0, 2/(C*k*k)) (He et al. 2015), b = 0
 
-    The batch is processed in chunks of images whose ``cols`` block fits in the L2 cache
-    (``CHUNK_BYTES``); the backward pass unfolds each chunk again rather than keeping a
-    (C*k*k, N*H*W) matrix from the forward pass, which is faster (memory traffic dominates).
+    The N*H image rows are processed in chunks whose unfolded block fits in the L2 cache
+    (``CHUNK_BYTES``), and the chunks are shared between the cores (``kernels.run_split``):
+    each thread runs its own im2col -> GEMM pipelines with a one-thread BLAS. The backward
+    pass unfolds again rather than keeping a (C*k*k, N*H*W) matrix from the forward pass,
+    which is faster (memory traffic dominates). Taking dx as a convolution of dy means a
+    single im2col serves both backward products and dx is written once, where the direct
+    adjoint needs im2col(x) plus a col2im scatter-add.
     """
 
     kind = "conv"
@@ -146,52 +154,90 @@ class Conv2d(Layer):
         W[...] = rng.standard_normal(W.shape) * np.sqrt(2.0 / fan_in)
         b[...] = 0
 
-    def _chunks(self, x):
-        C, N, H, W = x.shape
-        per_image = C * self.k * self.k * H * W * x.itemsize
-        step = max(1, min(N, self.CHUNK_BYTES // per_image))
-        return [(n0, min(N, n0 + step)) for n0 in range(0, N, step)], step * H * W
+    def _step(self, rows, W, itemsize):
+        """Image rows per chunk: as many as keep a (rows, step*W) block within CHUNK_BYTES."""
+        return max(1, self.CHUNK_BYTES // (rows * W * itemsize))
 
     def forward(self, x, params):
         Wt, b = params
+        x = np.ascontiguousarray(x)  # im2col copies whole rows out of x's memory
         C, N, H, Wd = x.shape
-        F, HW = self.filters, H * Wd
+        F, k = self.filters, self.k
         W_mat = Wt.reshape(F, -1)
-        y = np.empty((F, N * HW), dtype=x.dtype)
-        chunks, width = self._chunks(x)
-        cols = np.empty((C * self.k * self.k, width), dtype=x.dtype)
-        for n0, n1 in chunks:
-            c = cols[:, :(n1 - n0) * HW]
-            kernels.im2col(x, self.k, n0, n1, c)
-            np.matmul(W_mat, c, out=y[:, n0 * HW:n1 * HW])
-        kernels.add_channel_bias(y, b)
-        return y.reshape(F, N, H, Wd), x
+        y = np.empty((F, N, H, Wd), dtype=x.dtype)
+        y_mat = y.reshape(F, N * H * Wd)
+        rows = C * k * k
+        step = self._step(rows, Wd, x.itemsize)
+
+        def work(lo, hi):  # image rows lo..hi-1
+            buf = kernels.scratch("cols", (rows * step * Wd,), x.dtype)
+            for r0 in range(lo, hi, step):
+                r1 = min(hi, r0 + step)
+                cols = buf[:rows * (r1 - r0) * Wd].reshape(rows, -1)
+                kernels.im2col(x, k, r0, r1, cols)
+                out = y_mat[:, r0 * Wd:r1 * Wd]
+                np.matmul(W_mat, cols, out=out)
+                kernels.add_channel_bias(out, b)  # while the block is still in cache
+
+        kernels.run_split(work, N * H, step)
+        return y, x
 
     def backward(self, dy, x, grads, need_dx=True, params=None):
         gW, gb = grads
         C, N, H, Wd = x.shape
-        F, HW = self.filters, H * Wd
+        F, k = self.filters, self.k
+        dy = np.ascontiguousarray(dy)
         dy_mat = dy.reshape(F, -1)
-        gW_mat = gW.reshape(F, -1)
-        np.sum(dy_mat, axis=1, out=gb)
-        W_mat = params[0].reshape(F, -1)
-        chunks, width = self._chunks(x)
-        cols = np.empty((C * self.k * self.k, width), dtype=x.dtype)
-        part = np.empty_like(gW_mat) if len(chunks) > 1 else None
-        dx = np.zeros(x.shape, dtype=x.dtype) if need_dx else None
-        for i, (n0, n1) in enumerate(chunks):
-            c = cols[:, :(n1 - n0) * HW]
-            d = dy_mat[:, n0 * HW:n1 * HW]
-            kernels.im2col(x, self.k, n0, n1, c)
-            if i == 0:
-                np.matmul(d, c.T, out=gW_mat)
-            else:
-                np.matmul(d, c.T, out=part)
-                gW_mat += part
-            if need_dx:
-                np.matmul(W_mat.T, d, out=c)  # reuse the block for dcols
-                kernels.col2im_add(c, self.k, n0, n1, dx)
-        return dx
+        x_mat = x.reshape(C, -1)
+        if need_dx:
+            # dx is the 'same' convolution of dy with the kernel flipped in space and with its
+            # channel axes swapped, Wf[c, f, a, b] = W[f, c, k-1-a, k-1-b]. So one im2col, of
+            # dy, serves both products: dx = Wf_mat @ cols_dy (a plain write, where the direct
+            # adjoint would need a col2im scatter-add), and dW, since the (f, a', b') row of
+            # cols_dy dotted with x[c] is dW[f, c, k-1-a', k-1-b'].
+            Wf = np.ascontiguousarray(params[0][:, :, ::-1, ::-1].transpose(1, 0, 2, 3)).reshape(C, -1)
+            dx = np.empty_like(x)
+            dx_mat = dx.reshape(C, -1)
+            rows = F * k * k
+            acc_shape = (rows, C)
+        else:
+            # dW = dy_mat @ cols_x^T: the first layer's cols_x has only C*k*k (27) rows
+            rows = C * k * k
+            acc_shape = (F, rows)
+        step = self._step(rows, Wd, x.itemsize)
+
+        def work(lo, hi):  # image rows lo..hi-1; returns this part's dW terms and db
+            buf = kernels.scratch("cols", (rows * step * Wd,), x.dtype)
+            part = kernels.scratch("part", acc_shape, x.dtype)
+            acc = np.empty(acc_shape, dtype=x.dtype)
+            db = np.zeros(F, dtype=x.dtype)
+            for r0 in range(lo, hi, step):
+                r1 = min(hi, r0 + step)
+                cols = buf[:rows * (r1 - r0) * Wd].reshape(rows, -1)
+                d = dy_mat[:, r0 * Wd:r1 * Wd]
+                db += d.sum(axis=1)
+                if need_dx:
+                    kernels.im2col(dy, k, r0, r1, cols)
+                    np.matmul(cols, x_mat[:, r0 * Wd:r1 * Wd].T, out=acc if r0 == lo else part)
+                    np.matmul(Wf, cols, out=dx_mat[:, r0 * Wd:r1 * Wd])
+                else:
+                    kernels.im2col(x, k, r0, r1, cols)
+                    np.matmul(d, cols.T, out=acc if r0 == lo else part)
+                if r0 != lo:
+                    acc += part
+            return acc, db
+
+        results = kernels.run_split(work, N * H, step)
+        acc, db = results[0]
+        for a, d in results[1:]:
+            acc += a
+            db += d
+        gb[...] = db
+        if need_dx:
+            gW[...] = acc.reshape(F, k, k, C)[:, ::-1, ::-1, :].transpose(0, 3, 1, 2)
+            return dx
+        gW[...] = acc.reshape(gW.shape)
+        return None
 
     def describe(self):
         return f"conv {self.k}x{self.k} x{self.filters}"
@@ -224,20 +270,39 @@ class MaxPool2d(Layer):
         self.out_shape = (C, H // self.k, W // self.k)
         return self.out_shape
 
+    # below this many input entries a layer is not worth handing to a second thread
+    PARALLEL_MIN = 1 << 16
+
+    def _run(self, work, C, size):
+        """work(c0, c1) over channel ranges, split between threads when the layer is large."""
+        if size >= self.PARALLEL_MIN:
+            kernels.run_split(work, C, 1)
+        else:
+            work(0, C)
+
     def forward(self, x, params):
         C, N, H, W = x.shape
         oshape = (C, N, H // self.k, W // self.k)
         y = np.empty(oshape, dtype=x.dtype)
         arg = np.empty(oshape, dtype=np.uint8)
-        kernels.maxpool_forward(x, self.k, y, arg)
+
+        def work(c0, c1):
+            kernels.maxpool_forward(x[c0:c1], self.k, y[c0:c1], arg[c0:c1])
+
+        self._run(work, C, x.size)
         return y, (arg, x.shape)
 
     def backward(self, dy, cache, grads, need_dx=True, params=None):
         if not need_dx:
             return None
         arg, xshape = cache
+        dy = np.ascontiguousarray(dy)
         dx = np.empty(xshape, dtype=dy.dtype)
-        kernels.maxpool_backward(np.ascontiguousarray(dy), arg, self.k, dx)
+
+        def work(c0, c1):
+            kernels.maxpool_backward(dy[c0:c1], arg[c0:c1], self.k, dx[c0:c1])
+
+        self._run(work, xshape[0], dx.size)
         return dx
 
     def describe(self):
