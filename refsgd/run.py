@@ -262,6 +262,8 @@ class Run:
         self.wall = time.perf_counter() - start
 
     def _record_trace(self, t):
+        if self._pending:  # receive buffers still in flight are registered state: record them completed
+            self.waitall([r for r, _ in self._pending])
         tr = self.trace
         if self._iter_batches:
             tr["batches"].append(np.array(self._iter_batches))
@@ -310,6 +312,8 @@ class Run:
             self.comm.Allreduce(buf[:2].copy(), out[:2], op=MPI.SUM)
             out[2] = self.comm.allreduce(int(bad), op=MPI.MIN)
         if out[2] < np.iinfo(np.int64).max:
+            if self._pending:  # leave no request behind
+                self.waitall([r for r, _ in self._pending])
             raise NonFiniteLoss(f"the loss became non-finite at iteration {int(out[2])}; "
                                 "lower the learning rate")
         return out[0] / max(out[1], 1)

@@ -4,18 +4,20 @@
 method's own option checks and ``servers`` says how many ranks are parameter servers.
 """
 
-from refsgd.algorithms import dcasgd, dcs3gd
+from refsgd.algorithms import dcasgd, dcs3gd, laga
+from refsgd.algorithms.laga import ALGORITHMS as _LAGA
 from refsgd.algorithms.ssgd import ALGORITHMS as _SSGD
 
 ALGORITHMS = dict(_SSGD)
 ALGORITHMS["dcs3gd"] = (dcs3gd.train, "DC-S3GD, Rigazzi 2019 Algorithm 1 (eq. 7-12, 17); LISTINGS.md section 2")
 ALGORITHMS["dcasgd"] = (dcasgd.train, "DC-ASGD, Zheng et al. 2017, parameter server on rank 0 "
                                       "(the baseline of Rigazzi 2019); LISTINGS.md section 2")
+ALGORITHMS.update(_LAGA)
 
 
 def check(name, args, world):
     """Method-specific validation of the options (every rank, before the first collective)."""
-    module = {"dcs3gd": dcs3gd, "dcasgd": dcasgd}.get(name)
+    module = {"dcs3gd": dcs3gd, "dcasgd": dcasgd, "laga-sgd": laga, "laga-sgdm": laga, "laga-sgdn": laga}.get(name)
     if module is not None:
         module.check(args, world)
 

@@ -5,7 +5,9 @@
 """
 
 from refsgd.serial.dc import RENDERINGS as _DC
+from refsgd.serial.laga import RENDERINGS as _LAGA
 from refsgd.serial.ssgd import RENDERINGS as _SSGD
 
 RENDERINGS = dict(_SSGD)
 RENDERINGS.update(_DC)
+RENDERINGS.update(_LAGA)

@@ -1,0 +1,249 @@
+"""LAGA: lagged all-reduce with gradient accumulation (LAGA-SGD, LAGA-SGDM, LAGA-SGDN).
+
+I. Hakimi, R. Z. Aviv, K. Y. Levy, A. Schuster. "LAGA: Lagged AllReduce with Gradient
+Accumulation for Minimal Idle Time." IEEE ICDM 2021. Algorithms 3, 4 and 5; the transcription
+and line numbers are LISTINGS.md section 3. Per worker i, iteration t, gradient accumulation tau
+micro-batches, N workers, learning rate eta, momentum gamma.
+
+Algorithm 3, LAGA-SGD (``--algo laga-sgd``)::
+
+    L1  g_i^t(tau) <- (1/tau) sum_{j=1..tau} grad F_i(x^t; xi_{i,j}^t)
+    L2  x^{t+1} <- x^t - eta * g^{t-1}(tau)
+    L3  Non-blocking AllReduce  g^t(tau) <- (1/N) sum_i g_i^t(tau)
+
+Algorithm 4, LAGA-SGDM (``--algo laga-sgdm``; m^{-1} = 0)::
+
+    L1  g_i^t(tau) <- (1/tau) sum_j grad F_i(x^t; xi_{i,j}^t)
+    L2  m^t <- gamma * m^{t-1} + g^{t-1}(tau)
+    L3  x^{t+1} <- x^t - eta * m^t
+    L4  Non-blocking AllReduce  g^t(tau) <- (1/N) sum_i g_i^t(tau)
+
+Algorithm 5, LAGA-SGDN (``--algo laga-sgdn``; Nesterov, reparameterised y = x - eta*gamma*m)::
+
+    L1  g_i^t(tau) <- (1/tau) sum_j grad F_i(y^t; xi_{i,j}^t)
+    L2  m^t <- gamma * m^{t-1} + g^{t-1}(tau)
+    L3  y^{t+1} <- y^t - eta * (gamma * m^t + g^{t-1}(tau))
+    L4  Non-blocking AllReduce  g^t(tau) <- (1/N) sum_i g_i^t(tau)
+
+Run: ``mpiexec -n 4 refsgd train --algo laga-sgdn --tau 4 --momentum 0.9`` (gamma is
+``--momentum``, eta is ``--lr`` under ``--schedule``). The all-reduce started at the end of
+iteration t-1 runs in the background while the tau micro-batches of iteration t are computed;
+the update of iteration t applies its result. Every rank applies the same g, so every rank keeps
+the same x (or y) and m.
+
+Each iteration is written in three phases, as comments: *compute* (L1, with the previous
+all-reduce in flight), *complete communication* (the wait before L2) with the update, and
+*start communication* (the last line).
+
+State registered with the run (checkpointed, and recorded by ``--trace`` after every step):
+``x`` (Algorithms 3, 4) or ``y`` (Algorithm 5), ``m`` (Algorithms 4, 5), and ``g``, the receive
+buffer of the in-flight all-reduce. After step t the trace holds x^{t+1} (y^{t+1}), m^t and
+g^t(tau).
+
+Deviations and readings:
+
+* L2 uses the all-reduce started in the previous iteration, so it waits for that request first
+  (the wait is implicit in the paper). g^{-1}(tau) = 0: the first update applies nothing, x^1 =
+  x^0 (and m^0 = 0), as in the authors' code, whose first optimizer step sees zeroed gradients.
+* The 1/N of the all-reduce is applied to each worker's g_i^t(tau) before the sum (as the
+  authors' code does), so the receive buffer ``g`` holds the mean g^t(tau) itself. After a
+  resume, ``g`` already holds the completed g^{t-1}(tau) (a checkpoint completes in-flight
+  requests first) and no request is waited for.
+* After the last iteration the in-flight all-reduce is waited for and not applied.
+* In Algorithm 5 the gradient is taken at y (the paper's listing says x; its text says y is
+  "used for both computing the gradient and applying it"). The model that is evaluated and
+  returned is y, not x = y + eta*gamma*m: y is the vector the method computes gradients at and
+  the one the authors' PyTorch code holds as the model's parameters (PyTorch's Nesterov SGD
+  works the same way). The two differ by eta*gamma*m^t, which vanishes as eta decays; and with
+  a schedule x = y + eta*gamma*m is ambiguous (which step's eta).
+* Weight decay (``--weight-decay wd``, the paper trains with 1e-4): coupled L2 decay added to
+  the lagged average in L2, at the current parameters, i.e. g^{t-1}(tau) is replaced by
+  d^t = g^{t-1}(tau) + wd * x^t (y^t in Algorithm 5) in L2 and L3. This is what the authors'
+  code does (it hands the lagged gradient to a PyTorch SGD optimizer with weight decay); as
+  there, the first update then applies the decay term alone (x^1 = x^0 - eta*wd*x^0). Weights
+  of frozen layers are not decayed. The listings have no decay; with wd = 0 they are exact.
+* LAGA's listings define the update, so the local-optimizer options do not apply: ``--nesterov``
+  and ``--momentum-form mxnet`` are refused (use ``laga-sgdn``; the momentum here is the
+  PyTorch form of L2-L3), as is ``--momentum`` with ``laga-sgd`` (use ``laga-sgdm``).
+* The send buffer of an in-flight all-reduce must not change before it completes, while L1 of
+  the next iteration is already accumulating: two send buffers alternate. mpi4py does not keep
+  a non-blocking collective's buffers alive, so both send buffers and ``g`` live for the whole
+  run.
+* MPI libraries without an asynchronous progress thread (MPICH's default) advance a non-blocking
+  all-reduce only inside MPI calls, so without help the transfer happens in the wait. With
+  ``--poll`` the in-flight request is tested at every layer boundary of L1's backward passes
+  (``run.grad(..., progress=req)``); or set MPICH_ASYNC_PROGRESS=1 where cores are to spare.
+* ``--trace`` records ``g`` after each step; the run completes the all-reduce in flight before
+  recording it (so a traced run does not overlap; the numbers are the same).
+"""
+
+import numpy as np
+from mpi4py import MPI
+
+from refsgd import RefsgdError
+
+
+def check(args, world):
+    """LAGA's listings define the update: refuse the local-optimizer options that do not apply
+    (every rank, before the first collective)."""
+    algo = args.algo
+    if args.nesterov:
+        raise RefsgdError(f"--algo {algo}: --nesterov does not apply (LAGA's listings define the update); "
+                          "LAGA with Nesterov momentum is --algo laga-sgdn")
+    if args.momentum_form != "pytorch":
+        raise RefsgdError(f"--algo {algo}: --momentum-form {args.momentum_form} does not apply; LAGA's "
+                          "momentum is m <- gamma*m + g, x <- x - eta*m (Algorithms 4 and 5)")
+    if algo == "laga-sgd" and args.momentum > 0:
+        raise RefsgdError(f"--algo {algo} (Algorithm 3) has no momentum, got --momentum {args.momentum}; "
+                          "use --algo laga-sgdm or laga-sgdn")
+
+
+def _decay(run):
+    """(wd, mask): coupled weight decay of the update; mask is None when every weight is decayed."""
+    wd = float(run.cfg.weight_decay)
+    mask = None if run.net.trainable.all() else run.net.trainable.astype(run.net.dtype)
+    return wd, mask
+
+
+def _add_decay(d, w, wd, mask):
+    """d <- d + wd * w (only where mask), in place."""
+    if wd > 0:
+        d += wd * w if mask is None else wd * mask * w
+
+
+def _accumulate(run, w, g_i, g_ij, req):
+    """L1: g_i <- (1/tau) sum_{j=1..tau} grad F_i(w; xi_ij), the tau micro-batches of this rank.
+    With ``--poll`` the request in flight (``req``) is tested between layers so that it advances."""
+    run.grad(w, g_i, progress=req)
+    for j in range(1, run.tau):
+        run.grad(w, g_ij, progress=req)
+        g_i += g_ij
+    if run.tau > 1:
+        g_i /= run.tau
+
+
+def train_laga_sgd(run):
+    """LAGA-SGD, LAGA Algorithm 3."""
+    comm, N = run.comm, run.world
+    wd, mask = _decay(run)
+    x = run.register("x", run.init_params())
+    g = run.register("g", np.zeros_like(x))       # g^{t-1}(tau): receive buffer, g^{-1} = 0
+    g_i = np.empty_like(x)                         # g_i^t(tau), this worker's send buffer ...
+    g_i_sent = np.empty_like(x)                    # ... and the one still in flight
+    g_ij = np.empty_like(x)                        # one micro-batch's gradient
+    d = np.empty_like(x)                           # the step direction (g^{t-1} + decay)
+    req = None                                     # no request in flight (first step, resume)
+    run.set_model(lambda: x)
+
+    for t in run.iterations():
+        eta = run.lr(t)
+        # compute (the all-reduce of g^{t-1}(tau) is in flight)
+        # L1: g_i^t(tau) <- (1/tau) sum_j grad F_i(x^t; xi_ij^t)
+        _accumulate(run, x, g_i, g_ij, req)
+        # complete communication: g^{t-1}(tau) (implicit in the paper)
+        if req is not None:
+            run.wait(req)
+        # L2: x^{t+1} <- x^t - eta * g^{t-1}(tau)
+        np.copyto(d, g)
+        _add_decay(d, x, wd, mask)
+        x -= eta * d
+        # start communication
+        # L3: non-blocking AllReduce g^t(tau) <- (1/N) sum_i g_i^t(tau)
+        g_i /= N
+        req = run.started(comm.Iallreduce(g_i, g, op=MPI.SUM))
+        g_i, g_i_sent = g_i_sent, g_i              # g_i^t stays untouched while in flight
+    # the last all-reduce is completed and not applied
+    if req is not None:
+        run.wait(req)
+    return x
+
+
+def train_laga_sgdm(run):
+    """LAGA-SGDM, LAGA Algorithm 4."""
+    comm, N, gamma = run.comm, run.world, run.cfg.momentum
+    wd, mask = _decay(run)
+    x = run.register("x", run.init_params())
+    m = run.register("m", np.zeros_like(x))       # m^{-1} = 0
+    g = run.register("g", np.zeros_like(x))       # g^{t-1}(tau): receive buffer, g^{-1} = 0
+    g_i = np.empty_like(x)
+    g_i_sent = np.empty_like(x)
+    g_ij = np.empty_like(x)
+    d = np.empty_like(x)
+    req = None
+    run.set_model(lambda: x)
+
+    for t in run.iterations():
+        eta = run.lr(t)
+        # compute (the all-reduce of g^{t-1}(tau) is in flight)
+        # L1: g_i^t(tau) <- (1/tau) sum_j grad F_i(x^t; xi_ij^t)
+        _accumulate(run, x, g_i, g_ij, req)
+        # complete communication: g^{t-1}(tau) (implicit in the paper)
+        if req is not None:
+            run.wait(req)
+        # L2: m^t <- gamma * m^{t-1} + g^{t-1}(tau)
+        np.copyto(d, g)
+        _add_decay(d, x, wd, mask)
+        m *= gamma
+        m += d
+        # L3: x^{t+1} <- x^t - eta * m^t
+        x -= eta * m
+        # start communication
+        # L4: non-blocking AllReduce g^t(tau) <- (1/N) sum_i g_i^t(tau)
+        g_i /= N
+        req = run.started(comm.Iallreduce(g_i, g, op=MPI.SUM))
+        g_i, g_i_sent = g_i_sent, g_i
+    # the last all-reduce is completed and not applied
+    if req is not None:
+        run.wait(req)
+    return x
+
+
+def train_laga_sgdn(run):
+    """LAGA-SGDN, LAGA Algorithm 5 (Nesterov momentum, reparameterised y = x - eta*gamma*m)."""
+    comm, N, gamma = run.comm, run.world, run.cfg.momentum
+    wd, mask = _decay(run)
+    y = run.register("y", run.init_params())
+    m = run.register("m", np.zeros_like(y))       # m^{-1} = 0
+    g = run.register("g", np.zeros_like(y))       # g^{t-1}(tau): receive buffer, g^{-1} = 0
+    g_i = np.empty_like(y)
+    g_i_sent = np.empty_like(y)
+    g_ij = np.empty_like(y)
+    d = np.empty_like(y)
+    req = None
+    run.set_model(lambda: y)                       # the model is y (see the docstring)
+
+    for t in run.iterations():
+        eta = run.lr(t)
+        # compute (the all-reduce of g^{t-1}(tau) is in flight)
+        # L1: g_i^t(tau) <- (1/tau) sum_j grad F_i(y^t; xi_ij^t)
+        _accumulate(run, y, g_i, g_ij, req)
+        # complete communication: g^{t-1}(tau) (implicit in the paper)
+        if req is not None:
+            run.wait(req)
+        # L2: m^t <- gamma * m^{t-1} + g^{t-1}(tau)
+        np.copyto(d, g)
+        _add_decay(d, y, wd, mask)
+        m *= gamma
+        m += d
+        # L3: y^{t+1} <- y^t - eta * (gamma * m^t + g^{t-1}(tau))
+        d += gamma * m
+        y -= eta * d
+        # start communication
+        # L4: non-blocking AllReduce g^t(tau) <- (1/N) sum_i g_i^t(tau)
+        g_i /= N
+        req = run.started(comm.Iallreduce(g_i, g, op=MPI.SUM))
+        g_i, g_i_sent = g_i_sent, g_i
+    # the last all-reduce is completed and not applied
+    if req is not None:
+        run.wait(req)
+    return y
+
+
+ALGORITHMS = {
+    "laga-sgd": (train_laga_sgd, "LAGA-SGD, lagged non-blocking all-reduce with gradient accumulation, "
+                                 "Hakimi et al. 2021 Algorithm 3; LISTINGS.md section 3"),
+    "laga-sgdm": (train_laga_sgdm, "LAGA-SGDM, LAGA with momentum, Hakimi et al. 2021 Algorithm 4; "
+                                   "LISTINGS.md section 3"),
+    "laga-sgdn": (train_laga_sgdn, "LAGA-SGDN, LAGA with Nesterov momentum (y = x - eta*gamma*m), "
+                                   "Hakimi et al. 2021 Algorithm 5; LISTINGS.md section 3"),
+}
