@@ -451,6 +451,9 @@ def main(argv=None):
     except KeyboardInterrupt:
         print("refsgd: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # output piped into `head` and the like: stop quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except Exception:
         # a bug on one rank must not leave the others waiting in a collective forever
         traceback.print_exc()
