@@ -57,7 +57,7 @@ class Run:
         if self.nb < self.tau:
             raise RefsgdError(
                 f"the training set has {self.n_train} samples: too few for {self.workers} workers x batch "
-                f"{cfg.batch} x tau {self.tau} (one iteration needs {self.world * cfg.batch * self.tau})")
+                f"{cfg.batch} x tau {self.tau} (one iteration needs {self.workers * cfg.batch * self.tau})")
         self.iters_per_epoch = self.nb // self.tau
         self.total = cfg.iterations if cfg.iterations else cfg.epochs * self.iters_per_epoch
         # compile / load the Numba kernels now, so the first iteration's compute time is real

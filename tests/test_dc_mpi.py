@@ -4,7 +4,7 @@ import argparse
 
 import numpy as np
 import pytest
-from conftest import UNDER_MPI, launch_under_mpiexec
+from conftest import UNDER_MPI, launch_under_mpiexec, verify_mpi_against_serial
 from conftest import cli as refsgd
 
 from refsgd import datasets, local
@@ -29,13 +29,7 @@ CASES = {
 def test_mpi_equals_serial_rendering(tmp_path, case, n):
     algo = case.split("-")[0]
     common = ["--algo", algo, "--model", "digits_mlp", "--batch", "8", "--seed", "4", *CASES[case]]
-    r = refsgd("train", *common, "--dtype", "float64", "--iterations", "12", "--no-progress",
-               "--trace", str(tmp_path / "mpi.h5"), n=n)
-    assert r.returncode == 0, r.stderr
-    r = refsgd("golden", *common, "--workers", str(n), "--steps", "12", "--out", str(tmp_path / "serial.h5"))
-    assert r.returncode == 0, r.stderr
-    r = refsgd("verify", str(tmp_path / "mpi.h5"), str(tmp_path / "serial.h5"), "--rtol", "1e-10")
-    assert r.returncode == 0, r.stdout + r.stderr
+    verify_mpi_against_serial(tmp_path, common, n, 12)
 
 
 def test_lambda_eq17():

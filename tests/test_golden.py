@@ -7,7 +7,7 @@ import shutil
 import h5py
 import numpy as np
 import pytest
-from conftest import ROOT
+from conftest import ROOT, verify_mpi_against_serial
 from conftest import cli as refsgd
 
 GOLDEN = os.path.join(ROOT, "tests", "golden")
@@ -21,14 +21,7 @@ GOLDEN = os.path.join(ROOT, "tests", "golden")
 @pytest.mark.parametrize("n", [2, 4])
 def test_mpi_trace_verifies_against_the_serial_rendering(tmp_path, algo, n, extra):
     common = ["--algo", algo, "--model", "digits_mlp", "--batch", "8", "--seed", "5", *extra]
-    r = refsgd("train", *common, "--dtype", "float64", "--iterations", "12", "--no-progress",
-               "--trace", str(tmp_path / "mpi.h5"), n=n)
-    assert r.returncode == 0, r.stderr
-    r = refsgd("golden", *common, "--workers", str(n), "--steps", "12", "--out", str(tmp_path / "serial.h5"))
-    assert r.returncode == 0, r.stderr
-    r = refsgd("verify", str(tmp_path / "mpi.h5"), str(tmp_path / "serial.h5"), "--rtol", "1e-10")
-    assert r.returncode == 0, r.stdout + r.stderr
-    assert f"OK: 12 steps x {n} workers agree" in r.stdout
+    verify_mpi_against_serial(tmp_path, common, n, 12)
 
 
 def test_verify_names_the_first_perturbed_step_and_worker(tmp_path):

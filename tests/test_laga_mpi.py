@@ -14,7 +14,7 @@ import sys
 import h5py
 import numpy as np
 import pytest
-from conftest import MPIEXEC, ONE_THREAD
+from conftest import MPIEXEC, ONE_THREAD, verify_mpi_against_serial
 
 from refsgd import datasets
 from refsgd.nn import load_model
@@ -92,14 +92,8 @@ def test_mpi_trace_equals_the_serial_rendering(tmp_path, algo, tau, n):
 def test_cli_train_trace_golden_verify_end_to_end(tmp_path):
     """`refsgd train --trace`, `refsgd golden`, `refsgd verify` as a user runs them, at 4 ranks."""
     n, T, common = 4, 8, options("laga-sgdn", 3)
-    r = refsgd("train", *common, "--dtype", "float64", "--iterations", str(T), "--no-progress",
-               "--trace", str(tmp_path / "mpi.h5"), n=n)
-    assert r.returncode == 0, r.stderr
-    r = refsgd("golden", *common, "--workers", str(n), "--steps", str(T), "--out", str(tmp_path / "serial.h5"))
-    assert r.returncode == 0, r.stderr
-    r = refsgd("verify", str(tmp_path / "mpi.h5"), str(tmp_path / "serial.h5"), "--rtol", "1e-10")
-    assert r.returncode == 0, r.stdout + r.stderr
-    assert f"OK: {T} steps x {n} workers agree (state y, m, g and loss" in r.stdout
+    out = verify_mpi_against_serial(tmp_path, common, n, T)
+    assert f"OK: {T} steps x {n} workers agree (state y, m, g and loss" in out
 
 
 @pytest.mark.parametrize("algo", ALGOS)
