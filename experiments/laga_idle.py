@@ -14,8 +14,9 @@ For each world size P (default 4 and 2) it
    --ratio x T_comp;
 2. runs ``mpiexec -n P refsgd train --algo A --tau TAU --link ... --out run.h5`` for A in ssgd,
    ssgd-opt, laga-sgd and TAU in 1, 2, 4 (--iterations each; the first --skip are dropped), and
-   laga-sgd once more with ``--poll`` (the in-flight all-reduce is tested between layers, so that
-   MPICH, which has no asynchronous progress thread by default, moves its data during compute);
+   ssgd-opt and laga-sgd once more with ``--poll`` (the requests in flight are tested between
+   layers, so that MPICH, which has no asynchronous progress thread by default, moves their data
+   during compute);
 3. reads /iterations/idle, /iterations/compute and /iterations/wall (mean over ranks and
    iterations) and prints, per row, the measured idle next to the paper's prediction
    psi(tau) x (tau*T_comp + T_comm), with
@@ -117,7 +118,8 @@ def main():
             print(f"  {'algo':<16} {'tau':>3} | {'T_comp':>7} {'compute':>8} {'wall':>8} | {'idle':>7} | "
                   f"{'eq.':>4} {'psi':>5} {'pred.':>7} | {'idle/pred':>9}")
             for tau in (1, 2, 4):
-                for algo, poll in (("ssgd", False), ("ssgd-opt", False), ("laga-sgd", False), ("laga-sgd", True)):
+                for algo, poll in (("ssgd", False), ("ssgd-opt", False), ("ssgd-opt", True), ("laga-sgd", False),
+                                   ("laga-sgd", True)):
                     idle, compute, wall = run(P, algo, tau, spec, args, folder, poll)
                     t_comp = compute / tau
                     psi, pred = predict(algo, tau, t_comp, t_comm, 2 * t_comp / 3)

@@ -14,7 +14,8 @@ identically on every rank to the same g, so every rank keeps the same x.
 SSGD-OPT (``--algo ssgd-opt``; LAGA sections 1 and 5, the scheme of PyTorch DDP): as Algorithm
 2, but during the backward pass of the last micro-batch each layer's gradient segment starts
 its own non-blocking all-reduce as soon as it is final (last layer first); the update waits
-for all of them.
+for all of them. With ``--poll`` the segments already in flight are tested at every later layer
+boundary, so that an MPI library without a progress thread moves their data during the pass.
 
 SSGD with NAG (``--algo ssgd-nag``; Sato et al. 2017, Algorithm 4), LISTINGS.md section 4::
 
@@ -94,7 +95,8 @@ def train_ssgd_opt(run):
             reqs.append(run.started(comm.Iallreduce(g_i[lo:hi], g[lo:hi], op=MPI.SUM)))
 
         # L1, last micro-batch; its backward pass starts the all-reduces     (compute)
-        run.grad(x, g_ij, on_segment=segment_final)
+        # (with --poll, the segments already started are tested at each later layer boundary)
+        run.grad(x, g_ij, on_segment=segment_final, progress=reqs)
         # L2, complete communication: wait for every segment
         run.waitall(reqs)
         g /= N
