@@ -8,7 +8,7 @@ from conftest import UNDER_MPI, launch_under_mpiexec, verify_mpi_against_serial
 from conftest import cli as refsgd
 
 from refsgd import datasets, local
-from refsgd.algorithms.dcs3gd import lambda_i
+from refsgd.algorithms.dcs3gd import corrected_step
 from refsgd.nn import load_model
 from refsgd.optim import SGD, Constant
 
@@ -32,13 +32,31 @@ def test_mpi_equals_serial_rendering(tmp_path, case, n):
     verify_mpi_against_serial(tmp_path, common, n, 12)
 
 
-def test_lambda_eq17():
+@pytest.mark.parametrize("lambda0", [0.2, 0.0])
+def test_corrected_step_eq9_to_12_and_17(lambda0):
+    """The fused L8-L11 against the equations written out by hand for d = 3, N = 2."""
+    w_i, dw_i, v = np.array([1.0, 2.0, 3.0]), np.array([0.1, 0.0, -0.2]), np.array([0.3, -0.1, 0.05])
     g = np.array([1.0, -2.0, 0.5])
-    D = np.array([0.1, 0.0, -0.4])
-    ggD = g * g * D
-    assert lambda_i(0.2, g, ggD) == pytest.approx(0.2 * np.sqrt(5.25) / np.sqrt(0.1**2 + 0.1**2))  # ggD = (0.1, 0, -0.1)
-    assert lambda_i(0.2, g, np.zeros(3)) == 0.0  # no correction, no division by zero
-    assert lambda_i(0.0, g, ggD) == 0.0
+    dw_bar = np.array([0.4, 0.0, -1.2])                 # sum of both workers' dw
+    N, eta, mu, wd = 2, 0.05, 0.9, 0.01
+    D = np.array([0.1, 0.0, -0.4])                      # eq. 9: dw_bar / 2 - dw_i
+    ggD = np.array([0.1, 0.0, -0.1])                    # g * g * D
+    lam = lambda0 * np.sqrt(1 + 4 + 0.25) / np.sqrt(0.01 + 0.01)      # eq. 17
+    v_new = mu * v - eta * (g + lam * ggD + wd * w_i)   # eq. 10, 11 (MXNet momentum with decay)
+    w_new = w_i + D + v_new                             # eq. 12
+    got = corrected_step(w_i, dw_i, v, g, dw_bar, N, lambda0, eta, mu, wd)
+    assert got == pytest.approx(lam, rel=1e-14)
+    np.testing.assert_allclose(v, v_new, rtol=1e-14)
+    np.testing.assert_allclose(dw_i, v_new, rtol=1e-14)
+    np.testing.assert_allclose(w_i, w_new, rtol=1e-14)
+
+
+def test_corrected_step_no_division_by_zero():
+    """D = 0 (all workers moved alike): g (.) g (.) D = 0, lambda_i = 0, plain momentum step."""
+    w_i, dw_i, v, g = np.ones(3), np.full(3, 0.5), np.zeros(3), np.array([1.0, 2.0, 3.0])
+    lam = corrected_step(w_i, dw_i, v, g, np.full(3, 1.0), 2, 0.2, 0.1, 0.0, 0.0)
+    assert lam == 0.0 and np.all(np.isfinite(w_i))
+    np.testing.assert_allclose(w_i, 1.0 - 0.1 * g)
 
 
 def cfg(**kw):

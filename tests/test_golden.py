@@ -115,7 +115,95 @@ def _mlp_loss_grad(spec, layout, w, x, y):
     return loss, grads
 
 
-@pytest.mark.parametrize("name", ["ssgd-n2.h5", "ssgd-n4.h5", "ssgd-nag-n2.h5"])
+def _replay_ssgd(grad, w0, batches, lr, cfg, check):
+    """LAGA Alg. 2 with PyTorch-form momentum: b = mu*b + g, x -= lr*b."""
+    T, N, tau = batches.shape[:3]
+    mu = cfg["momentum"]
+    X, B = np.tile(w0, (N, 1)), np.zeros((N, len(w0)))
+    for t in range(T):
+        G = np.zeros_like(X)
+        for i in range(N):
+            for j in range(tau):
+                G[i] += grad(X[i], batches[t, i, j]) / tau
+        g = G.mean(axis=0)
+        B = mu * B + g if mu else np.tile(g, (N, 1))
+        X = X - lr[t] * B
+        check(t, x=X, **({"U.momentum_buffer": B} if mu else {}))
+
+
+def _replay_ssgd_nag(grad, w0, batches, lr, cfg, check):
+    """Sato Alg. 4: summed gradients at w^, M = mu*M - lr*D_A, w += M, w^ = w + mu*M."""
+    T, N, tau, b = batches.shape
+    mu = cfg["momentum"]
+    W, M = w0.copy(), np.zeros_like(w0)
+    W_hat = W.copy()
+    for t in range(T):
+        D_A = sum(b * grad(W_hat, batches[t, i, j]) for i in range(N) for j in range(tau))
+        M = mu * M - lr[t] * D_A
+        W = W + M
+        W_hat = W + mu * M
+        check(t, w=np.tile(W, (N, 1)), M=np.tile(M, (N, 1)), w_hat=np.tile(W_hat, (N, 1)))
+
+
+def _replay_dcs3gd(grad, w0, batches, lr, cfg, check):
+    """Rigazzi 2019 Alg. 1, eq. 9-12 and 17, U = MXNet momentum with wd_t = k*wd*lr_t/max(lr)."""
+    T, N = batches.shape[:2]
+    mu, lam0 = cfg["momentum"], cfg["lambda0"]
+    wd = cfg["wd_k"] * cfg["weight_decay"] * lr / lr.max()
+    W, DW, V = np.tile(w0, (N, 1)), np.zeros((N, len(w0))), np.zeros((N, len(w0)))
+    for t in range(T):
+        dw_bar = DW.sum(axis=0)  # the all-reduce of the previous moves
+        for i in range(N):
+            g = grad(W[i], batches[t, i, 0])
+            if t == 0:
+                V[i] = mu * V[i] - lr[t] * (g + wd[t] * W[i])
+                DW[i] = V[i]
+                W[i] = W[i] + DW[i]
+                continue
+            D = dw_bar / N - DW[i]
+            ggD = g * g * D
+            lam = lam0 * np.linalg.norm(g) / np.linalg.norm(ggD) if np.any(ggD) else 0.0
+            V[i] = mu * V[i] - lr[t] * (g + lam * ggD + wd[t] * W[i])
+            DW[i] = V[i]
+            W[i] = W[i] + D + DW[i]
+        check(t, w_i=W, dw_i=DW, **{"U.v": V})
+
+
+def _replay_dcasgd(grad, w0, batches, lr, cfg, check):
+    """Zheng et al. 2017 on a server, workers 1..N-1 served round-robin; row 0 is the server's w,
+    row m the weights worker m last received (and computes its next gradient at)."""
+    T, N = batches.shape[:2]
+    lam, wd = cfg["dc_lambda"], cfg["weight_decay"]
+    w, w_bak = w0.copy(), np.tile(w0, (N - 1, 1))
+    for t in range(T):
+        for m in range(1, N):
+            g = grad(w_bak[m - 1], batches[t, m, 0])
+            w = w - lr[t] * (g + wd * w + lam * g * g * (w - w_bak[m - 1]))
+            w_bak[m - 1] = w
+        check(t, w=np.vstack([w, w_bak]))
+
+
+def _replay_laga(grad, w0, batches, lr, cfg, check, nesterov):
+    """LAGA Alg. 4 (x) or 5 (y): m = gamma*m + d, d = g^{t-1} + wd*x; x -= eta*m or
+    y -= eta*(gamma*m + d); g^{-1} = 0."""
+    T, N, tau = batches.shape[:3]
+    gamma, wd = cfg["momentum"], cfg["weight_decay"]
+    x, m, g_prev = w0.copy(), np.zeros_like(w0), np.zeros_like(w0)
+    for t in range(T):
+        g = np.mean([grad(x, batches[t, i, j]) for i in range(N) for j in range(tau)], axis=0)
+        d = g_prev + wd * x
+        m = gamma * m + d
+        x = x - lr[t] * (gamma * m + d if nesterov else m)
+        g_prev = g
+        check(t, **{"y" if nesterov else "x": np.tile(x, (N, 1)), "m": np.tile(m, (N, 1)), "g": np.tile(g, (N, 1))})
+
+
+REPLAY = {"ssgd": _replay_ssgd, "ssgd-nag": _replay_ssgd_nag, "dcs3gd": _replay_dcs3gd, "dcasgd": _replay_dcasgd,
+          "laga-sgdm": lambda *a: _replay_laga(*a, nesterov=False),
+          "laga-sgdn": lambda *a: _replay_laga(*a, nesterov=True)}
+
+
+@pytest.mark.parametrize("name", sorted(f for f in os.listdir(GOLDEN) if f.endswith(".h5")))
 def test_replay_golden_with_numpy_and_h5py_only(name):
     with h5py.File(os.path.join(GOLDEN, name), "r") as f:
         a = dict(f.attrs)
@@ -123,37 +211,16 @@ def test_replay_golden_with_numpy_and_h5py_only(name):
         layout = json.loads(a["layout"])
         w0, batches, lr = f["w0"][...], f["batches"][...], f["lr"][...]
         states = {k: f["state"][k][...] for k in json.loads(a["state_names"])}
-        losses = f["loss"][...]
     x, y = _load_digits(os.path.join(ROOT, "data", "digits.h5"), np.float64)
-    T, N = losses.shape
-    mu = cfg["momentum"]
-    if a["method"] == "ssgd":  # LAGA Alg. 2 with PyTorch-form momentum: b = mu*b + g, x -= lr*b
-        X, B = np.tile(w0, (N, 1)), np.zeros((N, len(w0)))
-        for t in range(T):
-            G = np.zeros_like(X)
-            for i in range(N):
-                for j in range(batches.shape[2]):
-                    loss, g = _mlp_loss_grad(spec, layout, X[i], x[batches[t, i, j]], y[batches[t, i, j]])
-                    G[i] += g / batches.shape[2]
-            g = G.mean(axis=0)
-            B = mu * B + g if mu else np.tile(g, (N, 1))
-            X = X - lr[t] * B
-            np.testing.assert_allclose(X, states["x"][t], rtol=1e-10, atol=1e-12)
-            if mu:
-                np.testing.assert_allclose(B, states["U.momentum_buffer"][t], rtol=1e-10, atol=1e-12)
-    else:  # Sato Alg. 4: summed gradients at w^, M = mu*M - lr*D_A, w += M, w^ = w + mu*M
-        W, M = w0.copy(), np.zeros_like(w0)
-        W_hat = W.copy()
-        for t in range(T):
-            D_A = np.zeros_like(W)
-            for i in range(N):
-                for j in range(batches.shape[2]):
-                    idx = batches[t, i, j]
-                    loss, g = _mlp_loss_grad(spec, layout, W_hat, x[idx], y[idx])
-                    D_A += len(idx) * g
-            M = mu * M - lr[t] * D_A
-            W = W + M
-            W_hat = W + mu * M
-            for i in range(N):
-                np.testing.assert_allclose(W, states["w"][t, i], rtol=1e-10, atol=1e-12)
-                np.testing.assert_allclose(W_hat, states["w_hat"][t, i], rtol=1e-10, atol=1e-12)
+    checked = set()
+
+    def grad(w, idx):
+        return _mlp_loss_grad(spec, layout, w, x[idx], y[idx])[1]
+
+    def check(t, **mine):
+        for k, v in mine.items():
+            np.testing.assert_allclose(v, states[k][t], rtol=1e-10, atol=1e-12, err_msg=f"{k} at step {t}")
+            checked.add(k)
+
+    REPLAY[a["method"]](grad, w0, batches, lr, cfg, check)
+    assert checked == set(states)  # every recorded state was replayed

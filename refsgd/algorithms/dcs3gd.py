@@ -56,12 +56,6 @@ def check(args, world):
         raise RefsgdError("dcs3gd uses momentum SGD in MXNet's form; --nesterov does not apply")
 
 
-def lambda_i(lambda0, g, ggD):
-    """eq. 17: lambda_0 ||g|| / ||g (.) g (.) D||, and 0 where the correction term vanishes."""
-    den = np.linalg.norm(ggD)
-    return 0.0 if den == 0 or lambda0 == 0 else lambda0 * np.linalg.norm(g) / den
-
-
 @nb.njit(cache=True, nogil=True)
 def corrected_step(w_i, dw_i, v, g_i, dw_bar, N, lambda0, eta, mu, wd):
     """L8-L11 (eq. 9-12, 17) element-wise, in two passes over the vectors; returns lambda_i.

@@ -1,15 +1,17 @@
 """Serial renderings of DC-S3GD (Rigazzi 2019) and DC-ASGD (Zheng et al. 2017), no MPI.
 
 Written from the equations (LISTINGS.md section 2), workers as the first axis of (N, d)
-arrays; shared with the MPI code: the network, the sampler, eq. 17's lambda and the weight
-decay schedule's formula (both tiny helpers of refsgd/algorithms/dcs3gd.py), the compensated
-server step of refsgd/algorithms/dcasgd.py.
+arrays; shared with the MPI code: only the network, the sampler and the schedules. Eq. 17, the
+weight-decay schedule and the compensated server step are written here again, as NumPy
+expressions, so that the MPI code (a fused Numba loop for DC-S3GD) is checked against an
+independent rendering.
 
 DC-S3GD, worker i (iteration 0 is the prologue, iterations 1.. the loop):
     t = 0:  g_i = grad(w_i); dw_i = U(g_i); w_i += dw_i
     t > 0:  g_i = grad(w_i); D_i = mean_j dw_j - dw_i; g~_i = g_i + lambda_i g_i g_i D_i;
             dw_i = U(g~_i); w_i += D_i + dw_i
-    U(g) = v <- mu*v - eta_t*(g + wd_t*w_i)
+    U(g) = v <- mu*v - eta_t*(g + wd_t*w_i),   wd_t = k * wd * eta_t / max_s eta_s
+    lambda_i = lambda_0 ||g_i|| / ||g_i g_i D_i||  (eq. 17; 0 where g_i g_i D_i = 0)
 
 DC-ASGD in the deterministic order (server rank 0, workers m = 1..N-1 served round-robin):
     for each step t, for m = 1..N-1:
@@ -20,30 +22,29 @@ DC-ASGD in the deterministic order (server rank 0, workers m = 1..N-1 served rou
 
 import numpy as np
 
-from refsgd.algorithms.dcasgd import EPS, compensated_step
-from refsgd.algorithms.dcs3gd import lambda_i
 from refsgd.serial.ssgd import _Stream
 
+EPS = 1e-7  # DC-ASGD's adaptive lambda: lambda_0 / sqrt(MeanSquare + EPS)
 
-class _Sched:
-    """The two pieces of a Run that dcs3gd's weight-decay schedule reads."""
 
-    def __init__(self, cfg, schedule, T):
-        self.cfg, self.lr, self.total = cfg, schedule.lr, T
+def _lambda_eq17(lambda0, g, ggD):
+    """lambda_0 ||g|| / ||g (.) g (.) D||, and 0 where the correction term vanishes."""
+    den = np.sqrt(np.sum(ggD * ggD))
+    return 0.0 if den == 0 or lambda0 == 0 else lambda0 * np.sqrt(np.sum(g * g)) / den
 
 
 def dcs3gd(net, data, cfg, schedule, N, T):
-    from refsgd.algorithms.dcs3gd import weight_decay_schedule
     stream, d, mu = _Stream(data, cfg, N), net.num_params, cfg.momentum
     w0 = net.init_params(cfg.seed)
     W, DW, V = np.tile(w0, (N, 1)), np.zeros((N, d), net.dtype), np.zeros((N, d), net.dtype)
-    wd_at = weight_decay_schedule(_Sched(cfg, schedule, T))
-    out = dict(w0=w0, batches=np.empty((T, N, 1, cfg.batch), np.int64), loss=np.zeros((T, N)),
-               lr=np.array([schedule.lr(t) for t in range(T)]),
+    lr = np.array([schedule.lr(t) for t in range(T)])
+    # section IV-A: the weight decay follows the schedule, times k
+    wd_t = cfg.wd_k * cfg.weight_decay * lr / lr.max() if cfg.weight_decay and lr.max() > 0 else np.zeros(T)
+    out = dict(w0=w0, batches=np.empty((T, N, 1, cfg.batch), np.int64), loss=np.zeros((T, N)), lr=lr,
                states={k: np.empty((T, N, d), net.dtype) for k in ("w_i", "dw_i", "U.v")})
     g = np.empty(d, net.dtype)
     for t in range(T):
-        eta, wd = out["lr"][t], wd_at(t)
+        eta, wd = lr[t], wd_t[t]
         mean_dw = DW.mean(axis=0)                       # the all-reduce of the dw_i, / N
         for i in range(N):
             idx = stream.indices(i, t)
@@ -56,7 +57,7 @@ def dcs3gd(net, data, cfg, schedule, N, T):
             else:
                 D = mean_dw - DW[i]                     # eq. 9
                 ggD = g * g * D
-                gt = g + lambda_i(cfg.lambda0, g, ggD) * ggD   # eq. 10, 17
+                gt = g + _lambda_eq17(cfg.lambda0, g, ggD) * ggD   # eq. 10, 17
                 V[i] = mu * V[i] - eta * (gt + wd * W[i])     # eq. 11
                 DW[i] = V[i]
                 W[i] = W[i] + D + DW[i]                 # eq. 12
@@ -72,7 +73,7 @@ def dcasgd(net, data, cfg, schedule, N, T):
     ms = np.zeros(d, net.dtype)
     out = dict(w0=w0, batches=np.full((T, N, 1, cfg.batch), -1, np.int64), loss=np.full((T, N), np.nan),
                lr=np.array([schedule.lr(t) for t in range(T)]), states={"w": np.empty((T, N, d), net.dtype)})
-    g, scratch = np.empty(d, net.dtype), np.empty(d, net.dtype)
+    g = np.empty(d, net.dtype)
     for t in range(T):
         for m in range(1, M + 1):
             idx = stream.indices(m - 1, t)
@@ -82,7 +83,7 @@ def dcasgd(net, data, cfg, schedule, N, T):
             if cfg.dc_adaptive:
                 ms = cfg.dc_ms_decay * ms + (1 - cfg.dc_ms_decay) * g * g
                 lam = cfg.dc_lambda / np.sqrt(ms + EPS)
-            compensated_step(w, g, w_bak[m - 1], out["lr"][t], lam, cfg.weight_decay, scratch)
+            w = w - out["lr"][t] * (g + cfg.weight_decay * w + lam * g * g * (w - w_bak[m - 1]))
             w_bak[m - 1] = w
         out["states"]["w"][t, 0] = w
         out["states"]["w"][t, 1:] = w_bak
