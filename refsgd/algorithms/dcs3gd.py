@@ -56,6 +56,23 @@ def check(args, world):
         raise RefsgdError("dcs3gd uses momentum SGD in MXNet's form; --nesterov does not apply")
 
 
+@nb.njit(cache=True, nogil=True, fastmath={"reassoc"})
+def _eq17_norms(dw_i, g_i, dw_bar, N):
+    """(||g_i||^2, ||g_i (.) g_i (.) D_i||^2) with D_i = (1/N) dw_bar - dw_i, in float64.
+
+    ``reassoc`` lets LLVM vectorise the two sums (it halves the time of the whole step); it
+    changes only the order of their additions, not any element-wise result.
+    """
+    gg = 0.0
+    ggDD = 0.0
+    for j in range(g_i.size):
+        D = dw_bar[j] / N - dw_i[j]                     # L8: D_i = (1/N) dw_bar - dw_i
+        ggD = g_i[j] * g_i[j] * D
+        gg += g_i[j] * g_i[j]
+        ggDD += ggD * ggD
+    return gg, ggDD
+
+
 @nb.njit(cache=True, nogil=True)
 def corrected_step(w_i, dw_i, v, g_i, dw_bar, N, lambda0, eta, mu, wd):
     """L8-L11 (eq. 9-12, 17) element-wise, in two passes over the vectors; returns lambda_i.
@@ -64,18 +81,12 @@ def corrected_step(w_i, dw_i, v, g_i, dw_bar, N, lambda0, eta, mu, wd):
     would take some fifteen passes with temporaries: on mnist_mlp that cost as much as the
     gradient and ate the overlap.
     """
-    gg = 0.0
-    ggDD = 0.0
-    for j in range(w_i.size):
-        D = dw_bar[j] / N - dw_i[j]                     # L8: D_i = (1/N) dw_bar - dw_i
-        ggD = g_i[j] * g_i[j] * D
-        gg += g_i[j] * g_i[j]
-        ggDD += ggD * ggD
+    gg, ggDD = _eq17_norms(dw_i, g_i, dw_bar, N)
     lam = 0.0
     if ggDD > 0 and lambda0 != 0:
         lam = lambda0 * np.sqrt(gg) / np.sqrt(ggDD)     # eq. 17
     for j in range(w_i.size):
-        D = dw_bar[j] / N - dw_i[j]                     # L8
+        D = dw_bar[j] / N - dw_i[j]                     # L8: D_i = (1/N) dw_bar - dw_i
         gt = g_i[j] + lam * g_i[j] * g_i[j] * D         # L9: g~_i = g_i + lambda_i g_i g_i D_i
         v[j] = mu * v[j] - eta * (gt + wd * w_i[j])     # L10: dw_i = U(g~_i, eta, mu)
         dw_i[j] = v[j]
