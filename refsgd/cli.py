@@ -219,6 +219,33 @@ def build_parser():
     s.add_argument("--dtype", choices=("float32", "float64"), default="float32")
     s.add_argument("--repeat", type=_positive_int, default=20, help="timed repetitions (default 20)")
     s.add_argument("--no-torch", action="store_true", help="do not time PyTorch even if installed")
+    o = bsub.add_parser("overlap", help="each method's iteration time against its paper's timing model (mpiexec)",
+                        description="Under `mpiexec -n P`: measure t_C (one micro-batch's forward+backward, "
+                                    "ssgd without a link) and T_comm (a blocking all-reduce of the gradient "
+                                    "through the link), then run each method and print its iteration time "
+                                    "split into compute, idle and other, next to its paper's model: compute "
+                                    "+ all-reduce for SSGD (Rigazzi eq. 13, LAGA eq. 3), max of the two for "
+                                    "DC-S3GD (eq. 14) and LAGA (eq. 6). Without --link or --ratio the "
+                                    "network is the real one (on a cluster, the real overlap); with them "
+                                    "an emulated link, and the output says so. Random inputs of the "
+                                    "model's shape unless --data is given (timing does not depend on "
+                                    "values). Run with one BLAS thread per rank.")
+    o.add_argument("--model", default="mnist_mlp", help="model name or spec path (default mnist_mlp)")
+    o.add_argument("--data", default=None, help="dataset HDF5 file (default: random inputs)")
+    o.add_argument("--batch", type=_positive_int, default=64, help="micro-batch per worker (default 64)")
+    o.add_argument("--tau", type=_positive_int, default=1, help="micro-batches per iteration (default 1)")
+    o.add_argument("--iterations", type=_positive_int, default=60, help="iterations per method (default 60)")
+    o.add_argument("--skip", type=int, default=10, help="first iterations left out of the means (default 10)")
+    o.add_argument("--algos", default="ssgd,ssgd-opt,dcs3gd,laga-sgd",
+                   help="comma-separated methods, each optionally with +poll (e.g. dcs3gd+poll); "
+                        "default ssgd,ssgd-opt,dcs3gd,laga-sgd")
+    o.add_argument("--link", default=None, metavar="LATENCY_US,GBIT_S", help="emulated link (see train --help)")
+    o.add_argument("--ratio", type=_nonneg_float, default=None,
+                   help="choose an emulated link whose all-reduce of the gradient takes RATIO x t_C")
+    o.add_argument("--latency-us", type=_nonneg_float, default=50.0, help="latency of the --ratio link (default 50)")
+    o.add_argument("--lr", type=_nonneg_float, default=0.001, help="learning rate of the timed runs (default 0.001)")
+    o.add_argument("--seed", type=int, default=0)
+    o.add_argument("--dtype", choices=("float32", "float64"), default="float32")
     return parser
 
 
@@ -287,6 +314,24 @@ def _prepare(args, comm):
     return ALGORITHMS[args.algo][0], link, net, data, schedule, restorer
 
 
+def _on_every_rank(comm, prepare):
+    """prepare() on every rank; None on every rank (and one message from rank 0) if it raised a
+    RefsgdError anywhere. This is the first collective, so a bad input never leaves a rank
+    waiting in another."""
+    try:
+        prepared, err = prepare(), None
+    except RefsgdError as e:
+        prepared, err = None, str(e)
+    errors = comm.allgather(err)
+    if not any(errors):
+        return prepared
+    if comm.Get_rank() == 0:
+        bad = [r for r, e in enumerate(errors) if e]
+        where = "" if len(bad) == len(errors) else f" (on rank(s) {', '.join(map(str, bad))})"
+        print(f"refsgd: error: {errors[bad[0]]}{where}", file=sys.stderr)
+    return None
+
+
 def cmd_train(args):
     from mpi4py import MPI
 
@@ -300,18 +345,8 @@ def cmd_train(args):
         return 0
     world_comm = MPI.COMM_WORLD
     rank = world_comm.Get_rank()
-    try:
-        prepared, err = _prepare(args, world_comm), None
-    except RefsgdError as e:
-        prepared, err = None, str(e)
-    # the first collective: every rank learns whether any rank failed, so none hangs
-    errors = world_comm.allgather(err)
-    if any(errors):
-        if rank == 0:
-            bad = [r for r, e in enumerate(errors) if e]
-            first = errors[bad[0]]
-            where = "" if len(bad) == len(errors) else f" (on rank(s) {', '.join(map(str, bad))})"
-            print(f"refsgd: error: {first}{where}", file=sys.stderr)
+    prepared = _on_every_rank(world_comm, lambda: _prepare(args, world_comm))
+    if prepared is None:
         return 2
     algo, link, net, data, schedule, restorer = prepared
     comm = world_comm
@@ -408,11 +443,54 @@ def cmd_data(args, parser):
     return 2
 
 
+def _prepare_overlap(args, world):
+    """Check every option of `bench overlap` (every rank, before the first collective)."""
+    from refsgd import bench, datasets
+    from refsgd.algorithms import check
+    from refsgd.nn import load_model
+    args.algos = [a.strip() for a in args.algos.split(",") if a.strip()]
+    for name in args.algos:
+        algo, _, flag = name.partition("+")
+        if algo not in bench.OVERLAP_MODELS or flag not in ("", "poll"):
+            raise RefsgdError(f"--algos: {name!r} is not one of {', '.join(bench.OVERLAP_MODELS)} "
+                              "(optionally with +poll)")
+        check(algo, argparse.Namespace(algo=algo, tau=args.tau, nesterov=False, momentum_form="pytorch",
+                                       momentum=0.0), world)
+    if not 0 <= args.skip < args.iterations:
+        raise RefsgdError(f"--skip {args.skip} leaves no iteration of --iterations {args.iterations} to measure")
+    if args.link and args.ratio is not None:
+        raise RefsgdError("give --link or --ratio, not both")
+    if args.link:
+        from refsgd.comm.link import Link
+        args.link = Link.parse(args.link)
+    if args.ratio is not None and world == 1:
+        raise RefsgdError("--ratio needs an all-reduce to emulate: run under mpiexec -n 2 or more")
+    args.net = load_model(args.model, dtype=np.dtype(args.dtype))
+    if args.data:
+        args.dataset = datasets.load(args.data, dtype=args.net.dtype)
+        datasets.check_fits(args.dataset, args.net.input_shape, args.net.num_classes, model=args.net.name)
+        if len(args.dataset.y_train) < world * args.batch * args.tau:
+            raise RefsgdError(f"the training set has {len(args.dataset.y_train)} samples: too few for {world} "
+                              f"workers x batch {args.batch} x tau {args.tau}")
+    else:
+        args.dataset = bench.synthetic_data(args.net, world * args.batch * args.tau * 4)
+    return args
+
+
 def cmd_bench(args, parser):
     from refsgd import bench
     if args.bench_command == "step":
         print(bench.format_step(bench.step(args.model, args.batch, np.dtype(args.dtype), args.repeat,
                                            use_torch=not args.no_torch)))
+        return 0
+    if args.bench_command == "overlap":
+        from mpi4py import MPI
+        comm = MPI.COMM_WORLD
+        if _on_every_rank(comm, lambda: _prepare_overlap(args, comm.Get_size())) is None:
+            return 2
+        result = bench.overlap(comm, args)
+        if comm.Get_rank() == 0:
+            print(bench.format_overlap(result, args))
         return 0
     parser.parse_args(["bench", "--help"])
     return 2
