@@ -61,14 +61,11 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         base = train(args.ranks, "ssgd", args.data, args, os.path.join(tmp, "base.h5"))
         t_c = base["compute"]
-        alpha_us = 50.0
-        # t_ARed = 2(p-1) alpha + 2 (p-1)/p n 8/(G 1e9) = t_c  ->  G
+        # the link (latency 50 us) whose t_ARed = 2(p-1) alpha + 2 (p-1)/p n beta equals t_c
         p = args.ranks
-        rest = t_c - 2 * (p - 1) * alpha_us * 1e-6
-        gbit = 2 * (p - 1) / p * nbytes * 8 / (rest * 1e9)
-        link = Link(alpha_us, gbit)
+        link = Link.for_time(t_c, nbytes, p, latency_us=50.0)
         t_ared = link.time(nbytes, p)
-        spec = f"{alpha_us:g},{gbit:.4g}"
+        spec = f"{link.latency_us:g},{link.gbit_s:g}"
         rows = {a: train(p, a, args.data, args, os.path.join(tmp, f"{a}.h5"), spec)
                 for a in ("ssgd", "dcs3gd", "dcs3gd+poll")}
     print(f"{args.model} ({nbytes / 1e6:.2f} MB float32), {p} ranks, batch {args.batch}, {args.iterations} iterations")

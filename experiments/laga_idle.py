@@ -107,9 +107,8 @@ def main():
                   f"T_comp = {1e3 * t_comp0:.2f} ms (mean compute per micro-batch of ssgd without a link); "
                   f"gradient {nbytes / 1e6:.2f} MB")
             # bandwidth such that Link.time(nbytes, P) = ratio * T_comp
-            transfer = args.ratio * t_comp0 - 2 * (P - 1) * args.latency_us * 1e-6
-            gbit = 2 * ((P - 1) / P) * nbytes * 8 / transfer / 1e9
-            link = Link.parse(args.link) if args.link else Link(args.latency_us, round(gbit, 3))
+            link = Link.parse(args.link) if args.link else Link.for_time(args.ratio * t_comp0, nbytes, P,
+                                                                          args.latency_us)
             t_comm = link.time(nbytes, P)
             spec = f"{link.latency_us:g},{link.gbit_s:g}"
             print(f"{P} ranks, --link {spec}: {link}\n  T_comm = Link.time = {1e3 * t_comm:.2f} ms "

@@ -16,7 +16,6 @@ import time
 
 import numpy as np
 
-from refsgd import RefsgdError
 from refsgd.nn import load_model
 
 
@@ -198,11 +197,7 @@ def overlap(comm, args):
     nbytes = net.num_params * net.dtype.itemsize
     link = args.link
     if link is None and args.ratio is not None:
-        transfer = args.ratio * t_c - 2 * (P - 1) * args.latency_us * 1e-6
-        if transfer <= 0 or P == 1:
-            raise RefsgdError(f"--ratio {args.ratio}: the latency alone exceeds {args.ratio} x t_C "
-                              f"({1e3 * t_c:.3f} ms) at {P} ranks; lower --latency-us or raise --ratio")
-        link = Link(args.latency_us, round(2 * ((P - 1) / P) * nbytes * 8 / transfer / 1e9, 4))
+        link = Link.for_time(args.ratio * t_c, nbytes, P, args.latency_us)
     lcomm = wrap(comm, link) if link else comm
     t_comm = _allreduce_time(lcomm, net.num_params, net.dtype)
     rows = []

@@ -23,10 +23,8 @@ SLACK = 0.5         # loose upper bound on how late a completion may be
 
 
 def link_for(t, nbytes, p, latency_us=1000.0):
-    """A link whose Ring-AllReduce time for (nbytes, p) is t seconds."""
-    alpha = latency_us * 1e-6
-    beta = (t - 2 * (p - 1) * alpha) / (2 * ((p - 1) / p) * nbytes)
-    return Link(latency_us, 8 / (beta * 1e9))
+    """A link whose Ring-AllReduce time for (nbytes, p) is t seconds (to 12 digits)."""
+    return Link.for_time(t, nbytes, p, latency_us, digits=12)
 
 
 # ------------------------------------------------------------------ closed form (no MPI needed)
@@ -52,6 +50,16 @@ def test_time_is_zero_on_one_rank():
 def test_link_for_hits_the_target():
     for p in (2, 3, 4):
         assert link_for(T_TARGET, 8 * N, p).time(8 * N, p) == pytest.approx(T_TARGET)
+
+
+def test_for_time_rounds_to_a_spec_and_refuses_the_impossible():
+    link = Link.for_time(3e-3, 2_592_040, 4, latency_us=50)
+    assert link.time(2_592_040, 4) == pytest.approx(3e-3, rel=1e-3)
+    assert Link.parse(f"{link.latency_us:g},{link.gbit_s:g}") == link
+    with pytest.raises(RefsgdError, match="the latency alone takes longer"):
+        Link.for_time(1e-4, 1000, 4, latency_us=50)  # 6 x 50 us > 0.1 ms
+    with pytest.raises(RefsgdError, match="one rank"):
+        Link.for_time(1e-3, 1000, 1)
 
 
 def test_parse_and_str():

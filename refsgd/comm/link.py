@@ -110,6 +110,19 @@ class Link:
         return 2 * (p - 1) * self.alpha + 2 * ((p - 1) / p) * nbytes * self.beta
 
     @classmethod
+    def for_time(cls, seconds, nbytes, p, latency_us=50.0, digits=4):
+        """The link with ``latency_us`` whose Ring-AllReduce of (nbytes, p) takes ``seconds``;
+        the bandwidth is rounded to ``digits`` significant figures, so that ``"%g,%g"`` of the
+        result is a --link spec giving the same link."""
+        transfer = seconds - 2 * (p - 1) * latency_us * 1e-6
+        if p <= 1 or nbytes <= 0 or transfer <= 0:
+            raise RefsgdError(f"no link makes an all-reduce of {nbytes} bytes over {p} rank(s) take "
+                              f"{1e3 * seconds:.3g} ms with a latency of {latency_us:g} us "
+                              "(one rank, or the latency alone takes longer)")
+        gbit = 2 * ((p - 1) / p) * nbytes * 8 / transfer / 1e9
+        return cls(latency_us, float(f"{gbit:.{digits}g}"))
+
+    @classmethod
     def parse(cls, text):
         """``"LATENCY_US,GBIT_S"`` (e.g. ``"50,10"``) -> Link; RefsgdError on anything else."""
         msg = f"--link expects LATENCY_US,GBIT_S with latency >= 0 and bandwidth > 0, got {text!r}"
