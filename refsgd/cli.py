@@ -208,7 +208,8 @@ def build_parser():
     i = dsub.add_parser("info", help="describe a dataset file")
     i.add_argument("file", nargs="?", default=None, help="HDF5 dataset (default: the embedded digits)")
 
-    p = sub.add_parser("bench", help="measure speed (ratios against PyTorch and the BLAS peak)")
+    p = sub.add_parser("bench", help="measure speed: the network step against PyTorch, the methods against "
+                                     "their timing models")
     bsub = p.add_subparsers(dest="bench_command", metavar="WHAT")
     s = bsub.add_parser("step", help="forward+backward time of a model against PyTorch on the same CPU",
                         description="Median time of one loss_and_grad of MODEL at BATCH, the same "
