@@ -108,19 +108,30 @@ def format_step(r):
 
 
 # ---------------------------------------------------------------------------------------- overlap
-#: (method, timing model of one iteration): tau micro-batches of t_C each, one all-reduce of T_comm
+def _sequential(tc, tau, tr):
+    """Compute, then the all-reduce."""
+    return tau * tc + tr
+
+
+def _overlapped(tc, tau, tr):
+    """Compute and the all-reduce side by side."""
+    return max(tau * tc, tr)
+
+
+def _per_layer(tc, tau, tr):
+    """The all-reduce overlaps the last backward pass, taken as 2/3 of t_C."""
+    return tau * tc + max(0.0, tr - 2 * tc / 3)
+
+
+#: method -> (the model in words, its time of one iteration from t_C, tau and T_comm)
 OVERLAP_MODELS = {
-    "ssgd": ("compute + all-reduce (Rigazzi eq. 13, LAGA eq. 3)",
-             lambda tc, tau, tr: tau * tc + tr),
-    "ssgd-nag": ("compute + all-reduce (Sato Alg. 4)",
-                 lambda tc, tau, tr: tau * tc + tr),
-    "ssgd-opt": ("compute + max(0, all-reduce - backward), backward ~ 2/3 t_C (LAGA eq. 4)",
-                 lambda tc, tau, tr: tau * tc + max(0.0, tr - 2 * tc / 3)),
-    "dcs3gd": ("max(compute, all-reduce) (Rigazzi eq. 14)",
-               lambda tc, tau, tr: max(tau * tc, tr)),
-    "laga-sgd": ("max(compute, all-reduce) (LAGA eq. 6)", lambda tc, tau, tr: max(tau * tc, tr)),
-    "laga-sgdm": ("max(compute, all-reduce) (LAGA eq. 6)", lambda tc, tau, tr: max(tau * tc, tr)),
-    "laga-sgdn": ("max(compute, all-reduce) (LAGA eq. 6)", lambda tc, tau, tr: max(tau * tc, tr)),
+    "ssgd": ("compute + all-reduce (Rigazzi eq. 13, LAGA eq. 3)", _sequential),
+    "ssgd-nag": ("compute + all-reduce (Sato Alg. 4)", _sequential),
+    "ssgd-opt": ("compute + max(0, all-reduce - backward), backward ~ 2/3 t_C (LAGA eq. 4)", _per_layer),
+    "dcs3gd": ("max(compute, all-reduce) (Rigazzi eq. 14)", _overlapped),
+    "laga-sgd": ("max(compute, all-reduce) (LAGA eq. 6)", _overlapped),
+    "laga-sgdm": ("max(compute, all-reduce) (LAGA eq. 6)", _overlapped),
+    "laga-sgdn": ("max(compute, all-reduce) (LAGA eq. 6)", _overlapped),
 }
 
 
@@ -214,7 +225,8 @@ def overlap(comm, args):
 def format_overlap(r, args):
     ms = 1e3
     link = f"{r['link']} -- EMULATED" if r["link"] else "none (the real network of this run)"
-    lines = [f"{args.net.name} ({r['nbytes'] / 1e6:.2f} MB gradient, {args.net.dtype.name}), {r['world']} rank{'s' if r['world'] > 1 else ''}, "
+    ranks = f"{r['world']} rank{'s' if r['world'] > 1 else ''}"
+    lines = [f"{args.net.name} ({r['nbytes'] / 1e6:.2f} MB gradient, {args.net.dtype.name}), {ranks}, "
              f"batch {args.batch} x tau {args.tau}, {args.iterations} iterations (first {args.skip} dropped), "
              f"data {args.dataset.name}",
              f"  t_C     = {ms * r['t_c']:.2f} ms   compute of one micro-batch (ssgd without a link)",
