@@ -11,7 +11,7 @@ import traceback
 
 import numpy as np
 
-from refsgd import RefsgdError, __version__
+from refsgd import RankFailure, RefsgdError, __version__
 
 SCHEDULE_HELP = """\
 learning-rate schedule, NAME or NAME:key=value,... (lengths may be given in epochs:
@@ -27,6 +27,16 @@ def _positive_int(text):
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
     if v < 1:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return v
+
+
+def _nonneg_int(text):
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}") from None
+    if v < 0:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}")
     return v
 
 
@@ -119,7 +129,10 @@ def _add_method_options(p, dtype):
     p.add_argument("--batch", type=_positive_int, default=32, help="micro-batch size per worker (default 32)")
     p.add_argument("--tau", type=_positive_int, default=1,
                    help="micro-batches accumulated per iteration (gradient accumulation, default 1)")
-    p.add_argument("--lr", type=_nonneg_float, default=0.05, help="learning rate, or the schedule's peak (default 0.05)")
+    p.add_argument("--lr", type=_nonneg_float, default=0.05,
+                   help="learning rate, or the schedule's peak (default 0.05); it multiplies the mean "
+                        "gradient over workers, except in ssgd-nag (the sum over samples and workers) and "
+                        "pipe-sgd, d-sync, ps-sync (the sum over workers of their mean gradients)")
     p.add_argument("--schedule", default="constant", help=SCHEDULE_HELP + ", ".join(SCHEDULES))
     p.add_argument("--momentum", type=_nonneg_float, default=0.0, help="momentum mu in [0, 1) (default 0)")
     p.add_argument("--nesterov", action="store_true", help="Nesterov momentum (PyTorch semantics)")
@@ -141,6 +154,16 @@ def _add_method_options(p, dtype):
     g.add_argument("--ps-order", choices=("arrival", "round-robin"), default="arrival",
                    help="dcasgd: the server takes pushes as they arrive, or in the fixed order 1..N-1 "
                         "(deterministic, as the serial rendering; default arrival)")
+    g.add_argument("--dependency", type=_positive_int, default=None, metavar="K",
+                   help="pipe-sgd: iteration dependency K, each update applies the summed gradient of the "
+                        "K-th last iteration (default 2, the paper's optimum; 1 is D-Sync)")
+    g.add_argument("--warmup-epochs", type=_nonneg_int, default=None, metavar="E",
+                   help="pipe-sgd: the first E epochs with dependency 1 (D-Sync), as the paper trains AlexNet "
+                        "and ResNet (default 0)")
+    g.add_argument("--compress", choices=("none", "t16", "q8"), default="none",
+                   help="pipe-sgd, d-sync: the all-reduce carries the gradient as t16 (upper 16 bits of each "
+                        "float32, truncated) or q8 (8 bits with a scale per block of 256), and every "
+                        "reduction step decompresses, adds and compresses again (default none)")
     p.add_argument("--dtype", choices=("float32", "float64"), default=dtype,
                    help=f"dtype of weights, activations and gradients (default {dtype})")
 
@@ -251,7 +274,8 @@ def build_parser():
 
 
 #: the method-specific options, recorded in every configuration
-METHOD_KEYS = ("lambda0", "wd_k", "dc_lambda", "dc_adaptive", "dc_ms_decay", "ps_order")
+METHOD_KEYS = ("lambda0", "wd_k", "dc_lambda", "dc_adaptive", "dc_ms_decay", "ps_order", "dependency",
+               "warmup_epochs", "compress")
 
 
 def _config(args):
@@ -527,6 +551,13 @@ def main(argv=None):
         if _rank() == 0:
             print(f"refsgd: error: {e}", file=sys.stderr)
         return 2
+    except RankFailure as e:
+        # this rank alone: the others may wait in a collective, so end them all
+        print(f"refsgd: error: {e}", file=sys.stderr, flush=True)
+        if _world_size() > 1:
+            from mpi4py import MPI
+            MPI.COMM_WORLD.Abort(1)
+        return 1
     except KeyboardInterrupt:
         print("refsgd: interrupted", file=sys.stderr)
         return 130

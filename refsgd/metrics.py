@@ -8,6 +8,8 @@ Schema (HDF5, written by rank 0, atomically)::
                                              collectives' start -> observed completion)
     /iterations/wall     float64 (world, T)  the iteration's wall time
     /iterations/loss     float64 (world, T)  mean training loss of the iteration's micro-batches
+    /iterations/codec    float64 (world, T)  seconds compressing / decompressing on the computation
+                                             path (--compress; 0 otherwise)
     /evals/<field>       float64 (E,)        iteration, epoch, train_loss, test_loss, test_acc, seconds
     /model               (num_params,)       the final model (the one evaluated), in the run's dtype
     attrs: config (JSON), world_size, nodes, mpi_library, mpi_thread_level, link (text or
@@ -23,7 +25,7 @@ from mpi4py import MPI
 from refsgd import __version__
 from refsgd.files import atomic_path, open_h5
 
-FIELDS = ("compute", "idle", "comm", "wall", "loss")
+FIELDS = ("compute", "idle", "comm", "wall", "loss", "codec")
 THREAD_LEVELS = {MPI.THREAD_SINGLE: "single", MPI.THREAD_FUNNELED: "funneled",
                  MPI.THREAD_SERIALIZED: "serialized", MPI.THREAD_MULTIPLE: "multiple"}
 
@@ -91,7 +93,7 @@ def read(path):
     with open_h5(path, "a metrics file from refsgd train --out") as f:
         if "iterations" not in f or "evals" not in f:
             raise RefsgdError(f"{path}: not a refsgd metrics file (made by `refsgd train --out`)")
-        rec = {k: f["iterations"][k][...] for k in FIELDS}
+        rec = {k: f["iterations"][k][...] for k in FIELDS if k in f["iterations"]}
         keys = list(f["evals"])
         cols = {k: f["evals"][k][...] for k in keys}
         evals = [{k: float(cols[k][j]) for k in keys} for j in range(len(cols.get("iteration", [])))]

@@ -12,6 +12,11 @@ An algorithm's ``train(run)`` receives a :class:`Run` and uses
   request's lifetime is recorded as *communication* time;
 * ``run.optimizer()`` (the local optimizer U of the command line, its state registered),
   ``run.lr(t)``, ``run.tau``, ``run.cfg``;
+* ``with run.codec():`` times compression and decompression on the computation path (*codec*);
+  ``run.note_comm(start, end)`` adds communication that another thread carried out;
+* ``run.on_settle(fn)``: ``fn()`` completes the method's communication in flight and brings its
+  registered state to a consistent form; the run calls it before a trace record or a
+  checkpoint (methods whose communication runs in a thread use it);
 * ``run.register(name, array)``: algorithm state, updated in place; checkpoints save it and a
   resumed run fills it back when it is registered (see :mod:`refsgd.checkpoint`). A method
   whose requests span iterations must register their receive buffers: at a checkpoint the
@@ -68,11 +73,12 @@ class Run:
         self._model = None
         self._epoch_cache = (None, None)
         # per-iteration records of this rank
-        self._compute = self._idle = 0.0
+        self._compute = self._idle = self._codec = 0.0
         self._spans = []  # (start, end) of the communication seen in this iteration
         self._loss = 0.0
         self._nloss = 0
-        self.records = {k: [] for k in ("compute", "idle", "comm", "wall", "loss")}
+        self._settle = None
+        self.records = {k: [] for k in ("compute", "idle", "comm", "wall", "loss", "codec")}
         self.evals = []
         self.first_bad = None
         self._pending = []
@@ -85,7 +91,10 @@ class Run:
         self._restorer = restorer
         if restorer is not None:
             self.t = restorer.t
-            self.records = {k: list(v) for k, v in restorer.records.items()}
+            self.records.update({k: list(v) for k, v in restorer.records.items()})
+            n = len(self.records["wall"])
+            for v in self.records.values():  # a field the checkpoint predates: zeros
+                v.extend([0.0] * (n - len(v)))
             self.evals = list(restorer.evals)
             if restorer.schedule_state is not None:
                 schedule.state[...] = restorer.schedule_state
@@ -187,6 +196,24 @@ class Run:
             self._idle += t1 - t0
             self._spans.append((t0, t1))
 
+    @contextlib.contextmanager
+    def codec(self):
+        """Time the enclosed compression or decompression as *codec*."""
+        t0 = time.perf_counter()
+        try:
+            yield
+        finally:
+            self._codec += time.perf_counter() - t0
+
+    def note_comm(self, start, end):
+        """Communication from start to end (perf_counter seconds), e.g. carried out by a thread."""
+        self._spans.append((start, end))
+
+    def on_settle(self, fn):
+        """fn() completes the communication in flight and fills the registered state (called
+        before every trace record and checkpoint)."""
+        self._settle = fn
+
     def started(self, req):
         """Note the start of a non-blocking request (its lifetime counts as communication)."""
         self._pending.append((req, time.perf_counter()))
@@ -230,7 +257,7 @@ class Run:
         for t in range(self.t, self.total):
             self.t = t
             self._micro = 0
-            self._compute = self._idle = 0.0
+            self._compute = self._idle = self._codec = 0.0
             self._spans = []
             self._loss, self._nloss = 0.0, 0
             t0 = time.perf_counter()
@@ -241,6 +268,7 @@ class Run:
             rec["idle"].append(self._idle)
             rec["comm"].append(_union_length(self._spans))
             rec["loss"].append(self._loss / self._nloss if self._nloss else np.nan)  # nan: no gradient here
+            rec["codec"].append(self._codec)
             if self.tracing:
                 self._record_trace(t)
             last = t + 1 == self.total
@@ -262,6 +290,8 @@ class Run:
         self.wall = time.perf_counter() - start
 
     def _record_trace(self, t):
+        if self._settle is not None:
+            self._settle()
         if self._pending:  # receive buffers still in flight are registered state: record them completed
             self.waitall([r for r, _ in self._pending])
         tr = self.trace
@@ -294,6 +324,8 @@ class Run:
     def save_checkpoint(self):
         """Complete the requests still in flight, then write every rank's state (collective)."""
         from refsgd import checkpoint
+        if self._settle is not None:
+            self._settle()
         if self._pending:
             self.waitall([r for r, _ in self._pending])
         root, _, config = self._checkpoint

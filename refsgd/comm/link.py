@@ -34,9 +34,11 @@ everything produced with it (logs, metrics, plots, reports) must say so, e.g. by
 
 What is delayed: ``LinkComm.Allreduce`` (blocking: returns no earlier than ``start + T``) and
 ``LinkComm.Iallreduce`` (returns a :class:`LinkRequest` whose ``Wait``/``Test`` do not report
-completion before its ``deadline``). Use :func:`waitall` for lists of requests:
+completion before its ``deadline``); ``LinkComm.Gather`` and ``LinkComm.Bcast``, the exchanges of a
+parameter server, by the parameter-server model ``(p - 1) (alpha + n beta)`` (every message passes
+the root's one link; n the bytes of one rank's message). Use :func:`waitall` for lists of requests:
 ``MPI.Request.Waitall`` on LinkRequests completes the real requests but skips the emulated delay.
-Everything else (the lowercase pickle-based ``allreduce``, ``Bcast``, ``Barrier``, ...) is
+Everything else (the lowercase pickle-based ``allreduce``, ``Barrier``, ``Send``, ...) is
 inherited unchanged and not delayed. Buffers are NumPy arrays (or anything exposing the buffer
 protocol), with ``MPI.IN_PLACE`` allowed as the send buffer; a ``[array, MPI.DOUBLE]`` style
 spec is accepted too, its size taken as the whole array's ``nbytes`` (an explicit count is not
@@ -108,6 +110,13 @@ class Link:
         if p <= 1:
             return 0.0
         return 2 * (p - 1) * self.alpha + 2 * ((p - 1) / p) * nbytes * self.beta
+
+    def ps_time(self, nbytes, p):
+        """Parameter-server time (s) of one direction: the p - 1 messages of ``nbytes`` between
+        the server and its workers all pass the server's one link."""
+        if p <= 1:
+            return 0.0
+        return (p - 1) * (self.alpha + nbytes * self.beta)
 
     @classmethod
     def for_time(cls, seconds, nbytes, p, latency_us=50.0, digits=4):
@@ -255,6 +264,22 @@ class LinkComm(MPI.Intracomm):
         nbytes, t = self._time(recvbuf)
         return LinkRequest(real, start=start, deadline=self._deadline(start, t), nbytes=nbytes,
                            buffers=(sendbuf, recvbuf))
+
+    def Gather(self, sendbuf, recvbuf, root=0):
+        """The real ``Gather``, then sleep until its turn on the link plus the parameter-server
+        time of the p - 1 messages (:meth:`Link.ps_time`)."""
+        start = time.perf_counter()
+        super().Gather(sendbuf, recvbuf, root)
+        t = 0.0 if self.link is None else self.link.ps_time(_nbytes(sendbuf), self.Get_size())
+        _sleep_until(self._deadline(start, t))
+
+    def Bcast(self, buf, root=0):
+        """The real ``Bcast``, then sleep until its turn on the link plus the parameter-server
+        time of the p - 1 messages (:meth:`Link.ps_time`)."""
+        start = time.perf_counter()
+        super().Bcast(buf, root)
+        t = 0.0 if self.link is None else self.link.ps_time(_nbytes(buf), self.Get_size())
+        _sleep_until(self._deadline(start, t))
 
     def Dup(self, info=None):
         """A duplicate (a new MPI communicator, freed by the caller) with the same link."""

@@ -6,8 +6,10 @@
 
 from refsgd.serial.dc import RENDERINGS as _DC
 from refsgd.serial.laga import RENDERINGS as _LAGA
+from refsgd.serial.pipesgd import RENDERINGS as _PIPE
 from refsgd.serial.ssgd import RENDERINGS as _SSGD
 
 RENDERINGS = dict(_SSGD)
 RENDERINGS.update(_DC)
 RENDERINGS.update(_LAGA)
+RENDERINGS.update(_PIPE)

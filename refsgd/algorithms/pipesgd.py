@@ -1,0 +1,389 @@
+"""Pipe-SGD (Li et al. 2018, Algorithm 1) and its baselines D-Sync and PS-Sync.
+
+Y. Li, M. Yu, S. Li, S. Avestimehr, N. S. Kim, A. Schwing. "Pipe-SGD: A Decentralized Pipelined
+SGD Framework for Distributed Deep Net Training." NeurIPS 2018. Algorithm 1, sections 3.1-3.2,
+equations 2-7; docs/algorithms.md, "Pipe-SGD". Each worker (MPI rank) runs two threads:
+
+Computation thread (here: the main thread)::
+
+    L1  initialize the same model w[0], learning rate gamma, iteration dependency K, T
+    L2  for t = 1..T do
+    L3      wait until the aggregated gradient g^c_sum[t-K] (compressed) is ready
+    L4      g_sum[t-K] <- Decompress(g^c_sum[t-K])
+    L5      w[t] <- w[t-1] - gamma * g_sum[t-K]
+    L6      load a batch B of training data
+    L7      forward pass: loss f_B
+    L8      backward pass: g_local[t] <- d f_B / d w[t]
+    L9      g^c_local[t] <- Compress(g_local[t])
+    L10     mark g^c_local[t] ready
+    L11 end
+
+Communication thread::
+
+    C1  initialize g^c_sum of iterations 1-K .. 0 as zero, marked ready
+    C2  for t = 1..T do
+    C3      wait until g^c_local[t] is ready
+    C4      AllReduce  g^c_sum[t] <- sum over workers of g^c_local[t]
+    C5      mark g^c_sum[t] ready
+    C6  end
+
+Run: ``mpiexec -n 4 refsgd train --algo pipe-sgd --dependency 2 --compress t16 --lr 0.025``.
+The all-reduce of iteration t runs in the communication thread while the computation thread
+computes iterations t+1 .. t+K-1, so with K >= 2 an iteration costs max(update + compute,
+communication) (eq. 4) instead of their sum (eq. 2).
+
+D-Sync (``--algo d-sync``, the paper's decentralized synchronous baseline; docs/algorithms.md,
+section SSGD): per iteration, ``g <- grad``; ``g^c <- Compress(g)``; blocking AllReduce
+``g^c_sum <- sum_i g^c_i``; ``w <- w - gamma * Decompress(g^c_sum)``, all on one thread, so the
+compression and the reduction are on the critical path. With ``--compress t16`` / ``q8`` it is
+the paper's D-Sync+T / D-Sync+Q.
+
+PS-Sync (``--algo ps-sync``, the paper's parameter-server baseline): rank 0 is the server and
+holds no data; per iteration every worker computes its gradient at w and sends it to the server
+(``Gather``), the server sums them in rank order, updates ``w <- w - gamma * g_sum`` and sends
+w back to every worker (``Bcast``).
+
+The three use the *sum* of the workers' gradients (each the mean over the worker's batch), not
+the mean: gamma (``--lr``) absorbs 1/N.
+
+Compression (``--compress none|t16|q8``, :mod:`refsgd.comm.codecs`): the wire carries the
+compressed gradient and every reduction step decompresses, adds and compresses again
+(Figure 3b); T16 keeps the upper 16 bits of each float32 (truncation), Q8 is 8-bit
+quantisation with a float32 scale per block of 256 values. A float64 run rounds the gradient to
+float32 before compressing it.
+
+State registered with the run (checkpointed; ``--trace`` records it after every step):
+``w`` (w[t] of the listing: the weights the gradient of iteration t was computed at) and, for
+Pipe-SGD, ``g_sum`` (K, d): the decompressed aggregated gradients g_sum[t-K+1 .. t], oldest
+first, zero for iterations before the first; they are the ones later iterations still apply.
+For D-Sync and PS-Sync, ``w`` after iteration t already has that iteration's sum applied.
+
+Deviations and readings:
+
+* refsgd's iteration t = 0 .. T-1 is the listing's t = 1 .. T. A run of T iterations computes
+  T gradients and applies the first T-K of them (L5 of the last K iterations would apply the
+  rest): the listing stops there, and so does this code. The model evaluated and returned is w.
+  With K = 1 the loop is D-Sync's, one iteration late: Pipe-SGD's w after iteration t equals
+  D-Sync's w after iteration t-1.
+* The all-reduce of C4 is blocking, in the communication thread, on a duplicate of the run's
+  communicator: two threads call MPI at once, so Pipe-SGD needs MPI_THREAD_MULTIPLE (checked
+  before the first collective). The ready flags of L3, L10, C3 and C5 are counters under one
+  condition variable; the hand-over buffers are K slots used round-robin (slot t mod K), which
+  is enough because L3 of iteration t has waited for the all-reduce of t-K, the last one that
+  read or wrote slot t mod K.
+* Warm-up (``--warmup-epochs E``, default 0): as the paper trains AlexNet and ResNet ("D-Sync
+  until the 5-th epoch"), the first E epochs use the dependency 1 (each iteration applies the
+  sum of the iteration before it), then K. At the switch, the sums the dependency K would
+  apply have already been applied, so K-1 iterations apply nothing while the pipeline fills,
+  as at the start (C1).
+* One micro-batch per iteration (``--tau 1``) and plain SGD (L5): the local-optimizer options
+  (momentum, Nesterov, weight decay) do not apply and are refused.
+* An exception in the communication thread (or an MPI error there) is handed to the
+  computation thread, which stops with one message naming the rank, and the command line
+  aborts every rank: the others may be blocked in an all-reduce this rank will never join.
+* Timing: time blocked in L3 counts as idle, compression and decompression (L4, L9) as codec,
+  the communication thread's all-reduces as communication in flight. The time spent in the
+  reduction operator (decompress, add, compress: inside the all-reduce) is
+  ``Wire.op_seconds``. The communication thread polls MPI while it waits and takes a core of
+  its own: on a machine with fewer cores than threads it slows the computation.
+* PS-Sync: the server's Gather and Bcast are MPI collectives (the tree MPI chooses); with
+  ``--link`` they take no less than the parameter-server model, every message through the
+  server's one link, ``(p - 1) (alpha + n beta)`` each way (docs/algorithms.md).
+"""
+
+import threading
+import time
+
+import numpy as np
+from mpi4py import MPI
+
+from refsgd import RankFailure, RefsgdError
+from refsgd.comm import codecs
+
+DEFAULT_DEPENDENCY = 2
+
+
+def check(args, world):
+    """The options of pipe-sgd, d-sync and ps-sync (every rank, before the first collective)."""
+    algo = args.algo
+    if getattr(args, "tau", 1) != 1:
+        raise RefsgdError(f"--algo {algo} takes one batch per iteration (--tau 1), as the paper's listing")
+    if args.momentum or args.nesterov or getattr(args, "weight_decay", 0) or args.momentum_form != "pytorch":
+        raise RefsgdError(f"--algo {algo} updates w <- w - gamma * g_sum (plain SGD): --momentum, --nesterov, "
+                          "--momentum-form and --weight-decay do not apply")
+    dep, warm = getattr(args, "dependency", None), getattr(args, "warmup_epochs", None)
+    if algo != "pipe-sgd" and (dep is not None or warm is not None):
+        raise RefsgdError(f"--dependency and --warmup-epochs apply to --algo pipe-sgd only, not {algo}")
+    if algo == "ps-sync":
+        if world < 2:
+            raise RefsgdError("ps-sync needs a server and at least one worker: run it with mpiexec -n 2 or more")
+        if getattr(args, "compress", "none") != "none":
+            raise RefsgdError("--compress applies to the all-reduce of pipe-sgd and d-sync; ps-sync sends "
+                              "uncompressed gradients, as in the paper")
+    if algo == "pipe-sgd" and MPI.Is_initialized() and MPI.Query_thread() < MPI.THREAD_MULTIPLE:
+        levels = {MPI.THREAD_SINGLE: "single", MPI.THREAD_FUNNELED: "funneled", MPI.THREAD_SERIALIZED: "serialized"}
+        raise RefsgdError("pipe-sgd calls MPI from two threads and needs MPI_THREAD_MULTIPLE, but the MPI library "
+                          f"provides only MPI_THREAD_{levels.get(MPI.Query_thread(), '?').upper()} (unset "
+                          "MPI4PY_RC_THREAD_LEVEL, or use an MPI built with thread support)")
+
+
+def _codec(run):
+    name = getattr(run.cfg, "compress", "none")
+    return None if name in (None, "none") else codecs.get(name)
+
+
+def dependency_at(t, K, warmup_iters):
+    """The iteration dependency of iteration t: 1 during the warm-up, K after it."""
+    return 1 if t < warmup_iters else K
+
+
+class _Pipeline:
+    """The ready flags of Algorithm 1: ``local`` is the last t whose g^c_local[t] is ready (L10),
+    ``done`` the last t whose g^c_sum[t] is ready (C5); both under one condition variable. A
+    failure of the communication thread is kept in ``error`` and wakes every waiter."""
+
+    def __init__(self, t0):
+        self.cond = threading.Condition()
+        self.local = t0 - 1
+        self.done = t0 - 1                  # C1: every sum before t0 is ready
+        self.error = None
+        self.stopping = False
+        self.spans = []                     # (start, end) of the all-reduces, drained by the run
+
+    def mark_local(self, t):
+        with self.cond:
+            self.local = t
+            self.cond.notify_all()
+
+    def mark_sum(self, t):
+        with self.cond:
+            self.done = t
+            self.cond.notify_all()
+
+    def wait_local(self, t):
+        """C3; False when the computation thread has stopped and no g^c_local[t] will come."""
+        with self.cond:
+            self.cond.wait_for(lambda: self.local >= t or self.stopping)
+            return self.local >= t
+
+    def wait_sum(self, t):
+        """L3; raises RankFailure if the communication thread failed."""
+        with self.cond:
+            self.cond.wait_for(lambda: self.done >= t or self.error is not None)
+            if self.done < t:
+                raise RankFailure(f"rank {MPI.COMM_WORLD.Get_rank()}: the communication thread of pipe-sgd "
+                                  f"failed: {type(self.error).__name__}: {self.error}")
+
+    def fail(self, exc):
+        with self.cond:
+            self.error = exc
+            self.cond.notify_all()
+
+    def stop(self):
+        with self.cond:
+            self.stopping = True
+            self.cond.notify_all()
+
+
+def train_pipe_sgd(run):
+    """Pipe-SGD, Li et al. 2018 Algorithm 1: a computation and a communication thread per rank."""
+    c = run.cfg
+    K = c.dependency if c.dependency is not None else DEFAULT_DEPENDENCY
+    warmup = (c.warmup_epochs or 0) * run.iters_per_epoch
+    codec = _codec(run)
+    t0 = run.t                                               # > 0 after --resume
+
+    # L1: initialize the same model w[0], learning rate gamma, iteration dependency K, T
+    w = run.register("w", run.init_params())
+    d = w.size
+    g_sum_state = run.register("g_sum", np.zeros((K, d), w.dtype))   # g_sum[t-K+1 .. t], oldest first
+    restored = g_sum_state.copy()                            # the sums of t0-K .. t0-1 (zeros at t0 = 0)
+    g_local = np.empty_like(w)
+    g_sum = np.empty_like(w)
+    # the hand-over slots, t mod K: g^c_local[t] and g^c_sum[t], compressed or not
+    if codec is None:
+        local = [np.zeros_like(w) for _ in range(K)]
+        summ = [np.zeros_like(w) for _ in range(K)]
+    else:
+        local = [codec.empty(d) for _ in range(K)]
+        summ = [codec.empty(d) for _ in range(K)]
+    pipe = _Pipeline(t0)
+    comm = run.comm.Dup()                                    # the communication thread's own communicator
+    wire = codec.open() if codec is not None else None
+    run.wire = wire
+    run.set_model(lambda: w)
+
+    def communicate():
+        """C1-C6 (C1: the sums before t0 are ready, see _Pipeline)."""
+        try:
+            # C2: for t = 1..T do
+            for t in range(t0, run.total):
+                # C3: wait until g^c_local[t] is ready
+                if not pipe.wait_local(t):
+                    return
+                # C4: AllReduce g^c_sum[t] <- sum over workers of g^c_local[t]
+                s = time.perf_counter()
+                if wire is None:
+                    comm.Allreduce(local[t % K], summ[t % K], op=MPI.SUM)
+                else:
+                    wire.allreduce_wire(comm, local[t % K], summ[t % K])
+                pipe.spans.append((s, time.perf_counter()))
+                # C5: mark g^c_sum[t] ready
+                pipe.mark_sum(t)
+        except BaseException as exc:  # noqa: BLE001 -- handed to the computation thread
+            pipe.fail(exc)
+
+    def decompressed(s, out):
+        """g_sum[s] (zero before the first iteration; from the checkpoint before t0)."""
+        if s < 0:
+            out[...] = 0
+        elif s < t0:
+            out[...] = restored[s - (t0 - K)]
+        elif codec is None:
+            out[...] = summ[s % K]
+        else:
+            codec.decode(summ[s % K], out)
+        return out
+
+    def settle():
+        """Wait for every all-reduce started so far, then write g_sum[t-K+1 .. t] into the state."""
+        t = run.t
+        pipe.wait_sum(t)
+        for r in range(K):
+            decompressed(t - K + 1 + r, g_sum_state[r])
+    run.on_settle(settle)
+
+    thread = threading.Thread(target=communicate, name=f"pipe-sgd-comm-{run.rank}", daemon=True)
+    thread.start()
+    applied = max((s - dependency_at(s, K, warmup) for s in range(t0)), default=-1)  # last sum applied
+    try:
+        # L2: for t = 1..T do
+        for t in run.iterations():
+            k = dependency_at(t, K, warmup)
+            # L3: wait until g^c_sum[t-K] is ready                              (complete communication)
+            if t - k >= t0:
+                with run.idle():
+                    pipe.wait_sum(t - k)
+            while pipe.spans:
+                run.note_comm(*pipe.spans.pop(0))
+            if t - k > applied:
+                # L4: g_sum[t-K] <- Decompress(g^c_sum[t-K])
+                with run.codec():
+                    decompressed(t - k, g_sum)
+                # L5: w[t] <- w[t-1] - gamma * g_sum[t-K]
+                g_sum *= run.lr(t)
+                w -= g_sum
+                applied = t - k
+            # L6-L8: load a batch, forward pass, backward pass: g_local[t] <- d f_B / d w[t]   (compute)
+            if codec is None:
+                run.grad(w, local[t % K])                        # L9: no compression: g^c = g
+            else:
+                run.grad(w, g_local)
+                # L9: g^c_local[t] <- Compress(g_local[t])
+                with run.codec():
+                    codec.encode(g_local, local[t % K])
+            # L10: mark g^c_local[t] ready                                       (start communication)
+            pipe.mark_local(t)
+        # the last K all-reduces complete (their sums are not applied: the listing ends)
+        pipe.wait_sum(run.total - 1)
+        while pipe.spans:
+            run.note_comm(*pipe.spans.pop(0))
+    except BaseException:
+        # stop the communication thread; if it cannot finish (another rank will never join its
+        # all-reduce), the command line aborts every rank
+        pipe.stop()
+        thread.join(timeout=5.0)
+        raise
+    pipe.stop()
+    thread.join()
+    comm.Free()
+    if wire is not None:
+        wire.close()
+    return w
+
+
+def train_d_sync(run):
+    """D-Sync: decentralized synchronous SGD with the summed gradient (Pipe-SGD's baseline)."""
+    comm = run.comm
+    codec = _codec(run)
+    w = run.register("w", run.init_params())
+    g = np.empty_like(w)
+    g_sum = np.empty_like(w)
+    wire = codec.open() if codec is not None else None
+    run.wire = wire
+    if wire is not None:
+        send, recv = wire.buffers(w.size)
+    run.set_model(lambda: w)
+    try:
+        for t in run.iterations():
+            # L1: g_i <- grad F_i(w; xi_i)                                      (compute)
+            run.grad(w, g)
+            if wire is None:
+                # L2: AllReduce g_sum <- sum_i g_i                             (blocking)
+                with run.idle():
+                    comm.Allreduce(g, g_sum, op=MPI.SUM)
+            else:
+                # compress: g^c <- Compress(g)
+                with run.codec():
+                    codec.encode(g, send)
+                # L2: AllReduce g^c_sum <- sum_i g^c_i (decompress, add, compress at every step)
+                with run.idle():
+                    wire.allreduce_wire(comm, send, recv)
+                # decompress: g_sum <- Decompress(g^c_sum)
+                with run.codec():
+                    codec.decode(recv, g_sum)
+            # L3: w <- w - gamma * g_sum
+            g_sum *= run.lr(t)
+            w -= g_sum
+    finally:
+        if wire is not None:
+            wire.close()
+    return w
+
+
+def train_ps_sync(run):
+    """PS-Sync: synchronous SGD through a parameter server on rank 0 (Pipe-SGD's baseline)."""
+    comm, P = run.comm, run.world
+    w = run.register("w", run.init_params())
+    run.set_model(lambda: w)                                 # every rank holds the server's w
+    if run.rank == 0:
+        # ---------------------------------------------------------------- the server
+        G = np.empty((P, w.size), w.dtype)                   # row m: worker m's gradient
+        nothing = np.zeros_like(w)                           # the server's own row (unused)
+        g_sum = np.empty_like(w)
+        for t in run.iterations():
+            # S1: receive every worker's gradient
+            with run.idle():
+                comm.Gather(nothing, G, root=0)
+            # S2: g_sum <- sum over workers m = 1..P-1 (in rank order)
+            np.copyto(g_sum, G[1])
+            for m in range(2, P):
+                g_sum += G[m]
+            # S3: w <- w - gamma * g_sum
+            g_sum *= run.lr(t)
+            w -= g_sum
+            # S4: send w to every worker
+            with run.idle():
+                comm.Bcast(w, root=0)
+    else:
+        # ---------------------------------------------------------------- a worker
+        g = np.empty_like(w)
+        for t in run.iterations():
+            # W1: g_m <- grad at w                                         (compute)
+            run.grad(w, g)
+            with run.idle():
+                # W2: push g_m to the server
+                comm.Gather(g, None, root=0)
+                # W3: pull w
+                comm.Bcast(w, root=0)
+    return w
+
+
+ALGORITHMS = {
+    "pipe-sgd": (train_pipe_sgd, "Pipe-SGD, pipelined all-reduce with iteration dependency K and a "
+                                 "communication thread, Li et al. 2018 Algorithm 1; docs/algorithms.md"),
+    "d-sync": (train_d_sync, "D-Sync, decentralized synchronous SGD with the summed gradient "
+                             "(Pipe-SGD's baseline); docs/algorithms.md"),
+    "ps-sync": (train_ps_sync, "PS-Sync, synchronous SGD through a parameter server on rank 0 "
+                               "(Pipe-SGD's baseline); docs/algorithms.md"),
+}
