@@ -35,15 +35,17 @@ def cli(*args, n=None, timeout=300, cwd=ROOT):
                           env={**os.environ, **ONE_THREAD})
 
 
-def verify_mpi_against_serial(tmp_path, options, n, steps):
+def verify_mpi_against_serial(tmp_path, options, n, steps, rtol="1e-10"):
     """`refsgd train --trace` under mpiexec -n n, `refsgd golden` for n workers, and `refsgd
-    verify` at rtol 1e-10 in float64, as a user runs them; returns verify's output."""
+    verify` at rtol 1e-10 (or ``rtol``; "0" for bitwise) in float64, as a user runs them; returns
+    verify's output."""
     r = cli("train", *options, "--dtype", "float64", "--iterations", str(steps), "--no-progress",
             "--trace", str(tmp_path / "mpi.h5"), n=n)
     assert r.returncode == 0, r.stderr
     r = cli("golden", *options, "--workers", str(n), "--steps", str(steps), "--out", str(tmp_path / "serial.h5"))
     assert r.returncode == 0, r.stderr
-    r = cli("verify", str(tmp_path / "mpi.h5"), str(tmp_path / "serial.h5"), "--rtol", "1e-10")
+    r = cli("verify", str(tmp_path / "mpi.h5"), str(tmp_path / "serial.h5"), "--rtol", rtol,
+            *(["--atol", "0"] if float(rtol) == 0 else []))
     assert r.returncode == 0, r.stdout + r.stderr
     assert f"OK: {steps} steps x {n} workers agree" in r.stdout
     return r.stdout

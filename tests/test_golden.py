@@ -198,7 +198,49 @@ def _replay_laga(grad, w0, batches, lr, cfg, check, nesterov):
         check(t, **{"y" if nesterov else "x": np.tile(x, (N, 1)), "m": np.tile(m, (N, 1)), "g": np.tile(g, (N, 1))})
 
 
-REPLAY = {"ssgd": _replay_ssgd, "ssgd-nag": _replay_ssgd_nag, "dcs3gd": _replay_dcs3gd, "dcasgd": _replay_dcasgd,
+def _t16(x):
+    """Pipe-SGD's 16-bit truncation: the float32's upper 16 bits, as a float32 again."""
+    u = np.asarray(x, np.float32).view(np.uint32) & np.uint32(0xFFFF0000)
+    return u.view(np.float32)
+
+
+def _allreduce(G, compress):
+    """Sum of the rows; with t16, each row truncated, then pairs summed in float32 and truncated,
+    in MPICH's recursive-doubling order (ranks 2i, 2i+1 first for i < p - 2^floor(log2 p))."""
+    if compress == "none":
+        return G.sum(axis=0)
+    vals = [_t16(g) for g in G]
+    p = len(vals)
+    rem = p - (1 << (p.bit_length() - 1))
+    vals = [_t16(vals[2 * i] + vals[2 * i + 1]) for i in range(rem)] + vals[2 * rem:]
+    while len(vals) > 1:
+        vals = [_t16(vals[2 * j] + vals[2 * j + 1]) for j in range(len(vals) // 2)]
+    return vals[0].astype(np.float64)
+
+
+def _replay_pipe_sgd(grad, w0, batches, lr, cfg, check):
+    """Li et al. 2018 Alg. 1, no warm-up: w[t] = w[t-1] - lr_t * S[t-K] (S[s < 0] = 0), then the
+    gradients at w[t]; S[t] = the (compressed) sum; state: w[t] and S[t-K+1 .. t]."""
+    T, N = batches.shape[:2]
+    K, S, w = cfg["dependency"], {}, w0.copy()
+    for t in range(T):
+        if t - K >= 0:
+            w = w - lr[t] * S[t - K]
+        S[t] = _allreduce(np.array([grad(w, batches[t, i, 0]) for i in range(N)]), cfg["compress"])
+        pending = np.stack([S.get(s, np.zeros_like(w)) for s in range(t - K + 1, t + 1)])
+        check(t, w=np.tile(w, (N, 1)), g_sum=np.tile(pending, (N, 1, 1)))
+
+
+def _replay_d_sync(grad, w0, batches, lr, cfg, check):
+    """D-Sync: w <- w - lr_t * (compressed) sum of the workers' gradients at w."""
+    T, N = batches.shape[:2]
+    w = w0.copy()
+    for t in range(T):
+        w = w - lr[t] * _allreduce(np.array([grad(w, batches[t, i, 0]) for i in range(N)]), cfg["compress"])
+        check(t, w=np.tile(w, (N, 1)))
+
+
+REPLAY = {"pipe-sgd": _replay_pipe_sgd, "d-sync": _replay_d_sync, "ssgd": _replay_ssgd, "ssgd-nag": _replay_ssgd_nag, "dcs3gd": _replay_dcs3gd, "dcasgd": _replay_dcasgd,
           "laga-sgdm": lambda *a: _replay_laga(*a, nesterov=False),
           "laga-sgdn": lambda *a: _replay_laga(*a, nesterov=True)}
 

@@ -10,9 +10,9 @@ from refsgd.algorithms.laga import ALGORITHMS as _LAGA
 from refsgd.algorithms.ssgd import ALGORITHMS as _SSGD
 
 ALGORITHMS = dict(_SSGD)
-ALGORITHMS["dcs3gd"] = (dcs3gd.train, "DC-S3GD, Rigazzi 2019 Algorithm 1 (eq. 7-12, 17); LISTINGS.md section 2")
+ALGORITHMS["dcs3gd"] = (dcs3gd.train, "DC-S3GD, Rigazzi 2019 Algorithm 1 (eq. 7-12, 17); docs/algorithms.md, section DC-S3GD")
 ALGORITHMS["dcasgd"] = (dcasgd.train, "DC-ASGD, Zheng et al. 2017, parameter server on rank 0 "
-                                      "(the baseline of Rigazzi 2019); LISTINGS.md section 2")
+                                      "(the baseline of Rigazzi 2019); docs/algorithms.md, section DC-S3GD")
 ALGORITHMS.update(_LAGA)
 ALGORITHMS.update(pipesgd.ALGORITHMS)
 

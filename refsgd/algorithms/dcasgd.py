@@ -1,7 +1,7 @@
 """DC-ASGD: asynchronous SGD with delay compensation on a parameter server (Zheng et al. 2017).
 
 The parameter-server method DC-S3GD is compared with (Rigazzi 2019, section II and eq. 6);
-LISTINGS.md section 2, "Baseline DC-ASGD". Rank 0 is the server; ranks 1..N-1 are workers.
+docs/algorithms.md, section DC-S3GD, "Baseline DC-ASGD". Rank 0 is the server; ranks 1..N-1 are workers.
 
     server: holds w and a backup w_bak(m) of the weights last sent to worker m (w_bak(m) = w0)
       S1  on each push g_m from worker m (in arrival order):

@@ -1,7 +1,7 @@
 """DC-S3GD: Delay-Compensated Stale-Synchronous SGD (Rigazzi 2019, Algorithm 1).
 
 A. Rigazzi, "DC-S3GD: Delay-Compensated Stale-Synchronous SGD for Large-Scale Decentralized
-Neural Network Training", 2019. LISTINGS.md section 2; equations 7-12 and 17.
+Neural Network Training", 2019. docs/algorithms.md, section DC-S3GD; equations 7-12 and 17.
 
     Input: step eta, momentum mu, variance control lambda_0. Initialize w_i = w_bar.
     L1  g_i <- grad l(w_i)

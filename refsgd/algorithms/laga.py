@@ -1,8 +1,8 @@
 """LAGA: lagged all-reduce with gradient accumulation (LAGA-SGD, LAGA-SGDM, LAGA-SGDN).
 
 I. Hakimi, R. Z. Aviv, K. Y. Levy, A. Schuster. "LAGA: Lagged AllReduce with Gradient
-Accumulation for Minimal Idle Time." IEEE ICDM 2021. Algorithms 3, 4 and 5; the transcription
-and line numbers are LISTINGS.md section 3. Per worker i, iteration t, gradient accumulation tau
+Accumulation for Minimal Idle Time." IEEE ICDM 2021. Algorithms 3, 4 and 5; the listings
+and line numbers are in docs/algorithms.md, section LAGA. Per worker i, iteration t, gradient accumulation tau
 micro-batches, N workers, learning rate eta, momentum gamma.
 
 Algorithm 3, LAGA-SGD (``--algo laga-sgd``)::
@@ -241,9 +241,9 @@ def train_laga_sgdn(run):
 
 ALGORITHMS = {
     "laga-sgd": (train_laga_sgd, "LAGA-SGD, lagged non-blocking all-reduce with gradient accumulation, "
-                                 "Hakimi et al. 2021 Algorithm 3; LISTINGS.md section 3"),
+                                 "Hakimi et al. 2021 Algorithm 3; docs/algorithms.md, section LAGA"),
     "laga-sgdm": (train_laga_sgdm, "LAGA-SGDM, LAGA with momentum, Hakimi et al. 2021 Algorithm 4; "
-                                   "LISTINGS.md section 3"),
+                                   "docs/algorithms.md, section LAGA"),
     "laga-sgdn": (train_laga_sgdn, "LAGA-SGDN, LAGA with Nesterov momentum (y = x - eta*gamma*m), "
-                                   "Hakimi et al. 2021 Algorithm 5; LISTINGS.md section 3"),
+                                   "Hakimi et al. 2021 Algorithm 5; docs/algorithms.md, section LAGA"),
 }

@@ -1,6 +1,6 @@
 """Synchronous SGD baselines: SSGD (with accumulation), SSGD-OPT, SSGD with NAG.
 
-SSGD, Algorithms 1 and 2 of Hakimi et al. 2021 (LAGA), LISTINGS.md section 1::
+SSGD, Algorithms 1 and 2 of Hakimi et al. 2021 (LAGA), docs/algorithms.md, section SSGD::
 
     L1  g_i^t(tau) <- (1/tau) sum_{j=1..tau} grad F_i(x^t; xi_{i,j}^t)
     L2  AllReduce  g^t(tau) <- (1/N) sum_i g_i^t(tau)          (blocking)
@@ -17,7 +17,7 @@ its own non-blocking all-reduce as soon as it is final (last layer first); the u
 for all of them. With ``--poll`` the segments already in flight are tested at every later layer
 boundary, so that an MPI library without a progress thread moves their data during the pass.
 
-SSGD with NAG (``--algo ssgd-nag``; Sato et al. 2017, Algorithm 4), LISTINGS.md section 4::
+SSGD with NAG (``--algo ssgd-nag``; Sato et al. 2017, Algorithm 4), docs/algorithms.md, section SSGD::
 
     (each step, the tau sub-batches of every worker at w^)
     L10 D_L <- sum_g D_g          (D_g: sum over a sub-batch's samples of grad J at w^)
@@ -141,8 +141,8 @@ def train_ssgd_nag(run):
 
 
 ALGORITHMS = {
-    "ssgd": (train_ssgd, "SSGD, LAGA paper (Hakimi et al. 2021) Algorithms 1-2; LISTINGS.md section 1"),
+    "ssgd": (train_ssgd, "SSGD, LAGA paper (Hakimi et al. 2021) Algorithms 1-2; docs/algorithms.md, section SSGD"),
     "ssgd-opt": (train_ssgd_opt, "SSGD-OPT, per-layer non-blocking all-reduce in the backward pass "
-                                 "(LAGA sections 1 and 5, PyTorch DDP); LISTINGS.md section 1"),
-    "ssgd-nag": (train_ssgd_nag, "SSGD with NAG, Sato et al. 2017 Algorithm 4; LISTINGS.md section 4"),
+                                 "(LAGA sections 1 and 5, PyTorch DDP); docs/algorithms.md, section SSGD"),
+    "ssgd-nag": (train_ssgd_nag, "SSGD with NAG, Sato et al. 2017 Algorithm 4; docs/algorithms.md, section SSGD"),
 }

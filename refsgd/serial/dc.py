@@ -1,6 +1,6 @@
 """Serial renderings of DC-S3GD (Rigazzi 2019) and DC-ASGD (Zheng et al. 2017), no MPI.
 
-Written from the equations (LISTINGS.md section 2), workers as the first axis of (N, d)
+Written from the equations (docs/algorithms.md, section DC-S3GD), workers as the first axis of (N, d)
 arrays; shared with the MPI code: only the network, the sampler and the schedules. Eq. 17, the
 weight-decay schedule and the compensated server step are written here again, as NumPy
 expressions, so that the MPI code (a fused Numba loop for DC-S3GD) is checked against an

@@ -1,6 +1,6 @@
 """Serial renderings of LAGA-SGD, LAGA-SGDM and LAGA-SGDN: N workers in one process, no MPI.
 
-Written from the equations of Hakimi et al. 2021, Algorithms 3-5 (LISTINGS.md section 3), not
+Written from the equations of Hakimi et al. 2021, Algorithms 3-5 (docs/algorithms.md, section LAGA), not
 from ``refsgd/algorithms/laga.py``: the workers are the first axis of (N, d) arrays and the
 all-reduce is a mean over that axis. The lag is a variable holding last step's mean gradient::
 

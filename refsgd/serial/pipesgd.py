@@ -12,10 +12,8 @@ Written from the equations (Li et al. 2018, Algorithm 1; docs/algorithms.md), no
 
 AllReduce_c without compression is the plain sum over workers. With a codec, every worker's
 gradient is rounded to float32 and encoded, and the encoded vectors are combined in MPICH's
-recursive-doubling order (:func:`refsgd.comm.codecs.tree_order`), each combination
-``encode(decode(a) + decode(b))``; the result is decoded. The codecs are written again here in
-NumPy from their definitions (docstring of :mod:`refsgd.comm.codecs`), so the Numba kernels of
-the MPI code are checked against an independent twin.
+recursive-doubling order, each combination ``encode(decode(a) + decode(b))``; the result is
+decoded (:func:`refsgd.serial.codecs.allreduce_sum`, the codecs written again in NumPy).
 
 Micro-batches as in :mod:`refsgd.serial.ssgd`.
 """
@@ -23,65 +21,8 @@ Micro-batches as in :mod:`refsgd.serial.ssgd`.
 import numpy as np
 
 from refsgd import RefsgdError
-from refsgd.comm.codecs import Q8_BLOCK, tree_order
+from refsgd.serial.codecs import allreduce_sum
 from refsgd.serial.ssgd import _grads_at, _Stream
-
-
-# ---------------------------------------------------------------------------- NumPy codecs
-def _t16_encode(x):
-    u = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32)
-    h = (u >> 16).astype(np.uint16)
-    nan = ((u & 0x7F800000) == 0x7F800000) & ((u & 0x007FFFFF) != 0)
-    h[nan] = 0x7FC0 | ((u[nan] >> 16) & 0x8000).astype(np.uint16)
-    return h
-
-
-def _t16_decode(h):
-    return (h.astype(np.uint32) << 16).view(np.float32)
-
-
-def _q8_encode(x):
-    """(scales (B,), values (B, 256) int8) of the blocks of x."""
-    x = np.asarray(x, dtype=np.float32)
-    B = -(-x.size // Q8_BLOCK)
-    v = np.zeros(B * Q8_BLOCK, np.float32)
-    v[:x.size] = x
-    v = v.reshape(B, Q8_BLOCK)
-    finite = np.all(np.isfinite(v), axis=1)
-    m = np.where(finite, np.max(np.abs(np.where(np.isfinite(v), v, 0)), axis=1), 0).astype(np.float32)
-    s = m / np.float32(127)
-    safe = np.where(s > 0, s, np.float32(1))
-    q = np.clip(np.rint(v / safe[:, None]), -127, 127).astype(np.int8)
-    q[s == 0] = 0
-    q[~finite] = 0
-    s = np.where(finite, s, np.float32(np.nan)).astype(np.float32)
-    return s, q
-
-
-def _q8_decode(c, n):
-    s, q = c
-    return (q.astype(np.float32) * s[:, None]).ravel()[:n]
-
-
-def _codec(name, n):
-    """(encode, decode, add) of the codec ``name`` for vectors of n values."""
-    if name == "t16":
-        def add(a, b):
-            return _t16_encode(_t16_decode(a) + _t16_decode(b))
-        return _t16_encode, _t16_decode, add
-    if name == "q8":
-        def add(a, b):
-            return _q8_encode(_q8_decode(a, n) + _q8_decode(b, n))
-        return _q8_encode, lambda c: _q8_decode(c, n), add
-    raise RefsgdError(f"--compress {name}: the serial rendering knows none, t16 and q8")
-
-
-def allreduce_sum(G, compress):
-    """The (compressed) all-reduce of the rows of G: the sum, in G's dtype."""
-    if compress in (None, "none"):
-        return G.sum(axis=0)
-    encode, decode, add = _codec(compress, G.shape[1])
-    return decode(tree_order([encode(g) for g in G], add)).astype(G.dtype)
 
 
 # ---------------------------------------------------------------------------- the renderings

@@ -1,6 +1,6 @@
 """Serial renderings of the SSGD baselines: N workers in one process, no MPI.
 
-Written from the equations (LISTINGS.md sections 1 and 4), not from the MPI code: the workers
+Written from the equations (docs/algorithms.md, section SSGD), not from the MPI code: the workers
 are the first axis of (N, d) arrays and an all-reduce is a sum over that axis. They share only
 the network, the sampler and the local optimizer with ``refsgd/algorithms/ssgd.py``; when the
 two agree, both are right, and these produce the golden trajectories (``refsgd golden``).

@@ -12,3 +12,6 @@ $R golden --algo dcs3gd   --workers 4 --steps 10 --momentum 0.9 --lr 0.1 --lambd
 $R golden --algo dcasgd   --workers 3 --steps 10 --ps-order round-robin --dc-lambda 0.04 --lr 0.1 --batch 16 --model digits_tiny --seed 5 --out dcasgd-n3.h5
 $R golden --algo laga-sgdm --workers 2 --steps 10 --tau 2 --momentum 0.9 --lr 0.1 --batch 16 --model digits_tiny --seed 6 --out laga-sgdm-n2.h5
 $R golden --algo laga-sgdn --workers 4 --steps 10 --tau 2 --momentum 0.9 --lr 0.1 --weight-decay 0.001 --batch 8 --model digits_tiny --seed 7 --out laga-sgdn-n4.h5
+$R golden --algo pipe-sgd --workers 4 --steps 10 --dependency 2 --lr 0.05 --batch 8 --model digits_tiny --seed 8 --out pipe-sgd-k2-n4.h5
+$R golden --algo pipe-sgd --workers 4 --steps 10 --dependency 2 --compress t16 --lr 0.05 --batch 8 --model digits_tiny --seed 9 --out pipe-sgd-k2-t16-n4.h5
+$R golden --algo d-sync   --workers 2 --steps 10 --lr 0.05 --batch 16 --model digits_tiny --seed 10 --out d-sync-n2.h5

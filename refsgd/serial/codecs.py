@@ -1,0 +1,97 @@
+"""The codecs of :mod:`refsgd.comm.codecs` written again in NumPy, from their definitions, and the
+compressed all-reduce of the serial renderings.
+
+:func:`allreduce_sum` reduces the rows of a (workers, d) array as MPICH reduces a user-defined
+operator (recursive doubling, :func:`refsgd.comm.codecs.tree_order`): every row is rounded to
+float32 and encoded, pairs are combined as ``encode(decode(a) + decode(b))`` (the sum in
+float32), and the result is decoded. The Numba kernels of the MPI code are tested against these.
+"""
+
+import numpy as np
+
+from refsgd import RefsgdError
+from refsgd.comm.codecs import Q8_BLOCK, tree_order
+
+
+def _t16_encode(x):
+    u = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32)
+    h = (u >> 16).astype(np.uint16)
+    nan = ((u & 0x7F800000) == 0x7F800000) & ((u & 0x007FFFFF) != 0)
+    h[nan] = 0x7FC0 | ((u[nan] >> 16) & 0x8000).astype(np.uint16)
+    return h
+
+
+def _bf16_encode(x):
+    u = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32).astype(np.uint64)
+    h = ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
+    nan = np.isnan(np.asarray(x, np.float32))
+    h[nan] = 0x7FC0 | ((u[nan] >> 16) & 0x8000).astype(np.uint16)
+    return h
+
+
+def _hi16_decode(h):
+    return (h.astype(np.uint32) << 16).view(np.float32)
+
+
+def _t16_decode(h):
+    return (h.astype(np.uint32) << 16).view(np.float32)
+
+
+def _q8_encode(x):
+    """(scales (B,), values (B, 256) int8) of the blocks of x."""
+    x = np.asarray(x, dtype=np.float32)
+    B = -(-x.size // Q8_BLOCK)
+    v = np.zeros(B * Q8_BLOCK, np.float32)
+    v[:x.size] = x
+    v = v.reshape(B, Q8_BLOCK)
+    finite = np.all(np.isfinite(v), axis=1)
+    m = np.where(finite, np.max(np.abs(np.where(np.isfinite(v), v, 0)), axis=1), 0).astype(np.float32)
+    s = m / np.float32(127)
+    safe = np.where(s > 0, s, np.float32(1))
+    q = np.clip(np.rint(v / safe[:, None]), -127, 127).astype(np.int8)
+    q[s == 0] = 0
+    q[~finite] = 0
+    s = np.where(finite, s, np.float32(np.nan)).astype(np.float32)
+    return s, q
+
+
+def _q8_decode(c, n):
+    s, q = c
+    return (q.astype(np.float32) * s[:, None]).ravel()[:n]
+
+
+def _codec(name, n):
+    """(encode, decode, add) of the codec ``name`` for vectors of n values."""
+    if name == "t16":
+        def add(a, b):
+            return _t16_encode(_t16_decode(a) + _t16_decode(b))
+        return _t16_encode, _t16_decode, add
+    if name == "q8":
+        def add(a, b):
+            return _q8_encode(_q8_decode(a, n) + _q8_decode(b, n))
+        return _q8_encode, lambda c: _q8_decode(c, n), add
+    if name == "bf16":
+        def add(a, b):
+            return _bf16_encode(_hi16_decode(a) + _hi16_decode(b))
+        return _bf16_encode, _hi16_decode, add
+    if name == "fp16":
+        # NumPy's own float16 conversion (round to nearest even), not refsgd's kernel
+        def encode(x):
+            with np.errstate(over="ignore"):
+                return np.asarray(x, np.float32).astype(np.float16).view(np.uint16)
+
+        def decode(h):
+            return h.view(np.float16).astype(np.float32)
+
+        def add(a, b):
+            return encode(decode(a) + decode(b))
+        return encode, decode, add
+    raise RefsgdError(f"unknown codec {name!r}")
+
+
+def allreduce_sum(G, compress):
+    """The (compressed) all-reduce of the rows of G: the sum, in G's dtype."""
+    if compress in (None, "none"):
+        return G.sum(axis=0)
+    encode, decode, add = _codec(compress, G.shape[1])
+    return decode(tree_order([encode(g) for g in G], add)).astype(G.dtype)

@@ -1,0 +1,210 @@
+"""Codecs: exact definitions against NumPy and worked values; compressed all-reduces under mpiexec
+at 2 and 4 ranks against closed forms, the float64 sum's error bound, and the serial rendering's
+model of MPICH's reduction order."""
+
+import numpy as np
+import pytest
+from conftest import UNDER_MPI, launch_under_mpiexec
+
+from refsgd.comm import codecs
+from refsgd.comm.codecs import Q8_BLOCK
+from refsgd.serial.codecs import allreduce_sum
+
+rng = np.random.default_rng(7)
+
+
+def roundtrip(name, x):
+    c = codecs.get(name)
+    w = c.encode(np.asarray(x, np.float32), c.empty(len(x)))
+    return c.decode(w, np.empty(len(x), np.float32))
+
+
+def reduce_step(name, a, b):
+    c = codecs.get(name)
+    wa, wb = c.encode(np.asarray(a, np.float32), c.empty(len(a))), c.encode(np.asarray(b, np.float32), c.empty(len(b)))
+    return c.decode(c.add(wa, wb), np.empty(len(a), np.float32))
+
+
+# ---------------------------------------------------------------------------- definitions
+def test_fp16_decodes_every_half_as_numpy():
+    h = np.arange(65536, dtype=np.uint16)
+    out = codecs.get("fp16").decode(h, np.empty(65536, np.float32))
+    ref = h.view(np.float16).astype(np.float32)
+    nan = np.isnan(ref)
+    assert np.array_equal(np.isnan(out), nan)
+    assert np.array_equal(out[~nan].view(np.uint32), ref[~nan].view(np.uint32))  # -0.0 and subnormals too
+
+
+def test_fp16_encodes_as_numpy_round_to_nearest_even():
+    bits = rng.integers(0, 2 ** 32, 500_000, dtype=np.uint64).astype(np.uint32)
+    ties = (np.arange(65536, dtype=np.uint32) << 13) | 0x1000          # exactly half-way between halves
+    x = np.concatenate([bits.view(np.float32), ties.view(np.float32),
+                        rng.standard_normal(50_000).astype(np.float32) * np.float32(1e-6)])
+    c = codecs.get("fp16")
+    w = c.encode(x, c.empty(x.size))
+    with np.errstate(all="ignore"):
+        ref = x.astype(np.float16).view(np.uint16)
+    nan = np.isnan(x)
+    assert np.array_equal(w[~nan], ref[~nan])
+    assert np.all(np.isnan(w[nan].view(np.float16)))
+
+
+@pytest.mark.parametrize("name,x,expected", [
+    # t16 keeps 7 fraction bits and drops the rest: rounds toward zero
+    ("t16", [1 + 2 ** -7, 1 + 2 ** -8, 1 + 2 ** -7 + 2 ** -8, -(1 + 2 ** -7 + 2 ** -8), 3.0],
+     [1 + 2 ** -7, 1.0, 1 + 2 ** -7, -(1 + 2 ** -7), 3.0]),
+    # bf16 rounds to nearest, ties to even
+    ("bf16", [1 + 2 ** -8, 1 + 3 * 2 ** -8, 1 + 2 ** -7 + 2 ** -9, -(1 + 2 ** -8 + 2 ** -20), 3.0],
+     [1.0, 1 + 2 ** -6, 1 + 2 ** -7, -(1 + 2 ** -7), 3.0]),
+    # fp16: 10 fraction bits, subnormals from 2^-24, largest 65504, beyond that infinity
+    ("fp16", [1 + 2 ** -11, 1 + 3 * 2 ** -11, 2 ** -24, 2 ** -26, 65504.0, 65520.0],
+     [1.0, 1 + 2 ** -9, 2 ** -24, 0.0, 65504.0, np.inf]),
+])
+def test_worked_values(name, x, expected):
+    np.testing.assert_array_equal(roundtrip(name, x), np.array(expected, np.float32))
+
+
+def test_q8_worked_block():
+    # scale 254 / 127 = 2: q = rint(v / 2), ties to even (5/2 = 2.5 -> 2, 3/2 = 1.5 -> 2)
+    x = np.array([254.0, -254.0, 5.0, 3.0, 0.9, 1.1, -7.0], np.float32)
+    np.testing.assert_array_equal(roundtrip("q8", x), [254, -254, 4, 4, 0, 2, -8])
+
+
+def test_q8_blocks_carry_their_own_scale():
+    x = np.zeros(2 * Q8_BLOCK + 3, np.float32)
+    x[0], x[1] = 127.0, 1.0                        # block 0: scale 1
+    x[Q8_BLOCK], x[Q8_BLOCK + 1] = 0.127, 0.001    # block 1: scale 0.001
+    x[2 * Q8_BLOCK] = -3.0                         # block 2 (3 values, padded): scale 3/127
+    out = roundtrip("q8", x)
+    assert out[0] == 127 and out[1] == 1
+    np.testing.assert_allclose(out[Q8_BLOCK:Q8_BLOCK + 2], [0.127, 0.001], rtol=1e-6)
+    assert out[2 * Q8_BLOCK] == np.float32(-3.0) / np.float32(127) * np.float32(127)
+    c = codecs.get("q8")
+    assert c.empty(x.size).nbytes == 3 * (4 + Q8_BLOCK)
+
+
+def test_q8_zero_and_non_finite_blocks():
+    x = np.zeros(2 * Q8_BLOCK, np.float32)
+    x[Q8_BLOCK + 5] = np.inf
+    out = roundtrip("q8", x)
+    assert np.all(out[:Q8_BLOCK] == 0)
+    assert np.all(np.isnan(out[Q8_BLOCK:]))       # a non-finite value spoils its block, never silently
+
+
+def test_non_finite_values_survive_the_16_bit_codecs():
+    x = np.array([np.nan, np.inf, -np.inf], np.float32)
+    x[0] = np.uint32(0x7F800001).view(np.float32)  # a NaN whose payload lives in the dropped bits
+    for name in ("t16", "bf16", "fp16"):
+        out = roundtrip(name, x)
+        assert np.isnan(out[0]) and out[1] == np.inf and out[2] == -np.inf, name
+
+
+def test_reduction_step_rounds_after_the_sum():
+    # t16: 1 + 2^-7 is representable, but the sum 2 + 2^-7 is not: the step truncates it to 2
+    np.testing.assert_array_equal(reduce_step("t16", [1 + 2 ** -7], [1.0]), [2.0])
+    # fp16: 65504 + 65504 overflows to infinity, as a sum in half does
+    assert reduce_step("fp16", [65504.0], [65504.0])[0] == np.inf
+
+
+@pytest.mark.parametrize("name", ["t16", "bf16", "fp16", "q8"])
+def test_numba_kernels_equal_the_numpy_twin_of_the_serial_rendering(name):
+    """The serial rendering's NumPy codec, reduced in MPICH's order, equals the Numba operator."""
+    G = (rng.standard_normal((5, 3 * Q8_BLOCK + 17)) * np.array([[1e-3], [1.0], [50.0], [1e-6], [3.0]]))
+    c = codecs.get(name)
+    wires = [c.encode(g, c.empty(g.size)) for g in G]
+
+    def add(a, b):
+        return c.add(a, b.copy())
+    got = c.decode(codecs.tree_order(wires, add), np.empty(G.shape[1]))
+    np.testing.assert_array_equal(got, allreduce_sum(G, name))
+
+
+def test_tree_order_is_mpichs_recursive_doubling():
+    def add(a, b):
+        return f"({a}+{b})"
+    assert codecs.tree_order("a", add) == "a"
+    assert codecs.tree_order("ab", add) == "(a+b)"
+    assert codecs.tree_order("abc", add) == "((a+b)+c)"
+    assert codecs.tree_order("abcd", add) == "((a+b)+(c+d))"
+    assert codecs.tree_order("abcdef", add) == "(((a+b)+(c+d))+(e+f))"
+    assert codecs.tree_order("abcdefgh", add) == "(((a+b)+(c+d))+((e+f)+(g+h)))"
+
+
+# ---------------------------------------------------------------------------- under mpiexec
+#: rank r's vector, and the exact results at p = 2 and p = 4 (worked by hand in the comments)
+CLOSED = {
+    # [1 + 2^-10 (truncated to 1 on every rank), 3, r + 1, 1 + 2^-7 on rank 0 only]
+    # p=2: [2, 6, 1+2, 2 + 2^-7 -> truncated to 2]
+    # p=4: ((a0+a1) + (a2+a3)): [4, 12, 10, (2 + 2) = 4]   (the float64 sum is 4 + 2^-7)
+    "t16": (lambda r: [1 + 2 ** -10, 3.0, r + 1.0, 1 + 2 ** -7 if r == 0 else 1.0],
+            {2: [2.0, 6.0, 3.0, 2.0], 4: [4.0, 12.0, 10.0, 4.0]}),
+    # [1 + 2^-8 (tie: 1), 1 + 3*2^-8 (tie: 1 + 2^-6), 1.5]
+    # p=2: [2, 2 + 2^-5, 3]; p=4: [4, 4 + 2^-4, 6]
+    "bf16": (lambda r: [1 + 2 ** -8, 1 + 3 * 2 ** -8, 1.5],
+             {2: [2.0, 2 + 2 ** -5, 3.0], 4: [4.0, 4 + 2 ** -4, 6.0]}),
+    # [1 + 2^-11 (tie: 1), 2^-24 (smallest subnormal), 65504 (largest), 1/3]
+    # p=2: [2, 2^-23, inf, fp16(fp16(1/3) * 2)]; p=4: [4, 2^-22, inf, 4 * fp16(1/3)]
+    "fp16": (lambda r: [1 + 2 ** -11, 2.0 ** -24, 65504.0, 1 / 3],
+             {2: [2.0, 2.0 ** -23, np.inf, 2 * float(np.float16(1 / 3))],
+              4: [4.0, 2.0 ** -22, np.inf, 4 * float(np.float16(1 / 3))]}),
+    # one block, scale 127/127 = 1 on rank r: q = [127, 1, -3, rint(0.75) = 1]
+    # p=2: sum [254, 2, -6, 2], scale 2, q [127, 1, -3, 1]; p=4: [508, 4, -12, 4], scale 4
+    "q8": (lambda r: [127.0, 1.0, -3.0, 0.75],
+           {2: [254.0, 2.0, -6.0, 2.0], 4: [508.0, 4.0, -12.0, 4.0]}),
+}
+
+
+def _world():
+    from mpi4py import MPI
+    return MPI.COMM_WORLD
+
+
+@pytest.mark.mpi(min_size=2)
+@pytest.mark.skipif(not UNDER_MPI, reason="runs under mpiexec")
+@pytest.mark.parametrize("name", list(CLOSED))
+def test_closed_form_blocking_and_non_blocking(name):
+    comm = _world()
+    p = comm.Get_size()
+    make, expected = CLOSED[name]
+    if p not in expected:
+        pytest.skip("closed forms for 2 and 4 ranks")
+    x = np.array(make(comm.Get_rank()), np.float32)
+    with codecs.get(name).open() as wire:
+        out = wire.allreduce(comm, x, np.empty_like(x))
+        np.testing.assert_array_equal(out, np.array(expected[p], np.float32))
+        out2 = np.empty(x.size)                      # non-blocking, into float64
+        req = wire.iallreduce(comm, x.astype(np.float64), out2)
+        assert req.Wait() and req.Test()
+        np.testing.assert_array_equal(out2, out)
+        assert wire.op_calls >= 1 and wire.op_seconds > 0
+
+
+@pytest.mark.mpi(min_size=2)
+@pytest.mark.skipif(not UNDER_MPI, reason="runs under mpiexec")
+@pytest.mark.parametrize("name,unit", [("t16", 2.0 ** -7), ("bf16", 2.0 ** -8), ("fp16", 2.0 ** -11), ("q8", None)])
+def test_error_bound_and_mpich_order(name, unit):
+    """Against the float64 sum: every node of the reduction tree (p encodes, p - 1 steps) errs by
+    at most unit * |its value| (q8: half a step of its block, <= B/254 with B the block's largest
+    sum of magnitudes). And the result is bitwise the serial rendering's, in MPICH's order."""
+    comm = _world()
+    p, r = comm.Get_size(), comm.Get_rank()
+    n = 3 * Q8_BLOCK + 40
+    X = np.random.default_rng(11).standard_normal((p, n)) * np.logspace(-2, 1, p)[:, None]
+    X = X.astype(np.float32)
+    with codecs.get(name).open() as wire:
+        got = wire.allreduce(comm, X[r], np.empty(n, np.float32))
+    exact = X.astype(np.float64).sum(axis=0)
+    mags = np.abs(X).astype(np.float64).sum(axis=0)
+    if unit is not None:
+        bound = (2 * p - 1) * unit * mags
+    else:
+        B = np.repeat([mags[k:k + Q8_BLOCK].max() for k in range(0, n, Q8_BLOCK)], Q8_BLOCK)[:n]
+        bound = (2 * p - 1) * B / 254 * (1 + 1e-6)
+    assert np.all(np.abs(got - exact) <= bound)
+    np.testing.assert_array_equal(got, allreduce_sum(X, name))   # the order of the serial rendering
+
+
+@pytest.mark.skipif(UNDER_MPI, reason="launcher")
+@pytest.mark.parametrize("n", [2, 3, 4])
+def test_under_mpiexec(n):
+    launch_under_mpiexec(__file__, n)
