@@ -267,9 +267,12 @@ def train_pipe_sgd(run):
             while pipe.spans:
                 run.note_comm(*pipe.spans.pop(0))
             if t - k > applied:
-                # L4: g_sum[t-K] <- Decompress(g^c_sum[t-K])
-                with run.codec():
+                # L4: g_sum[t-K] <- Decompress(g^c_sum[t-K])        (a copy without compression)
+                if codec is None:
                     decompressed(t - k, g_sum)
+                else:
+                    with run.codec():
+                        decompressed(t - k, g_sum)
                 # L5: w[t] <- w[t-1] - gamma * g_sum[t-K]
                 g_sum *= run.lr(t)
                 w -= g_sum

@@ -321,6 +321,10 @@ class Wire:
         """Blocking all-reduce of wire buffers (already encoded)."""
         comm.Allreduce(self.spec(send), self.spec(recv), op=self.op)
 
+    def iallreduce_wire(self, comm, send, recv):
+        """Start the all-reduce of wire buffers (already encoded); returns the MPI request."""
+        return comm.Iallreduce(self.spec(send), self.spec(recv), op=self.op)
+
     def allreduce(self, comm, x, out, send=None, recv=None):
         """out <- decode(compressed sum over ranks of encode(x)); blocking."""
         if send is None:
@@ -335,7 +339,7 @@ class Wire:
         if send is None:
             send, recv = self.buffers(x.size)
         self.codec.encode(x, send)
-        req = comm.Iallreduce(self.spec(send), self.spec(recv), op=self.op)
+        req = self.iallreduce_wire(comm, send, recv)
         return CodecRequest(req, self.codec, send, recv, out)
 
     def close(self):
