@@ -24,12 +24,12 @@ def check(name, args, world):
     """Method-specific validation of the options (every rank, before the first collective)."""
     module = {"dcs3gd": dcs3gd, "dcasgd": dcasgd, "laga-sgd": laga, "laga-sgdm": laga, "laga-sgdn": laga,
               "pipe-sgd": pipesgd, "d-sync": pipesgd, "ps-sync": pipesgd}.get(name)
-    if module is not pipesgd:
-        if getattr(args, "compress", "none") != "none":
-            raise RefsgdError(f"--compress applies to the gradient all-reduce of {', '.join(COMPRESSIBLE)}, "
-                              f"not to {name}")
-        if getattr(args, "dependency", None) is not None or getattr(args, "warmup_epochs", None) is not None:
-            raise RefsgdError(f"--dependency and --warmup-epochs apply to --algo pipe-sgd only, not {name}")
+    if module is not pipesgd and getattr(args, "compress", "none") != "none":
+        raise RefsgdError(f"--compress applies to the gradient all-reduce of {', '.join(COMPRESSIBLE)}, "
+                          f"not to {name}")
+    if name != "pipe-sgd" and (getattr(args, "dependency", None) is not None
+                               or getattr(args, "warmup_epochs", None) is not None):
+        raise RefsgdError(f"--dependency and --warmup-epochs apply to --algo pipe-sgd only, not {name}")
     if module is not None:
         module.check(args, world)
 

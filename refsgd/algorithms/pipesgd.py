@@ -111,9 +111,6 @@ def check(args, world):
     if args.momentum or args.nesterov or getattr(args, "weight_decay", 0) or args.momentum_form != "pytorch":
         raise RefsgdError(f"--algo {algo} updates w <- w - gamma * g_sum (plain SGD): --momentum, --nesterov, "
                           "--momentum-form and --weight-decay do not apply")
-    dep, warm = getattr(args, "dependency", None), getattr(args, "warmup_epochs", None)
-    if algo != "pipe-sgd" and (dep is not None or warm is not None):
-        raise RefsgdError(f"--dependency and --warmup-epochs apply to --algo pipe-sgd only, not {algo}")
     if algo == "ps-sync":
         if world < 2:
             raise RefsgdError("ps-sync needs a server and at least one worker: run it with mpiexec -n 2 or more")
@@ -210,7 +207,6 @@ def train_pipe_sgd(run):
     pipe = _Pipeline(t0)
     comm = run.comm.Dup()                                    # the communication thread's own communicator
     wire = codec.open() if codec is not None else None
-    run.wire = wire
     run.set_model(lambda: w)
 
     def communicate():
@@ -313,7 +309,6 @@ def train_d_sync(run):
     g = np.empty_like(w)
     g_sum = np.empty_like(w)
     wire = codec.open() if codec is not None else None
-    run.wire = wire
     if wire is not None:
         send, recv = wire.buffers(w.size)
     run.set_model(lambda: w)
