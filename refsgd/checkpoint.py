@@ -34,7 +34,7 @@ from refsgd import RefsgdError
 
 #: options that may differ between the run that wrote a checkpoint and the one resuming it
 MAY_CHANGE = {"epochs", "iterations", "eval_every", "log_every", "progress", "out", "checkpoint",
-              "checkpoint_every", "resume", "list", "link", "poll"}
+              "checkpoint_every", "resume", "list", "link", "local_link", "poll"}
 
 
 def _ckpt_dir(path):
@@ -108,6 +108,7 @@ def save(run, root, config):
         for k, v in run.records.items():
             rec.create_dataset(k, data=np.asarray(v, dtype=np.float64))
         f.attrs["evals"] = json.dumps(run.evals)
+        f.attrs["events"] = json.dumps(run.events)
         f.attrs["t"] = t
     comm.Barrier()
     if run.rank == 0:
@@ -135,6 +136,7 @@ class Restorer:
             self.schedule_state = f["schedule_state"][...] if "schedule_state" in f else None
             self.records = {k: list(f["records"][k][...]) for k in f["records"]}
             self.evals = json.loads(f.attrs["evals"])
+            self.events = json.loads(f.attrs.get("events", "[]"))
             self.t = int(f.attrs["t"])
 
     def fill(self, name, array):

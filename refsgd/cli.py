@@ -98,6 +98,9 @@ def _add_training_options(p):
     p.add_argument("--link", default=None, metavar="LATENCY_US,GBIT_S",
                    help="emulated link: every all-reduce completes no earlier than the Ring-AllReduce "
                         "model (Pipe-SGD eq. 5) for its size; off by default, and every output says so")
+    p.add_argument("--local-link", default=None, metavar="LATENCY_US,GBIT_S",
+                   help="daso: emulated link within a node (the node-local syncs), while --link is the "
+                        "link between nodes (default: the real one)")
     p.add_argument("--checkpoint", default=None, metavar="DIR",
                    help="folder for checkpoints (each written atomically; DIR/latest names the newest)")
     p.add_argument("--checkpoint-every", type=_positive_int, default=None, metavar="K",
@@ -156,10 +159,24 @@ def _add_method_options(p, dtype):
                         "K-th last iteration (default 2, the paper's optimum; 1 is D-Sync)")
     g.add_argument("--warmup-epochs", type=_nonneg_int, default=None, metavar="E",
                    help="pipe-sgd: the first E epochs with dependency 1 (D-Sync), as the paper trains AlexNet "
-                        "and ResNet (default 0)")
-    g.add_argument("--compress", choices=("none", "t16", "q8"), default="none",
-                   help="pipe-sgd, d-sync: the all-reduce carries the gradient as t16 (upper 16 bits of each "
-                        "float32, truncated) or q8 (8 bits with a scale per block of 256), and every "
+                        "and ResNet (default 0); daso: the first E epochs sync globally every batch, "
+                        "blocking (default 1)")
+    g.add_argument("--cooldown-epochs", type=_nonneg_int, default=None, metavar="E",
+                   help="daso: the last E epochs sync globally every batch, blocking (default 1)")
+    g.add_argument("--sync-every", type=_positive_int, default=None, metavar="B",
+                   help="daso: B_max, batches between global syncs when cycling starts; the wait W "
+                        "starts at max(1, B/4), and both halve at each plateau (default 4, the paper's)")
+    g.add_argument("--plateau-patience", type=_positive_int, default=None, metavar="N",
+                   help="daso: epochs in a row without improvement that make a plateau (default 2)")
+    g.add_argument("--plateau-threshold", type=_nonneg_float, default=None, metavar="X",
+                   help="daso: an epoch's training loss improves when below best * (1 - X) (default 0.05)")
+    g.add_argument("--ranks-per-node", type=_positive_int, default=None, metavar="G",
+                   help="daso: virtual nodes of G consecutive ranks (default: the ranks that share memory, "
+                        "MPI_COMM_TYPE_SHARED); lets 2 nodes x 2 ranks run on one machine")
+    g.add_argument("--compress", choices=("none", "t16", "bf16", "fp16", "q8"), default="none",
+                   help="ssgd, ssgd-nag, pipe-sgd, d-sync: the gradient all-reduce carries t16 (upper 16 "
+                        "bits of each float32, truncated), bf16 (bfloat16), fp16 (IEEE half, as Horovod's "
+                        "fp16 compression) or q8 (8 bits with a scale per block of 256), and every "
                         "reduction step decompresses, adds and compresses again (default none)")
     p.add_argument("--dtype", choices=("float32", "float64"), default=dtype,
                    help=f"dtype of weights, activations and gradients (default {dtype})")
@@ -272,13 +289,14 @@ def build_parser():
 
 #: the method-specific options, recorded in every configuration
 METHOD_KEYS = ("lambda0", "wd_k", "dc_lambda", "dc_adaptive", "dc_ms_decay", "ps_order", "dependency",
-               "warmup_epochs", "compress")
+               "warmup_epochs", "compress", "cooldown_epochs", "sync_every", "plateau_patience",
+               "plateau_threshold", "ranks_per_node")
 
 
 def _config(args):
     keys = ("algo", "model", "data", "epochs", "iterations", "batch", "tau", "lr", "schedule", "momentum",
             "nesterov", "momentum_form", "weight_decay", "seed", "dtype", "eval_every", "log_every", "link",
-            "poll") + METHOD_KEYS
+            "local_link", "poll") + METHOD_KEYS
     return {k: getattr(args, k) for k in keys}
 
 
@@ -298,6 +316,9 @@ def _prepare(args, comm):
     if args.link:
         from refsgd.comm.link import Link
         link = Link.parse(args.link)
+    if args.local_link:
+        from refsgd.comm.link import Link
+        Link.parse(args.local_link, "--local-link")
     dtype = np.dtype(args.dtype)
     net = load_model(args.model, dtype=dtype)
     data = datasets.load(args.data, dtype=dtype)
@@ -371,10 +392,8 @@ def cmd_train(args):
     if prepared is None:
         return 2
     algo, link, net, data, schedule, restorer = prepared
-    comm = world_comm
-    if link:
-        from refsgd.comm.link import wrap
-        comm = wrap(world_comm, link)
+    from refsgd.comm.link import Traffic, wrap
+    comm = wrap(world_comm, link, traffic=Traffic())  # delayed by --link if given, its payload counted
     cfg = argparse.Namespace(**vars(args))
     ckpt = (args.checkpoint, args.checkpoint_every, _config(args)) if args.checkpoint else None
     from refsgd.algorithms import servers

@@ -10,9 +10,14 @@ Schema (HDF5, written by rank 0, atomically)::
     /iterations/loss     float64 (world, T)  mean training loss of the iteration's micro-batches
     /iterations/codec    float64 (world, T)  seconds compressing / decompressing on the computation
                                              path (--compress; 0 otherwise)
+    /iterations/global_bytes float64 (world, T)  bytes the rank contributed to collectives between
+                                             nodes (a flat method's all-reduce counts as between
+                                             nodes; refsgd.comm.link, "Traffic")
+    /iterations/local_bytes  float64 (world, T)  the same within a node (DASO's local syncs)
     /evals/<field>       float64 (E,)        iteration, epoch, train_loss, test_loss, test_acc, seconds
     /model               (num_params,)       the final model (the one evaluated), in the run's dtype
-    attrs: config (JSON), world_size, nodes, mpi_library, mpi_thread_level, link (text or
+    attrs: events (JSON list: the method's regime changes, e.g. DASO's phases, each with
+           iteration, epoch, what and its fields), config (JSON), world_size, nodes, mpi_library, mpi_thread_level, link (text or
            "none"), link_emulated (bool), refsgd_version, wall_seconds
 """
 
@@ -25,7 +30,7 @@ from mpi4py import MPI
 from refsgd import __version__
 from refsgd.files import atomic_path, open_h5
 
-FIELDS = ("compute", "idle", "comm", "wall", "loss", "codec")
+FIELDS = ("compute", "idle", "comm", "wall", "loss", "codec", "global_bytes", "local_bytes")
 THREAD_LEVELS = {MPI.THREAD_SINGLE: "single", MPI.THREAD_FUNNELED: "funneled",
                  MPI.THREAD_SERIALIZED: "serialized", MPI.THREAD_MULTIPLE: "multiple"}
 
@@ -53,6 +58,7 @@ def write(path, run, rec, nodes, config, link, model=None):
         if model is not None:
             f.create_dataset("model", data=model)
         f.attrs["config"] = json.dumps(config, sort_keys=True)
+        f.attrs["events"] = json.dumps(run.events)
         f.attrs["world_size"] = run.world
         f.attrs["nodes"] = nodes
         f.attrs["mpi_library"] = MPI.Get_library_version().strip()
@@ -76,6 +82,11 @@ def summary(evals, rec, wall, link):
                      f"test accuracy {100 * e['test_acc']:.2f}% after {int(e['iteration'])} iterations "
                      f"({e['epoch']:.2f} epochs)")
     lines.append(f"wall time {wall:.2f} s on {world} rank(s)" + (f"; {link} (EMULATED)" if link else ""))
+    if "global_bytes" in rec and n:
+        gb, lb = rec["global_bytes"].sum(), rec["local_bytes"].sum()
+        if gb or lb:
+            lines.append(f"traffic (payload put into collectives, all ranks): {gb / n / 1e3:.1f} kB per iteration "
+                         f"between nodes, {lb / n / 1e3:.1f} kB within nodes")
     lines.append(f"time per rank over {n} iterations (total s, mean ms per iteration):")
     lines.append("  rank   compute          idle             other            comm in flight")
     for r in range(world):

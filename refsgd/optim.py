@@ -564,6 +564,22 @@ class WarmupConstant(Schedule):
                 ("start", self.start)]
 
 
+def plateaued(state, x, threshold, patience):
+    """One observation x of the plateau rule (ReduceOnPlateau's, DASO's): ``state[0:2] = [best,
+    bad_count]`` (float64, updated in place). True at the ``patience``-th observation in a row
+    without a relative improvement of ``threshold`` over the best; the count then restarts.
+    A NaN counts as no improvement."""
+    if x < state[0] * (1.0 - threshold):
+        state[0] = x
+        state[1] = 0.0
+        return False
+    state[1] += 1.0
+    if state[1] < patience:
+        return False
+    state[1] = 0.0
+    return True
+
+
 class ReduceOnPlateau(Schedule):
     """Divide the learning rate when a monitored metric (e.g. validation loss) stalls.
 
@@ -609,16 +625,9 @@ class ReduceOnPlateau(Schedule):
         """Record one metric value; return True if the learning rate was reduced."""
         if isinstance(metric, (bool, np.bool_)) or not isinstance(metric, numbers.Real):
             raise RefsgdError(f"metric must be a number, got {metric!r}")
-        x = float(metric)
         st = self.state
-        if x < st[0] * (1.0 - self.threshold):
-            st[0] = x
-            st[1] = 0.0
+        if not plateaued(st, float(metric), self.threshold, self.patience):
             return False
-        st[1] += 1.0
-        if st[1] < self.patience:
-            return False
-        st[1] = 0.0
         old = st[2]
         st[2] = max(old * self.factor, self.min_lr)
         return bool(st[2] < old)

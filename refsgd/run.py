@@ -21,6 +21,11 @@ An algorithm's ``train(run)`` receives a :class:`Run` and uses
   resumed run fills it back when it is registered (see :mod:`refsgd.checkpoint`). A method
   whose requests span iterations must register their receive buffers: at a checkpoint the
   requests are completed first, and a resumed method finds the completed result there;
+* ``run.event(what, **fields)``: a change of the method's regime (e.g. DASO's phases) at the
+  current iteration: logged, kept in the checkpoints and written to the metrics file;
+* ``run.control_comm``: the same communicator without the emulated link and the traffic
+  counter, for bookkeeping (the loss checks, evaluation, a model average) that is not part of
+  the method's communication;
 * ``for t in run.iterations():``: the loop; at iteration boundaries it records the times and
   the loss, checks for a non-finite loss on all ranks, shows progress, evaluates the model
   given by ``run.set_model(fn)`` on the test set, and stops after the last iteration.
@@ -44,6 +49,10 @@ from refsgd.optim import SGD
 class Run:
     def __init__(self, comm, net, data, cfg, schedule, log=print, restorer=None, checkpoint=None, servers=0):
         self.comm = comm
+        # bookkeeping collectives go around the emulated link and the traffic counter
+        self.control_comm = MPI.Intracomm(comm) if type(comm) is not MPI.Intracomm else comm
+        self.traffic = getattr(comm, "traffic", None)
+        self._traffic_seen = (0, 0)
         self.rank = comm.Get_rank()
         self.world = comm.Get_size()
         # ranks 0 .. servers-1 hold no data (parameter servers); the data is sharded over the rest
@@ -70,6 +79,7 @@ class Run:
         net.loss_and_grad(w0, data.x_train[:2], data.y_train[:2], out=np.empty_like(w0))
         self.t = 0
         self.state = {}
+        self._untraced = set()
         self._model = None
         self._epoch_cache = (None, None)
         # per-iteration records of this rank
@@ -78,8 +88,10 @@ class Run:
         self._loss = 0.0
         self._nloss = 0
         self._settle = None
-        self.records = {k: [] for k in ("compute", "idle", "comm", "wall", "loss", "codec")}
+        self.records = {k: [] for k in ("compute", "idle", "comm", "wall", "loss", "codec",
+                                        "global_bytes", "local_bytes")}
         self.evals = []
+        self.events = []
         self.first_bad = None
         self._pending = []
         # --trace: every iteration's state, batches, loss and lr (see refsgd.trace)
@@ -96,6 +108,7 @@ class Run:
             for v in self.records.values():  # a field the checkpoint predates: zeros
                 v.extend([0.0] * (n - len(v)))
             self.evals = list(restorer.evals)
+            self.events = list(restorer.events)
             if restorer.schedule_state is not None:
                 schedule.state[...] = restorer.schedule_state
 
@@ -108,12 +121,23 @@ class Run:
         else:
             self._print(msg)
 
+    def event(self, what, **fields):
+        """Record (and log) a change of the method's regime at the current iteration."""
+        rec = dict(iteration=self.t, epoch=self.t / self.iters_per_epoch, what=what, **fields)
+        self.events.append(rec)
+        detail = ", ".join(f"{k} {v}" for k, v in fields.items())
+        self.log(f"iter {self.t:>6}  epoch {rec['epoch']:6.2f}  {what}" + (f": {detail}" if detail else ""))
+
     # ------------------------------------------------------------------ state and helpers
-    def register(self, name, array):
-        """Register an algorithm state array (updated in place from now on); returns it."""
+    def register(self, name, array, trace=True):
+        """Register an algorithm state array (updated in place from now on); returns it.
+        ``trace=False``: checkpointed but not recorded by --trace (bookkeeping that is not part
+        of a worker's state as the listing defines it, e.g. receive buffers, phase counters)."""
         if name in self.state:
             raise ValueError(f"state {name!r} registered twice")
         self.state[name] = array
+        if not trace:
+            self._untraced.add(name)
         if self._restorer is not None:
             self._restorer.fill(name, array)
         return array
@@ -205,6 +229,32 @@ class Run:
         finally:
             self._codec += time.perf_counter() - t0
 
+    def open_wire(self):
+        """The MPI datatype and operator of the ``--compress`` codec (None without one); the
+        method closes it (``wire.close()``) when it ends."""
+        name = getattr(self.cfg, "compress", "none")
+        if name in (None, "none"):
+            return None
+        from refsgd.comm import codecs
+        return codecs.get(name).open()
+
+    def allreduce_sum(self, comm, x, out, wire=None):
+        """Blocking ``out <- sum over ranks of x`` (idle). With a codec ``wire`` (open_wire), x is
+        compressed (codec), the all-reduce carries and adds the compressed form (idle), and the
+        result is decompressed into out (codec)."""
+        if wire is None:
+            with self.idle():
+                comm.Allreduce(x, out, op=MPI.SUM)
+            return out
+        send, recv = wire.scratch(x.size)
+        with self.codec():
+            wire.codec.encode(x, send)
+        with self.idle():
+            wire.allreduce_wire(comm, send, recv)
+        with self.codec():
+            wire.codec.decode(recv, out)
+        return out
+
     def note_comm(self, start, end):
         """Communication from start to end (perf_counter seconds), e.g. carried out by a thread."""
         self._spans.append((start, end))
@@ -269,6 +319,14 @@ class Run:
             rec["comm"].append(_union_length(self._spans))
             rec["loss"].append(self._loss / self._nloss if self._nloss else np.nan)  # nan: no gradient here
             rec["codec"].append(self._codec)
+            if self.traffic is not None:
+                seen = (self.traffic.global_bytes, self.traffic.local_bytes)
+                rec["global_bytes"].append(float(seen[0] - self._traffic_seen[0]))
+                rec["local_bytes"].append(float(seen[1] - self._traffic_seen[1]))
+                self._traffic_seen = seen
+            else:
+                rec["global_bytes"].append(0.0)
+                rec["local_bytes"].append(0.0)
             if self.tracing:
                 self._record_trace(t)
             last = t + 1 == self.total
@@ -303,7 +361,8 @@ class Run:
         tr["loss"].append(self.records["loss"][-1])
         tr["lr"].append(self.lr(t))
         for name, arr in self.state.items():
-            tr["states"].setdefault(name, []).append(arr.copy())
+            if name not in self._untraced:
+                tr["states"].setdefault(name, []).append(arr.copy())
 
     def write_trace(self, path, config):
         """Collective: gather every rank's trace and write it (rank 0); see refsgd.trace."""
@@ -341,8 +400,8 @@ class Run:
         buf = np.array([float(np.sum(seen)), float(len(seen)), float(bad)])
         out = np.empty(3)
         with self.idle():
-            self.comm.Allreduce(buf[:2].copy(), out[:2], op=MPI.SUM)
-            out[2] = self.comm.allreduce(int(bad), op=MPI.MIN)
+            self.control_comm.Allreduce(buf[:2].copy(), out[:2], op=MPI.SUM)
+            out[2] = self.control_comm.allreduce(int(bad), op=MPI.MIN)
         if out[2] < np.iinfo(np.int64).max:
             if self._pending:  # leave no request behind
                 self.waitall([r for r, _ in self._pending])
@@ -363,7 +422,7 @@ class Run:
         buf = np.array([loss * len(y), acc * len(y), float(len(y)), float(np.sum(tr)), float(len(tr))])
         out = np.empty_like(buf)
         with self.idle():
-            self.comm.Allreduce(buf, out, op=MPI.SUM)
+            self.control_comm.Allreduce(buf, out, op=MPI.SUM)
         rec = dict(iteration=t + 1, epoch=(t + 1) / self.iters_per_epoch, train_loss=out[3] / max(out[4], 1),
                    test_loss=out[0] / out[2], test_acc=out[1] / out[2],
                    seconds=time.perf_counter() - self._run_start)

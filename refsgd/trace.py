@@ -95,7 +95,7 @@ class Trace:
 
 #: configuration entries that do not change a trajectory (verify does not compare them)
 _NOT_TRAJECTORY = {"eval_every", "log_every", "progress", "out", "trace", "checkpoint", "checkpoint_every",
-                   "resume", "link", "list", "epochs", "iterations", "data", "workers", "steps", "poll"}
+                   "resume", "link", "local_link", "list", "epochs", "iterations", "data", "workers", "steps", "poll"}
 
 
 def verify(a_path, b_path, rtol=1e-10, atol=1e-12):

@@ -125,7 +125,8 @@ def _replay_ssgd(grad, w0, batches, lr, cfg, check):
         for i in range(N):
             for j in range(tau):
                 G[i] += grad(X[i], batches[t, i, j]) / tau
-        g = G.mean(axis=0)
+        compress = cfg.get("compress") or "none"
+        g = G.mean(axis=0) if compress == "none" else _allreduce(G, compress) / N
         B = mu * B + g if mu else np.tile(g, (N, 1))
         X = X - lr[t] * B
         check(t, x=X, **({"U.momentum_buffer": B} if mu else {}))
@@ -198,23 +199,30 @@ def _replay_laga(grad, w0, batches, lr, cfg, check, nesterov):
         check(t, **{"y" if nesterov else "x": np.tile(x, (N, 1)), "m": np.tile(m, (N, 1)), "g": np.tile(g, (N, 1))})
 
 
-def _t16(x):
-    """Pipe-SGD's 16-bit truncation: the float32's upper 16 bits, as a float32 again."""
-    u = np.asarray(x, np.float32).view(np.uint32) & np.uint32(0xFFFF0000)
-    return u.view(np.float32)
+def _round16(x, codec):
+    """A float32 vector rounded to a 16-bit codec and back: t16 keeps the upper 16 bits
+    (truncation), bf16 rounds to nearest even on them, fp16 is IEEE half."""
+    x = np.asarray(x, np.float32)
+    if codec == "fp16":
+        with np.errstate(over="ignore"):
+            return x.astype(np.float16).astype(np.float32)
+    u = x.view(np.uint32).astype(np.uint64)
+    if codec == "bf16":
+        u = u + 0x7FFF + ((u >> 16) & 1)
+    return ((u >> 16) << 16).astype(np.uint32).view(np.float32)
 
 
 def _allreduce(G, compress):
-    """Sum of the rows; with t16, each row truncated, then pairs summed in float32 and truncated,
-    in MPICH's recursive-doubling order (ranks 2i, 2i+1 first for i < p - 2^floor(log2 p))."""
-    if compress == "none":
+    """Sum of the rows; with a 16-bit codec, each row rounded, then pairs summed in float32 and
+    rounded, in MPICH's recursive-doubling order (ranks 2i, 2i+1 first for i < p - 2^floor(log2 p))."""
+    if compress in (None, "none"):
         return G.sum(axis=0)
-    vals = [_t16(g) for g in G]
+    vals = [_round16(g, compress) for g in G]
     p = len(vals)
     rem = p - (1 << (p.bit_length() - 1))
-    vals = [_t16(vals[2 * i] + vals[2 * i + 1]) for i in range(rem)] + vals[2 * rem:]
+    vals = [_round16(vals[2 * i] + vals[2 * i + 1], compress) for i in range(rem)] + vals[2 * rem:]
     while len(vals) > 1:
-        vals = [_t16(vals[2 * j] + vals[2 * j + 1]) for j in range(len(vals) // 2)]
+        vals = [_round16(vals[2 * j] + vals[2 * j + 1], compress) for j in range(len(vals) // 2)]
     return vals[0].astype(np.float64)
 
 
@@ -240,7 +248,63 @@ def _replay_d_sync(grad, w0, batches, lr, cfg, check):
         check(t, w=np.tile(w, (N, 1)))
 
 
-REPLAY = {"pipe-sgd": _replay_pipe_sgd, "d-sync": _replay_d_sync, "ssgd": _replay_ssgd, "ssgd-nag": _replay_ssgd_nag, "dcs3gd": _replay_dcs3gd, "dcasgd": _replay_dcasgd,
+def _replay_daso(grad, w0, batches, lr, cfg, check, loss_grad, n_train):
+    """Coquelin et al. 2022, section 3 (README 'DASO'): nodes of G consecutive workers. Per step:
+    every worker's gradient, the node's mean, PyTorch-form momentum. Warm-up and cool-down epochs:
+    x of local rank k averaged over the nodes in bf16 (rounded at every addition) and copied to
+    the node; k rotates. Cycling: every B steps the float sum over nodes of local rank k's x,
+    merged W steps later as (2S x + sum) / (2S + P) and copied to the node; k rotates at the send.
+    At each cycling epoch boundary the epoch's mean loss feeds the plateau rule: B and W halve
+    (to 1), or reset to B_max, B_max/4 when both are 1."""
+    T, N = batches.shape[:2]
+    opt = {k: cfg.get(k) if cfg.get(k) is not None else v for k, v in
+           dict(warmup_epochs=1, cooldown_epochs=1, sync_every=4, plateau_patience=2, plateau_threshold=0.05).items()}
+    G, mu = cfg["ranks_per_node"], cfg["momentum"]
+    P, ipe = N // G, n_train // (N * cfg["batch"])
+    warm_end = min(opt["warmup_epochs"] * ipe, T)
+    cool_start = max(T - opt["cooldown_epochs"] * ipe, warm_end)
+    bmax = opt["sync_every"]
+    X, Mom, losses = np.tile(w0, (N, 1)), np.zeros((N, len(w0))), np.zeros((T, N))
+    B = W = c = k = bad = 0
+    best, slots = np.inf, []
+    for t in range(T):
+        cycling = warm_end <= t < cool_start
+        if cycling and t == warm_end:
+            B, W, c = bmax, max(1, bmax // 4), 0
+        elif cycling and t % ipe == 0 and t - ipe >= warm_end:
+            m = losses[t - ipe:t].mean()
+            if m < best * (1 - opt["plateau_threshold"]):
+                best, bad = m, 0
+            else:
+                bad += 1
+                if bad >= opt["plateau_patience"]:
+                    bad, c = 0, 0
+                    B, W = (bmax, max(1, bmax // 4)) if B == W == 1 else (max(1, B // 2), max(1, W // 2))
+        grads = np.zeros_like(X)
+        for i in range(N):
+            losses[t, i], grads[i] = loss_grad(X[i], batches[t, i, 0])
+        for p in range(P):
+            gbar = grads[p * G:(p + 1) * G].sum(axis=0) / G
+            Mom[p * G:(p + 1) * G] = mu * Mom[p * G:(p + 1) * G] + gbar
+        X = X - lr[t] * Mom
+        if P > 1 and not cycling:
+            X[:] = np.repeat(_allreduce(X[k::G], "bf16")[None] / P, N, axis=0)
+            k = (k + 1) % G
+        elif P > 1:
+            if c % B == 0:
+                slots.append((t + W, -W, k, X[k::G].sum(axis=0)))
+                k = (k + 1) % G
+            c += 1
+        for due, minus_S, kk, s in sorted(slots, key=lambda e: e[:2]):
+            if due == t:
+                S = -minus_S
+                for p in range(P):
+                    X[p * G:(p + 1) * G] = (X[p * G + kk] * (2 * S) + s) / (2 * S + P)
+        slots = [e for e in slots if e[0] != t]
+        check(t, x=X, **{"U.momentum_buffer": Mom})
+
+
+REPLAY = {"daso": _replay_daso, "pipe-sgd": _replay_pipe_sgd, "d-sync": _replay_d_sync, "ssgd": _replay_ssgd, "ssgd-nag": _replay_ssgd_nag, "dcs3gd": _replay_dcs3gd, "dcasgd": _replay_dcasgd,
           "laga-sgdm": lambda *a: _replay_laga(*a, nesterov=False),
           "laga-sgdn": lambda *a: _replay_laga(*a, nesterov=True)}
 
@@ -264,5 +328,9 @@ def test_replay_golden_with_numpy_and_h5py_only(name):
             np.testing.assert_allclose(v, states[k][t], rtol=1e-10, atol=1e-12, err_msg=f"{k} at step {t}")
             checked.add(k)
 
-    REPLAY[a["method"]](grad, w0, batches, lr, cfg, check)
+    def loss_grad(w, idx):
+        return _mlp_loss_grad(spec, layout, w, x[idx], y[idx])
+
+    extra = dict(loss_grad=loss_grad, n_train=len(y)) if a["method"] == "daso" else {}
+    REPLAY[a["method"]](grad, w0, batches, lr, cfg, check, **extra)
     assert checked == set(states)  # every recorded state was replayed

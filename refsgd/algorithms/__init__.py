@@ -5,7 +5,7 @@ method's own option checks and ``servers`` says how many ranks are parameter ser
 """
 
 from refsgd import RefsgdError
-from refsgd.algorithms import dcasgd, dcs3gd, laga, pipesgd
+from refsgd.algorithms import daso, dcasgd, dcs3gd, laga, pipesgd
 from refsgd.algorithms.laga import ALGORITHMS as _LAGA
 from refsgd.algorithms.ssgd import ALGORITHMS as _SSGD
 
@@ -15,21 +15,34 @@ ALGORITHMS["dcasgd"] = (dcasgd.train, "DC-ASGD, Zheng et al. 2017, parameter ser
                                       "(the baseline of Rigazzi 2019); docs/algorithms.md, section DC-S3GD")
 ALGORITHMS.update(_LAGA)
 ALGORITHMS.update(pipesgd.ALGORITHMS)
+ALGORITHMS.update(daso.ALGORITHMS)
 
-#: methods whose all-reduce of gradients can carry a compressed wire format (--compress)
-COMPRESSIBLE = ("pipe-sgd", "d-sync")
+#: methods whose blocking all-reduce of gradients can carry a compressed wire format (--compress)
+COMPRESSIBLE = ("ssgd", "ssgd-nag", "pipe-sgd", "d-sync")
+
+#: options that belong to some methods only: option -> (methods, how the flag is spelled)
+_ONLY = {"dependency": (("pipe-sgd",), "--dependency"),
+         "warmup_epochs": (("pipe-sgd", "daso"), "--warmup-epochs"),
+         "cooldown_epochs": (("daso",), "--cooldown-epochs"),
+         "sync_every": (("daso",), "--sync-every"),
+         "plateau_patience": (("daso",), "--plateau-patience"),
+         "plateau_threshold": (("daso",), "--plateau-threshold"),
+         "ranks_per_node": (("daso",), "--ranks-per-node"),
+         "local_link": (("daso",), "--local-link")}
 
 
 def check(name, args, world):
     """Method-specific validation of the options (every rank, before the first collective)."""
     module = {"dcs3gd": dcs3gd, "dcasgd": dcasgd, "laga-sgd": laga, "laga-sgdm": laga, "laga-sgdn": laga,
-              "pipe-sgd": pipesgd, "d-sync": pipesgd, "ps-sync": pipesgd}.get(name)
-    if module is not pipesgd and getattr(args, "compress", "none") != "none":
+              "pipe-sgd": pipesgd, "d-sync": pipesgd, "ps-sync": pipesgd, "daso": daso}.get(name)
+    if name not in COMPRESSIBLE and getattr(args, "compress", "none") not in (None, "none"):
+        extra = " (its blocking global syncs carry bf16, its cycling syncs float32, by the method)" \
+            if name == "daso" else ""
         raise RefsgdError(f"--compress applies to the gradient all-reduce of {', '.join(COMPRESSIBLE)}, "
-                          f"not to {name}")
-    if name != "pipe-sgd" and (getattr(args, "dependency", None) is not None
-                               or getattr(args, "warmup_epochs", None) is not None):
-        raise RefsgdError(f"--dependency and --warmup-epochs apply to --algo pipe-sgd only, not {name}")
+                          f"not to {name}{extra}")
+    for key, (methods, flag) in _ONLY.items():
+        if name not in methods and getattr(args, key, None) is not None:
+            raise RefsgdError(f"{flag} applies to --algo {' and '.join(methods)} only, not {name}")
     if module is not None:
         module.check(args, world)
 

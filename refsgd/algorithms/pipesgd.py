@@ -303,33 +303,18 @@ def train_pipe_sgd(run):
 
 def train_d_sync(run):
     """D-Sync: decentralized synchronous SGD with the summed gradient (Pipe-SGD's baseline)."""
-    comm = run.comm
-    codec = _codec(run)
     w = run.register("w", run.init_params())
     g = np.empty_like(w)
     g_sum = np.empty_like(w)
-    wire = codec.open() if codec is not None else None
-    if wire is not None:
-        send, recv = wire.buffers(w.size)
+    wire = run.open_wire()
     run.set_model(lambda: w)
     try:
         for t in run.iterations():
             # L1: g_i <- grad F_i(w; xi_i)                                      (compute)
             run.grad(w, g)
-            if wire is None:
-                # L2: AllReduce g_sum <- sum_i g_i                             (blocking)
-                with run.idle():
-                    comm.Allreduce(g, g_sum, op=MPI.SUM)
-            else:
-                # compress: g^c <- Compress(g)
-                with run.codec():
-                    codec.encode(g, send)
-                # L2: AllReduce g^c_sum <- sum_i g^c_i (decompress, add, compress at every step)
-                with run.idle():
-                    wire.allreduce_wire(comm, send, recv)
-                # decompress: g_sum <- Decompress(g^c_sum)
-                with run.codec():
-                    codec.decode(recv, g_sum)
+            # L2: AllReduce g_sum <- sum_i g_i (blocking); with --compress: g^c <- Compress(g),
+            #     the all-reduce decompresses, adds and compresses at every step, g_sum <- Decompress
+            run.allreduce_sum(run.comm, g, g_sum, wire)
             # L3: w <- w - gamma * g_sum
             g_sum *= run.lr(t)
             w -= g_sum

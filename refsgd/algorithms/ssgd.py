@@ -35,6 +35,12 @@ Deviations and readings:
   paper; lambda = eta / (N * tau * batch) gives the step of mean-gradient SGD with rate eta.
   Its momentum mu is ``--momentum``; the local optimizer options do not apply to it.
 * The model evaluated is x (SSGD) or w (SSGD-NAG), identical on every rank.
+* ``--compress NAME`` (ssgd, ssgd-nag; :mod:`refsgd.comm.codecs`): the all-reduce of L2 / L12
+  carries the codec's form and every reduction step decompresses, adds and compresses again.
+  ``--compress fp16`` is Horovod's fp16 compression (the DASO paper's baseline): IEEE half on
+  the wire, summed in half (each addition rounded to half), decompressed to float32 and then
+  divided by N. Horovod divides in half before decompressing: the same numbers when N is a
+  power of two, except for results in half's subnormal range.
 """
 
 import numpy as np
@@ -49,22 +55,26 @@ def train_ssgd(run):
     g_i = np.empty_like(x)   # g_i^t(tau), this worker's accumulated gradient
     g_ij = np.empty_like(x)  # grad F_i(x^t; xi_{i,j}^t), one micro-batch
     g = np.empty_like(x)     # g^t(tau), the average over workers
+    wire = run.open_wire()   # --compress: the all-reduce carries e.g. fp16 (Horovod's compression)
     run.set_model(lambda: x)
 
-    for t in run.iterations():
-        # L1: g_i^t(tau) <- (1/tau) sum_j grad F_i(x^t; xi_ij^t)            (compute)
-        run.grad(x, g_i)
-        for j in range(1, tau):
-            run.grad(x, g_ij)
-            g_i += g_ij
-        if tau > 1:
-            g_i /= tau
-        # L2: AllReduce g^t(tau) <- (1/N) sum_i g_i^t(tau)                  (blocking)
-        with run.idle():
-            comm.Allreduce(g_i, g, op=MPI.SUM)
-        g /= N
-        # L3: x^{t+1} <- x^t - eta * g^t(tau)                              (U)
-        U.step(x, g, run.lr(t))
+    try:
+        for t in run.iterations():
+            # L1: g_i^t(tau) <- (1/tau) sum_j grad F_i(x^t; xi_ij^t)            (compute)
+            run.grad(x, g_i)
+            for j in range(1, tau):
+                run.grad(x, g_ij)
+                g_i += g_ij
+            if tau > 1:
+                g_i /= tau
+            # L2: AllReduce g^t(tau) <- (1/N) sum_i g_i^t(tau)                  (blocking)
+            run.allreduce_sum(comm, g_i, g, wire)
+            g /= N
+            # L3: x^{t+1} <- x^t - eta * g^t(tau)                              (U)
+            U.step(x, g, run.lr(t))
+    finally:
+        if wire is not None:
+            wire.close()
     return x
 
 
@@ -116,6 +126,7 @@ def train_ssgd_nag(run):
     D_g = np.empty_like(w)
     D_A = np.empty_like(w)
     b = run.cfg.batch
+    wire = run.open_wire()
     run.set_model(lambda: w)
 
     for t in run.iterations():
@@ -128,8 +139,7 @@ def train_ssgd_nag(run):
             D_L += D_g
         D_L *= b  # loss_and_grad gives the mean over the b samples; the paper sums them
         # L12: D_A <- MPI_Allreduce(D_L)                                   (blocking)
-        with run.idle():
-            comm.Allreduce(D_L, D_A, op=MPI.SUM)
+        run.allreduce_sum(comm, D_L, D_A, wire)
         # L13: M <- mu*M - lambda*D_A
         M *= mu
         M -= lam * D_A
@@ -137,6 +147,8 @@ def train_ssgd_nag(run):
         w += M
         # L15: w^ <- w + mu*M
         np.add(w, mu * M, out=w_hat)
+    if wire is not None:
+        wire.close()
     return w
 
 

@@ -314,6 +314,13 @@ class Wire:
         """(send, receive) wire buffers for n values."""
         return self.codec.empty(n), self.codec.empty(n)
 
+    def scratch(self, n):
+        """(send, receive) wire buffers for n values, allocated once per size and reused."""
+        bufs = self.__dict__.setdefault("_scratch", {})
+        if n not in bufs:
+            bufs[n] = self.buffers(n)
+        return bufs[n]
+
     def spec(self, wire):
         return [wire, wire.nbytes // self.codec.element_bytes, self.datatype]
 

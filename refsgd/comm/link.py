@@ -39,7 +39,15 @@ parameter server, by the parameter-server model ``(p - 1) (alpha + n beta)`` (ev
 the root's one link; n the bytes of one rank's message). Use :func:`waitall` for lists of requests:
 ``MPI.Request.Waitall`` on LinkRequests completes the real requests but skips the emulated delay.
 Everything else (the lowercase pickle-based ``allreduce``, ``Barrier``, ``Send``, ...) is
-inherited unchanged and not delayed. Buffers are NumPy arrays (or anything exposing the buffer
+inherited unchanged and not delayed.
+
+Traffic: a LinkComm given a :class:`Traffic` counter (``wrap(comm, link, traffic=..., tier=...)``;
+the command line always gives one, with or without a link) adds to it, on every call of these
+four collectives over two or more ranks, the bytes of this rank's own contribution: the message
+of an all-reduce, the send buffer of a non-root rank's ``Gather``, the buffer at the root of a
+``Bcast``. ``tier`` says where the communicator's messages travel: ``"global"`` (between nodes;
+a flat method's world communicator) or ``"local"`` (within a node). Counted bytes are a
+method's payload, not the bytes MPI's algorithm moves on the wire. Buffers are NumPy arrays (or anything exposing the buffer
 protocol), with ``MPI.IN_PLACE`` allowed as the send buffer; a ``[array, MPI.DOUBLE]`` style
 spec is accepted too, its size taken as the whole array's ``nbytes`` (an explicit count is not
 looked at).
@@ -51,8 +59,8 @@ mpi4py notes (checked with mpi4py 4.1 / MPICH 5):
   frees it, once, and the LinkComm must not be used after that (nor freed as well).
 * mpi4py subclasses of ``Comm``/``Request`` have a ``__dict__``, so ``link``, ``start``,
   ``deadline`` and ``nbytes`` are plain instance attributes.
-* ``LinkComm.Dup()`` returns a LinkComm with the same link (overridden here: mpi4py keeps the
-  subclass on ``Dup`` but not the instance attributes). ``Split``, ``Create`` and friends return
+* ``LinkComm.Dup()`` returns a LinkComm with the same link and traffic counter (overridden here:
+  mpi4py keeps the subclass on ``Dup`` but not the instance attributes). ``Split``, ``Create`` and friends return
   plain ``MPI.Intracomm`` objects: wrap them again with :func:`wrap` if they should be delayed.
 * ``LinkRequest(req)`` copies the handle out of ``req``; after ``Wait`` only the LinkRequest is
   reset to ``MPI.REQUEST_NULL``, so the original request object is dropped right away and never
@@ -132,9 +140,9 @@ class Link:
         return cls(latency_us, float(f"{gbit:.{digits}g}"))
 
     @classmethod
-    def parse(cls, text):
+    def parse(cls, text, flag="--link"):
         """``"LATENCY_US,GBIT_S"`` (e.g. ``"50,10"``) -> Link; RefsgdError on anything else."""
-        msg = f"--link expects LATENCY_US,GBIT_S with latency >= 0 and bandwidth > 0, got {text!r}"
+        msg = f"{flag} expects LATENCY_US,GBIT_S with latency >= 0 and bandwidth > 0, got {text!r}"
         parts = str(text).split(",")
         if len(parts) != 2:
             raise RefsgdError(msg)
@@ -227,18 +235,45 @@ def waitall(requests, statuses=None):
     _sleep_until(deadline)
 
 
+class Traffic:
+    """Bytes this process contributed to collectives, per tier (see the module docstring)."""
+
+    __slots__ = ("global_bytes", "local_bytes")
+
+    def __init__(self):
+        self.global_bytes = 0
+        self.local_bytes = 0
+
+    def add(self, tier, nbytes):
+        if tier == "local":
+            self.local_bytes += nbytes
+        else:
+            self.global_bytes += nbytes
+
+
 class LinkComm(MPI.Intracomm):
     """An ``MPI.Intracomm`` (same MPI handle as the one it is built from) whose all-reduces are
-    held back to the emulated ``link``'s Ring-AllReduce time; ``link = None`` adds no delay."""
+    held back to the emulated ``link``'s Ring-AllReduce time (``link = None`` adds no delay) and
+    whose payload is counted in ``traffic`` under ``tier`` (``traffic = None`` counts nothing)."""
 
     link = None
+    traffic = None
+    tier = "global"
 
-    def __new__(cls, comm=None, link=None):
+    def __new__(cls, comm=None, link=None, traffic=None, tier=None):
         self = super().__new__(cls, comm)
-        if link is None and isinstance(comm, LinkComm):
-            link = comm.link
+        if isinstance(comm, LinkComm):
+            link = comm.link if link is None else link
+            traffic = comm.traffic if traffic is None else traffic
+            tier = comm.tier if tier is None else tier
         self.link = link
+        self.traffic = traffic
+        self.tier = tier or "global"
         return self
+
+    def _count(self, nbytes):
+        if self.traffic is not None and self.Get_size() > 1:
+            self.traffic.add(self.tier, nbytes)
 
     def _time(self, recvbuf):
         nbytes = _nbytes(recvbuf)
@@ -254,7 +289,9 @@ class LinkComm(MPI.Intracomm):
         """The real ``Allreduce``, then sleep until its turn on the link plus ``T(nbytes, p)``."""
         start = time.perf_counter()
         super().Allreduce(sendbuf, recvbuf, op)
-        _sleep_until(self._deadline(start, self._time(recvbuf)[1]))
+        nbytes, t = self._time(recvbuf)
+        self._count(nbytes)
+        _sleep_until(self._deadline(start, t))
 
     def Iallreduce(self, sendbuf, recvbuf, op=MPI.SUM):
         """The real ``Iallreduce``; the returned LinkRequest completes no earlier than its turn on
@@ -262,6 +299,7 @@ class LinkComm(MPI.Intracomm):
         start = time.perf_counter()
         real = super().Iallreduce(sendbuf, recvbuf, op)
         nbytes, t = self._time(recvbuf)
+        self._count(nbytes)
         return LinkRequest(real, start=start, deadline=self._deadline(start, t), nbytes=nbytes,
                            buffers=(sendbuf, recvbuf))
 
@@ -270,6 +308,8 @@ class LinkComm(MPI.Intracomm):
         time of the p - 1 messages (:meth:`Link.ps_time`)."""
         start = time.perf_counter()
         super().Gather(sendbuf, recvbuf, root)
+        if self.Get_rank() != root:
+            self._count(_nbytes(sendbuf))
         t = 0.0 if self.link is None else self.link.ps_time(_nbytes(sendbuf), self.Get_size())
         _sleep_until(self._deadline(start, t))
 
@@ -278,20 +318,24 @@ class LinkComm(MPI.Intracomm):
         time of the p - 1 messages (:meth:`Link.ps_time`)."""
         start = time.perf_counter()
         super().Bcast(buf, root)
+        if self.Get_rank() == root:
+            self._count(_nbytes(buf))
         t = 0.0 if self.link is None else self.link.ps_time(_nbytes(buf), self.Get_size())
         _sleep_until(self._deadline(start, t))
 
     def Dup(self, info=None):
-        """A duplicate (a new MPI communicator, freed by the caller) with the same link."""
+        """A duplicate (a new MPI communicator, freed by the caller) with the same link, traffic
+        counter and tier."""
         dup = super().Dup() if info is None else super().Dup(info)
-        dup.link = self.link
+        dup.link, dup.traffic, dup.tier = self.link, self.traffic, self.tier
         return dup
 
 
-def wrap(comm, link):
-    """``comm`` unchanged when ``link`` is None, else a LinkComm on the same MPI communicator."""
-    if link is None:
+def wrap(comm, link, traffic=None, tier="global"):
+    """``comm`` unchanged when ``link`` and ``traffic`` are None, else a LinkComm on the same MPI
+    communicator (delayed by ``link``, counted in ``traffic`` under ``tier``)."""
+    if link is None and traffic is None:
         return comm
     if not isinstance(comm, MPI.Intracomm):
         raise TypeError(f"the emulated link needs an MPI.Intracomm, got {type(comm).__name__}")
-    return LinkComm(comm, link)
+    return LinkComm(comm, link, traffic, tier)

@@ -4,6 +4,7 @@
 (see :mod:`refsgd.trace`). ``refsgd golden`` writes their output as golden files.
 """
 
+from refsgd.serial.daso import RENDERINGS as _DASO
 from refsgd.serial.dc import RENDERINGS as _DC
 from refsgd.serial.laga import RENDERINGS as _LAGA
 from refsgd.serial.pipesgd import RENDERINGS as _PIPE
@@ -13,3 +14,4 @@ RENDERINGS = dict(_SSGD)
 RENDERINGS.update(_DC)
 RENDERINGS.update(_LAGA)
 RENDERINGS.update(_PIPE)
+RENDERINGS.update(_DASO)

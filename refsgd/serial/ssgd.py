@@ -2,7 +2,8 @@
 
 Written from the equations (docs/algorithms.md, section SSGD), not from the MPI code: the workers
 are the first axis of (N, d) arrays and an all-reduce is a sum over that axis. They share only
-the network, the sampler and the local optimizer with ``refsgd/algorithms/ssgd.py``; when the
+the network, the sampler and the local optimizer with ``refsgd/algorithms/ssgd.py``
+(``--compress``: the codecs' NumPy twins, :mod:`refsgd.serial.codecs`); when the
 two agree, both are right, and these produce the golden trajectories (``refsgd golden``).
 
 Worker i's micro-batch k is row ``k % nb`` of ``epoch_batches(seed, k // nb, i, N, b, n)``,
@@ -17,6 +18,7 @@ import numpy as np
 
 from refsgd.datasets import epoch_batches
 from refsgd.optim import SGD
+from refsgd.serial.codecs import allreduce_sum
 
 
 class _Stream:
@@ -67,7 +69,7 @@ def ssgd(net, data, cfg, schedule, N, T):
                lr=np.array([schedule.lr(t) for t in range(T)]), states=_record(T, N, d, net.dtype, names))
     for t in range(T):
         G = _grads_at(net, stream, X, t, tau, out["batches"], out["loss"])
-        g = G.sum(axis=0) / N                            # the all-reduce: a sum over workers
+        g = allreduce_sum(G, getattr(cfg, "compress", "none")) / N   # the all-reduce: a sum over workers
         for i in range(N):
             U[i].step(X[i], g, out["lr"][t])
         out["states"]["x"][t] = X
@@ -95,7 +97,7 @@ def ssgd_nag(net, data, cfg, schedule, N, T):
                lr=np.array([schedule.lr(t) for t in range(T)]), states=_record(T, N, d, net.dtype, ["w", "M", "w_hat"]))
     for t in range(T):
         D = _grads_at(net, stream, W_hat, t, tau, out["batches"], out["loss"]) * (tau * cfg.batch)
-        D_A = D.sum(axis=0)
+        D_A = allreduce_sum(D, getattr(cfg, "compress", "none"))
         M = mu * M - out["lr"][t] * D_A
         W = W + M
         W_hat = W + mu * M

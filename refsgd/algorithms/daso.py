@@ -1,0 +1,326 @@
+"""DASO: Distributed Asynchronous and Selective Optimization (Coquelin et al. 2022, section 3).
+
+D. Coquelin, C. Debus, M. Goetz, F. von der Lehr, J. Kahn, M. Siggel, A. Streit. "Accelerating
+neural network training with distributed asynchronous and selective optimization (DASO)."
+Journal of Big Data 9, 2022. Section 3, Figures 1-5, equation 1. The paper has no listing; this
+is the reconstruction of docs/algorithms.md, section DASO. Ranks form P nodes of G ranks
+(:mod:`refsgd.comm.topology`); global group k holds local rank k of every node. Per batch t, on
+every rank::
+
+    L1  forward/backward on the local batch -> g
+    L2  local sync: g <- Allreduce_local(g) / G                              (Figure 2)
+    L3  local optimizer step with g (the local optimizer U: SGD, momentum, ...)
+    L4  if the phase is warm-up or cool-down (blocking), every batch:
+    L5      on the ranks of the sending group k: x <- Allreduce_group_k(bf16(x)) / P   (Figure 3)
+    L6      local update: Bcast_local(x, root = local rank k)                (Figure 4)
+    L7      k <- (k + 1) mod G
+    L8  if the phase is cycling:
+    L9      if c mod B == 0: the ranks of group k start Iallreduce_group_k(x) (float32);
+            remember (request, k, S = W); k <- (k + 1) mod G
+    L10     if a request started S batches ago is due: Wait; on its group's ranks
+            x <- (2S x + sum_i x_i) / (2S + P)                               (eq. 1)
+            then Bcast_local(x, root = that group's local rank)
+
+Run: ``mpiexec -n 4 refsgd train --algo daso --ranks-per-node 2 --momentum 0.9``.
+
+Phases (:class:`Phases`): the first ``--warmup-epochs`` (default 1) and the last
+``--cooldown-epochs`` (default 1) epochs are blocking; the epochs between them cycle with
+B = ``--sync-every`` (B_max, default 4, the paper's setting) and W = max(1, B / 4). At the start
+of each cycling epoch after the first, the previous epoch's training loss (mean over every rank
+and batch) is observed: ``--plateau-patience`` (default 2) observations in a row without a
+relative improvement of ``--plateau-threshold`` (default 0.05) over the best are a plateau, and
+B and W halve (down to 1); at B = W = 1 a plateau resets them to B_max and B_max / 4. c counts
+the batches since (B, W) last changed, so the first batch of a setting sends. Every change
+(phase, B, W) is logged and recorded in the metrics file (``events``).
+
+Readings and deviations (docs/algorithms.md lists them too):
+
+* Rotation: the sending group advances when a global sync is *sent* (as HeAT does), not when it
+  is received: with W = B the same group would otherwise start a second request first.
+* Listing order L9 before L10: with W = B (B = W = 1) a new sync starts before the previous one
+  is received, so up to two are in flight; each has its own buffers.
+* What moves: the trainable parameters (a frozen layer's weights are never written; the whole
+  vector travels). The local optimizer's state (momentum) stays local, as in HeAT. The local
+  sync averages gradients, the global syncs average parameters.
+* The blocking syncs carry bfloat16 on the wire (round to nearest even, :mod:`refsgd.comm.codecs`):
+  each reduction step decodes, adds in float32 and rounds to bfloat16 again; the result is
+  decoded and divided by P. The cycling syncs send float32 (in a float64 run: float64), as the
+  paper says casting would delay the start of the send.
+* A sync started in the cycling phase is received W batches later whatever the phase is then
+  (the first cool-down batches may still merge one); a sync still in flight when the run ends
+  is completed and not applied (the listing ends).
+* The peer implementation (HeAT's DASO) differs, and this code does not copy it: HeAT reduces
+  B and W after patience + 1 bad epochs, starts cycling at B = 4, W = 1 whatever B_max is,
+  decrements W by one instead of halving it, resets k to 0 every epoch and forces a blocking
+  float32 average on the last batch of every epoch.
+* One node (P = 1): there is no global network, so there are no global syncs (a bf16 cast of
+  x every batch would only round it); DASO is then SSGD with the mean gradient of the node.
+* One micro-batch per batch (``--tau 1``). The model evaluated is the mean of every rank's x
+  (during cycling the nodes differ; after a blocking sync they agree).
+
+Emulated links: ``--link`` delays the global groups' collectives (between nodes), ``--local-link``
+the node-local ones. Traffic: the bytes each rank puts into global and node-local collectives
+are counted per iteration (metrics ``global_bytes`` / ``local_bytes``).
+
+State: ``x`` and the local optimizer's buffers are traced and checkpointed; the phase counters
+(``daso``: B, W, c, k, best, bad count and the two in-flight slots) and the receive buffers of
+the cycling syncs (``sync_sum``) are checkpointed, completed first, so that a resumed run
+continues bitwise.
+"""
+
+import numpy as np
+from mpi4py import MPI
+
+from refsgd import RefsgdError
+from refsgd.comm import codecs
+from refsgd.optim import plateaued
+
+DEFAULTS = dict(warmup_epochs=1, cooldown_epochs=1, sync_every=4, plateau_patience=2, plateau_threshold=0.05)
+BLOCKING_CODEC = "bf16"
+WARMUP, CYCLING, COOLDOWN = "warm-up", "cycling", "cool-down"
+
+# positions in the phase state array (float64)
+_B, _W, _C, _K, _BEST, _BAD = range(6)
+_SLOTS = 6                      # then two in-flight slots of (due iteration or -1, group k, S)
+
+
+def option(cfg, name):
+    """A DASO option of ``cfg``, or its default."""
+    v = getattr(cfg, name, None)
+    return DEFAULTS[name] if v is None else v
+
+
+def check(args, world):
+    """The options of daso (every rank, before the first collective)."""
+    if getattr(args, "tau", 1) != 1:
+        raise RefsgdError("--algo daso takes one batch per iteration (--tau 1): L1 is one forward/backward pass")
+    G = getattr(args, "ranks_per_node", None)
+    if G is not None and world % G:
+        raise RefsgdError(f"--ranks-per-node {G} does not divide the {world} ranks into equal nodes")
+    if not 0 <= option(args, "plateau_threshold") < 1:
+        raise RefsgdError(f"--plateau-threshold must be in [0, 1), got {args.plateau_threshold}")
+
+
+class Phases:
+    """DASO's phases and cycling parameters (B, W) as a function of the iteration and of the
+    epochs' training losses; shared by the MPI code and the serial rendering, as the lr schedule
+    is. ``state`` is the float64 array [B, W, c, k, best, bad count, slot 0 (due, k, S), slot 1]."""
+
+    def __init__(self, iters_per_epoch, total, cfg):
+        self.ipe = iters_per_epoch
+        self.warm_end = min(option(cfg, "warmup_epochs") * iters_per_epoch, total)
+        self.cool_start = max(total - option(cfg, "cooldown_epochs") * iters_per_epoch, self.warm_end)
+        self.b_max = option(cfg, "sync_every")
+        self.patience = option(cfg, "plateau_patience")
+        self.threshold = option(cfg, "plateau_threshold")
+        self.state = np.zeros(_SLOTS + 6)
+        self.state[[_B, _W, _BEST]] = [self.b_max, max(1, self.b_max // 4), np.inf]
+        self.state[_SLOTS::3] = -1
+
+    def phase(self, t):
+        if t < self.warm_end:
+            return WARMUP
+        return CYCLING if t < self.cool_start else COOLDOWN
+
+    def begin(self, t, epoch_loss):
+        """Phase bookkeeping at the start of batch t; ``epoch_loss()`` gives the mean training
+        loss of the epoch that just ended (collective in the MPI code). Returns the change as
+        (what, fields) or None."""
+        st, ph = self.state, self.phase(t)
+        if t == 0 and ph == WARMUP:
+            return WARMUP, {}
+        if ph == COOLDOWN and t == self.cool_start:
+            return COOLDOWN, {}
+        if ph != CYCLING:
+            return None
+        if t == self.warm_end:
+            st[_B], st[_W], st[_C] = self.b_max, max(1, self.b_max // 4), 0
+            return CYCLING, dict(B=int(st[_B]), W=int(st[_W]))
+        if t % self.ipe or t - self.ipe < self.warm_end:
+            return None
+        # an epoch of cycling has ended: observe its loss
+        if not plateaued(st[_BEST:_BAD + 1], epoch_loss(), self.threshold, self.patience):
+            return None
+        if st[_B] == 1 and st[_W] == 1:
+            st[_B], st[_W] = self.b_max, max(1, self.b_max // 4)
+            what = "plateau: B and W reset"
+        else:
+            st[_B], st[_W] = max(1, st[_B] // 2), max(1, st[_W] // 2)
+            what = "plateau: B and W halved"
+        st[_C] = 0
+        return what, dict(B=int(st[_B]), W=int(st[_W]))
+
+    # --- the cycling counters and the in-flight slots
+    @property
+    def B(self):
+        return int(self.state[_B])
+
+    @property
+    def W(self):
+        return int(self.state[_W])
+
+    @property
+    def k(self):
+        return int(self.state[_K])
+
+    def sends(self):
+        """L9's test, then one more batch counted: does batch c of this setting send?"""
+        st = self.state
+        due = st[_C] % st[_B] == 0
+        st[_C] += 1
+        return due
+
+    def rotate(self, G):
+        self.state[_K] = (self.state[_K] + 1) % G
+
+    def open_slot(self, t, k, S):
+        """Remember a sync sent at t by group k, due S batches later; returns its slot."""
+        j = 0 if self.state[_SLOTS] < 0 else 1
+        self.state[_SLOTS + 3 * j: _SLOTS + 3 * j + 3] = [t + S, k, S]
+        return j
+
+    def due(self, t):
+        """The slots due at batch t (oldest first) as (slot, k, S), and frees them."""
+        st, out = self.state, []
+        # due at once (after W halved): the earlier send first; the send was at due - S
+        for j in sorted(range(2), key=lambda j: (st[_SLOTS + 3 * j], -st[_SLOTS + 3 * j + 2])):
+            if st[_SLOTS + 3 * j] == t:
+                out.append((j, int(st[_SLOTS + 3 * j + 1]), int(st[_SLOTS + 3 * j + 2])))
+                st[_SLOTS + 3 * j] = -1
+        return out
+
+    def pending(self):
+        return [j for j in range(2) if self.state[_SLOTS + 3 * j] >= 0]
+
+
+def epoch_loss(per_rank):
+    """The mean of every rank's batch losses over an epoch (rank order, float64), the plateau's
+    measure: ``per_rank`` is one 1-D sequence of losses per rank."""
+    total, n = 0.0, 0
+    for losses in per_rank:
+        arr = np.ascontiguousarray(losses, dtype=np.float64)
+        total += float(np.sum(arr))
+        n += arr.size
+    return total / max(n, 1)
+
+
+def merge(x, sync_sum, S, P):
+    """Equation 1: (2S x + sum_i x_i) / (2S + P), a new array in x's dtype."""
+    out = x * (2 * S)
+    out += sync_sum
+    out /= 2 * S + P
+    return out
+
+
+def train(run):
+    """DASO: hierarchical syncs with rotating groups and three phases (see the module docstring)."""
+    from refsgd.comm.link import Link
+    from refsgd.comm.topology import Topology
+
+    c = run.cfg
+    link = getattr(run.comm, "link", None)
+    local_link = Link.parse(c.local_link, "--local-link") if getattr(c, "local_link", None) else None
+    topo = Topology(run.comm, getattr(c, "ranks_per_node", None), link, local_link, run.traffic)
+    G, P, local, group, me = topo.G, topo.P, topo.local, topo.group, topo.local_rank
+    run.log(f"  daso: {topo.describe()}" + (f"; local {local_link} -- EMULATED" if local_link else "")
+            + ("; one node: no global syncs (use --ranks-per-node to form several)" if topo.P == 1 else ""))
+    x = run.register("x", run.init_params())
+    U = run.optimizer()
+    phases = Phases(run.iters_per_epoch, run.total, c)
+    run.register("daso", phases.state, trace=False)          # filled from the checkpoint on --resume
+    sync_sum = run.register("sync_sum", np.zeros((2,) + x.shape, x.dtype), trace=False)
+    send = [np.empty_like(x), np.empty_like(x)]
+    reqs = [None, None]
+    g = np.empty_like(x)
+    g_node = np.empty_like(x)
+    mixed = np.empty_like(x)
+    mask = None if run.net.trainable.all() else run.net.trainable
+    codec = codecs.get(BLOCKING_CODEC)
+    wire = codec.open()
+    wsend, wrecv = wire.buffers(x.size)
+    x_bar = np.empty_like(x)
+
+    def set_x(new):
+        if mask is None:
+            x[...] = new
+        else:
+            np.copyto(x, new, where=mask)
+
+    def average():
+        run.control_comm.Allreduce(x, x_bar, op=MPI.SUM)
+        np.divide(x_bar, run.world, out=x_bar)
+        return x_bar
+    run.set_model(average)
+
+    def last_epoch_loss():
+        lo = run.t - run.iters_per_epoch
+        return epoch_loss(run.control_comm.allgather(run.records["loss"][lo:run.t]))
+
+    try:
+        for t in run.iterations():
+            change = phases.begin(t, last_epoch_loss)
+            if change is not None:
+                run.event(change[0], **change[1])
+            phase = phases.phase(t)
+            # L1: forward/backward on the local batch -> g                       (compute)
+            run.grad(x, g, progress=[r for r in reqs if r is not None])
+            # L2: local sync: g <- Allreduce_local(g) / G
+            with run.idle():
+                local.Allreduce(g, g_node, op=MPI.SUM)
+            g_node /= G
+            # L3: local optimizer step with g
+            U.step(x, g_node, run.lr(t))
+            if P == 1:
+                pass                            # one node: no global network, no global sync
+            elif phase != CYCLING:
+                # L4: warm-up or cool-down: a blocking global sync every batch
+                k = phases.k
+                if me == k:
+                    # L5: x <- Allreduce_group_k(bf16(x)) / P, cast back
+                    with run.codec():
+                        codec.encode(x, wsend)
+                    with run.idle():
+                        wire.allreduce_wire(group, wsend, wrecv)
+                    with run.codec():
+                        codec.decode(wrecv, mixed)
+                    mixed /= P
+                    set_x(mixed)
+                # L6: local update: Bcast_local(x, root = local rank k)
+                with run.idle():
+                    local.Bcast(x, root=k)
+                # L7: k <- (k + 1) mod G
+                phases.rotate(G)
+            else:
+                # L8: cycling
+                # L9: every B batches, group k starts the non-blocking global sync (start communication)
+                if phases.sends():
+                    k = phases.k
+                    j = phases.open_slot(t, k, phases.W)
+                    if me == k:
+                        np.copyto(send[j], x)
+                        reqs[j] = run.started(group.Iallreduce(send[j], sync_sum[j], op=MPI.SUM))
+                    phases.rotate(G)
+            # L10: a sync started S batches ago is due: wait, merge by eq. 1, Bcast_local
+            for j, k, S in phases.due(t):                                  # (complete communication)
+                if me == k:
+                    if reqs[j] is not None:
+                        run.wait(reqs[j])
+                        reqs[j] = None
+                    set_x(merge(x, sync_sum[j], S, P))
+                with run.idle():
+                    local.Bcast(x, root=k)
+        # a sync still in flight is completed, not applied (the listing ends)
+        for j in range(2):
+            if reqs[j] is not None:
+                run.wait(reqs[j])
+                reqs[j] = None
+    finally:
+        wire.close()     # only blocking all-reduces use it: nothing of it is in flight
+    topo.close()
+    return x
+
+
+ALGORITHMS = {
+    "daso": (train, "DASO, hierarchical syncs with rotating groups, bf16 blocking and eq.-1 stale syncs, "
+                    "Coquelin et al. 2022 section 3; docs/algorithms.md, section DASO"),
+}
