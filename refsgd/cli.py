@@ -414,9 +414,14 @@ def cmd_train(args):
     rec = metrics.gather(run)
     if rank == 0:
         rec, nodes = rec
-        print(metrics.summary(run.evals, rec, run.wall, link))
+        shown = link
+        if args.local_link:  # DASO: two tiers
+            from refsgd.comm.link import Link
+            shown = (f"between nodes: {link or 'the real network'}; within nodes: "
+                     f"{Link.parse(args.local_link, '--local-link')}")
+        print(metrics.summary(run.evals, rec, run.wall, shown))
         if args.out:
-            metrics.write(args.out, run, rec, nodes, _config(args), link, model=model)
+            metrics.write(args.out, run, rec, nodes, _config(args), shown, model=model)
             print(f"metrics written to {args.out}")
     return 0
 

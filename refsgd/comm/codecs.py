@@ -145,35 +145,63 @@ def _fp16_bits32(h16):
     return np.uint32(sign | ((exp - 15 + 127) << 23) | (man << 13))
 
 
-def _make16(enc, dec):
-    @nb.njit(cache=True, nogil=True)
-    def encode(x, out):
-        u = x.view(np.uint32)
-        for j in range(u.size):
-            out[j] = enc(u[j])
+# The three 16-bit codecs share their loops; ``kind`` (loop-invariant) picks the conversion. They
+# are module-level functions so that Numba's on-disk cache finds them again in a new process
+# (closures, or kernels passed as arguments, are compiled anew by every process).
+_T16, _BF16, _FP16 = 0, 1, 2
 
-    @nb.njit(cache=True, nogil=True)
-    def decode(h, out):
-        o = out.view(np.uint32)
-        for j in range(h.size):
-            o[j] = dec(h[j])
 
-    @nb.njit(cache=True, nogil=True)
-    def add(a, b):
-        """b <- encode(decode(a) + decode(b)), the operator's step, in place, in chunks whose
-        float32 sums vectorise."""
-        ta, tb = np.empty(_CHUNK, np.uint32), np.empty(_CHUNK, np.uint32)
-        fa, fb = ta.view(np.float32), tb.view(np.float32)
-        for s in range(0, b.size, _CHUNK):
-            n = min(b.size - s, _CHUNK)
-            for j in range(n):
-                ta[j] = dec(a[s + j])
-                tb[j] = dec(b[s + j])
-            for j in range(n):
-                fa[j] = fa[j] + fb[j]          # the sum in float32
-            for j in range(n):
-                b[s + j] = enc(ta[j])
-    return encode, decode, add
+@nb.njit(cache=True, nogil=True, inline="always")
+def _enc16(u32, kind):
+    if kind == _T16:
+        return _t16(u32)
+    if kind == _BF16:
+        return _bf16(u32)
+    return _fp16(u32)
+
+
+@nb.njit(cache=True, nogil=True, inline="always")
+def _dec16(h, kind):
+    if kind == _FP16:
+        return _fp16_bits32(h)
+    return _hi16(h)
+
+
+@nb.njit(cache=True, nogil=True)
+def _encode16(x, out, kind):
+    u = x.view(np.uint32)
+    for j in range(u.size):
+        out[j] = _enc16(u[j], kind)
+
+
+@nb.njit(cache=True, nogil=True)
+def _decode16(h, out, kind):
+    o = out.view(np.uint32)
+    for j in range(h.size):
+        o[j] = _dec16(h[j], kind)
+
+
+@nb.njit(cache=True, nogil=True)
+def _add16(a, b, kind):
+    """b <- encode(decode(a) + decode(b)), the operator's step, in place, in chunks whose
+    float32 sums vectorise."""
+    ta, tb = np.empty(_CHUNK, np.uint32), np.empty(_CHUNK, np.uint32)
+    fa, fb = ta.view(np.float32), tb.view(np.float32)
+    for s in range(0, b.size, _CHUNK):
+        n = min(b.size - s, _CHUNK)
+        for j in range(n):
+            ta[j] = _dec16(a[s + j], kind)
+            tb[j] = _dec16(b[s + j], kind)
+        for j in range(n):
+            fa[j] = fa[j] + fb[j]          # the sum in float32
+        for j in range(n):
+            b[s + j] = _enc16(ta[j], kind)
+
+
+def _make16(kind):
+    """(encode, decode, add) of the 16-bit codec ``kind``."""
+    return (lambda x, out: _encode16(x, out, kind), lambda h, out: _decode16(h, out, kind),
+            lambda a, b: _add16(a, b, kind))
 
 
 # ---------------------------------------------------------------------------- q8 kernels
@@ -405,9 +433,7 @@ def tree_order(values, add):
 
 
 def _codecs():
-    t16 = _make16(_t16, _hi16)
-    bf16 = _make16(_bf16, _hi16)
-    fp16 = _make16(_fp16, _fp16_bits32)
+    t16, bf16, fp16 = _make16(_T16), _make16(_BF16), _make16(_FP16)
     return {
         "t16": Codec("t16", "16-bit truncation (upper half of each float32, rounds toward zero; Pipe-SGD)",
                      2, 1, np.uint16, *t16),
