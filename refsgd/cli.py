@@ -173,6 +173,12 @@ def _add_method_options(p, dtype):
     g.add_argument("--ranks-per-node", type=_positive_int, default=None, metavar="G",
                    help="daso: virtual nodes of G consecutive ranks (default: the ranks that share memory, "
                         "MPI_COMM_TYPE_SHARED); lets 2 nodes x 2 ranks run on one machine")
+    g.add_argument("--threads", type=_positive_int, default=None, metavar="G",
+                   help="pp-asgd, asgd: gradient threads per process, each adding the summed gradient of "
+                        "its sub-batches of --batch samples (default 2)")
+    g.add_argument("--staleness", type=_nonneg_int, default=None, metavar="S",
+                   help="pp-asgd, asgd: deterministic mode, update t consumes one sub-batch per thread "
+                        "computed at the w^ of update t-S-1, and f_S uses S (default: threaded, measured)")
     g.add_argument("--compress", choices=("none", "t16", "bf16", "fp16", "q8"), default="none",
                    help="ssgd, ssgd-nag, pipe-sgd, d-sync: the gradient all-reduce carries t16 (upper 16 "
                         "bits of each float32, truncated), bf16 (bfloat16), fp16 (IEEE half, as Horovod's "
@@ -290,7 +296,7 @@ def build_parser():
 #: the method-specific options, recorded in every configuration
 METHOD_KEYS = ("lambda0", "wd_k", "dc_lambda", "dc_adaptive", "dc_ms_decay", "ps_order", "dependency",
                "warmup_epochs", "compress", "cooldown_epochs", "sync_every", "plateau_patience",
-               "plateau_threshold", "ranks_per_node")
+               "plateau_threshold", "ranks_per_node", "threads", "staleness")
 
 
 def _config(args):
@@ -303,7 +309,7 @@ def _config(args):
 def _prepare(args, comm):
     """Everything that can fail on bad input, done identically on every rank before any collective."""
     from refsgd import datasets
-    from refsgd.algorithms import ALGORITHMS, check, servers
+    from refsgd.algorithms import ALGORITHMS, check, micro_batches, servers
     from refsgd.nn import load_model
 
     if args.algo not in ALGORITHMS:
@@ -325,11 +331,11 @@ def _prepare(args, comm):
     datasets.check_fits(data, net.input_shape, net.num_classes, model=net.name)
     world = comm.Get_size()
     workers = world - servers(args.algo)
-    per_epoch = len(data.y_train) // (workers * args.batch * args.tau)
+    per_epoch = len(data.y_train) // (workers * args.batch * micro_batches(args))
     if per_epoch == 0:
         raise RefsgdError(
             f"the training set has {len(data.y_train)} samples: too few for {workers} workers x batch "
-            f"{args.batch} x tau {args.tau}")
+            f"{args.batch} x {micro_batches(args)} micro-batches")
     schedule = parse_schedule(args.schedule, args.lr, per_epoch)
     if args.out:
         d = os.path.dirname(os.path.abspath(args.out))
@@ -379,7 +385,7 @@ def cmd_train(args):
     from mpi4py import MPI
 
     from refsgd import metrics
-    from refsgd.algorithms import ALGORITHMS
+    from refsgd.algorithms import ALGORITHMS, micro_batches
     from refsgd.run import Run
 
     if args.list:
@@ -395,12 +401,13 @@ def cmd_train(args):
     from refsgd.comm.link import Traffic, wrap
     comm = wrap(world_comm, link, traffic=Traffic())  # delayed by --link if given, its payload counted
     cfg = argparse.Namespace(**vars(args))
+    cfg.tau = micro_batches(args)  # PP-ASGD: the G threads' sub-batches of an update
     ckpt = (args.checkpoint, args.checkpoint_every, _config(args)) if args.checkpoint else None
     from refsgd.algorithms import servers
     run = Run(comm, net, data, cfg, schedule, restorer=restorer, checkpoint=ckpt, servers=servers(args.algo))
     run.log(f"refsgd {__version__}: {args.algo} on {run.world} rank(s), {net.name} ({net.num_params:,d} parameters, "
             f"{net.dtype.name}), {data.name} ({len(data.y_train)} train / {len(data.y_test)} test)")
-    run.log(f"  batch {args.batch} x tau {args.tau} per worker, {run.iters_per_epoch} iterations per epoch, "
+    run.log(f"  batch {args.batch} x tau {cfg.tau} per worker, {run.iters_per_epoch} iterations per epoch, "
             f"{run.total} iterations, schedule {schedule.describe()}, seed {args.seed}")
     if link:
         run.log(f"  {link} -- EMULATED, not the real network")
@@ -435,22 +442,24 @@ def cmd_golden(args):
         raise RefsgdError(f"no serial rendering for --algo {args.algo!r}; available: {', '.join(RENDERINGS)}")
     if args.momentum >= 1:
         raise RefsgdError(f"--momentum must be in [0, 1), got {args.momentum}")
-    from refsgd.algorithms import check, servers
+    from refsgd.algorithms import check, micro_batches, servers
     check(args.algo, args, args.workers)
     dtype = np.dtype(args.dtype)
     net = load_model(args.model, dtype=dtype)
     data = datasets.load(args.data, dtype=dtype)
     datasets.check_fits(data, net.input_shape, net.num_classes, model=net.name)
     workers = args.workers - servers(args.algo)
-    per_epoch = len(data.y_train) // (workers * args.batch * args.tau)
+    per_epoch = len(data.y_train) // (workers * args.batch * micro_batches(args))
     if per_epoch == 0:
         raise RefsgdError(f"the training set has {len(data.y_train)} samples: too few for {workers} "
-                          f"workers x batch {args.batch} x tau {args.tau}")
+                          f"workers x batch {args.batch} x {micro_batches(args)} micro-batches")
     schedule = parse_schedule(args.schedule, args.lr, per_epoch)
     d = os.path.dirname(os.path.abspath(args.out))
     if not os.path.isdir(d):
         raise RefsgdError(f"--out {args.out}: the folder {d} does not exist")
-    out = RENDERINGS[args.algo](net, data, args, schedule, args.workers, args.steps)
+    cfg = argparse.Namespace(**vars(args))
+    cfg.tau = micro_batches(args)
+    out = RENDERINGS[args.algo](net, data, cfg, schedule, args.workers, args.steps)
     config = {k: getattr(args, k) for k in ("algo", "model", "data", "batch", "tau", "lr", "schedule", "momentum",
                                             "nesterov", "momentum_form", "weight_decay", "seed", "dtype",
                                             "workers", "steps") + METHOD_KEYS}

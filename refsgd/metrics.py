@@ -14,6 +14,8 @@ Schema (HDF5, written by rank 0, atomically)::
                                              nodes (a flat method's all-reduce counts as between
                                              nodes; refsgd.comm.link, "Traffic")
     /iterations/local_bytes  float64 (world, T)  the same within a node (DASO's local syncs)
+    /iterations/<name>   float64 (world, T)  a method's own per-iteration values (Run.record), e.g.
+                                             PP-ASGD's staleness and S
     /evals/<field>       float64 (E,)        iteration, epoch, train_loss, test_loss, test_acc, seconds
     /model               (num_params,)       the final model (the one evaluated), in the run's dtype
     attrs: events (JSON list: the method's regime changes, e.g. DASO's phases, each with
@@ -37,13 +39,14 @@ THREAD_LEVELS = {MPI.THREAD_SINGLE: "single", MPI.THREAD_FUNNELED: "funneled",
 
 def gather(run):
     """Collective: per-iteration records of every rank, on rank 0 (None elsewhere)."""
-    local = np.array([run.records[f] for f in FIELDS], dtype=np.float64)
+    fields = list(FIELDS) + sorted(set(run.records) - set(FIELDS))  # and the method's own (run.record)
+    local = np.array([run.records[f] for f in fields], dtype=np.float64)
     allrec = run.comm.gather(local, root=0)
     nodes = len(set(run.comm.allgather(MPI.Get_processor_name())))
     if run.rank != 0:
         return None
     arr = np.stack(allrec)  # (world, fields, T)
-    return {f: arr[:, i, :] for i, f in enumerate(FIELDS)}, nodes
+    return {f: arr[:, i, :] for i, f in enumerate(fields)}, nodes
 
 
 def write(path, run, rec, nodes, config, link, model=None):
@@ -104,7 +107,7 @@ def read(path):
     with open_h5(path, "a metrics file from refsgd train --out") as f:
         if "iterations" not in f or "evals" not in f:
             raise RefsgdError(f"{path}: not a refsgd metrics file (made by `refsgd train --out`)")
-        rec = {k: f["iterations"][k][...] for k in FIELDS if k in f["iterations"]}
+        rec = {k: f["iterations"][k][...] for k in f["iterations"]}
         keys = list(f["evals"])
         cols = {k: f["evals"][k][...] for k in keys}
         evals = [{k: float(cols[k][j]) for k in keys} for j in range(len(cols.get("iteration", [])))]

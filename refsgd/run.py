@@ -36,6 +36,7 @@ iteration t consumes micro-batches ``t*tau .. t*tau + tau - 1``.
 """
 
 import contextlib
+import threading
 import time
 
 import numpy as np
@@ -88,8 +89,10 @@ class Run:
         self._loss = 0.0
         self._nloss = 0
         self._settle = None
-        self.records = {k: [] for k in ("compute", "idle", "comm", "wall", "loss", "codec",
-                                        "global_bytes", "local_bytes")}
+        self._lock = threading.Lock()
+        self._extra = {}
+        self.progress_info = {}  # shown beside the loss in the progress display
+        self.records = {k: [] for k in _FIELDS}
         self.evals = []
         self.events = []
         self.first_bad = None
@@ -209,6 +212,32 @@ class Run:
             self.first_bad = self.t
         return loss
 
+    def grad_at(self, w, g, idx):
+        """Gradient (mean over the samples ``idx``) at w, into g; safe to call from several
+        threads at once (a method with gradient threads): the timers and the loss are updated
+        under a lock, and the batch is not recorded (see :meth:`trace_batches`). Compute time
+        is summed over the threads."""
+        t0 = time.perf_counter()
+        loss = self.net.loss_and_grad(w, self.data.x_train[idx], self.data.y_train[idx], out=g)
+        dt = time.perf_counter() - t0
+        with self._lock:
+            self._compute += dt
+            self._loss += loss
+            self._nloss += 1
+            if not np.isfinite(loss) and self.first_bad is None:
+                self.first_bad = self.t
+        return loss
+
+    def trace_batches(self, batches):
+        """The sample indices this iteration used, (tau, b), for --trace (with :meth:`grad_at`)."""
+        if self.tracing:
+            self._iter_batches.extend(np.asarray(batches, dtype=np.int64))
+
+    def record(self, name, value):
+        """A per-iteration value of the method (e.g. PP-ASGD's staleness): kept in the records,
+        the checkpoints and the metrics file (/iterations/<name>); NaN where not given."""
+        self._extra[name] = float(value)
+
     @contextlib.contextmanager
     def idle(self):
         """Time the enclosed blocking communication as idle."""
@@ -319,6 +348,9 @@ class Run:
             rec["comm"].append(_union_length(self._spans))
             rec["loss"].append(self._loss / self._nloss if self._nloss else np.nan)  # nan: no gradient here
             rec["codec"].append(self._codec)
+            for name in set(self._extra) | (set(rec) - set(_FIELDS)):
+                rec.setdefault(name, [np.nan] * (len(rec["wall"]) - 1)).append(self._extra.get(name, np.nan))
+            self._extra = {}
             if self.traffic is not None:
                 seen = (self.traffic.global_bytes, self.traffic.local_bytes)
                 rec["global_bytes"].append(float(seen[0] - self._traffic_seen[0]))
@@ -337,7 +369,8 @@ class Run:
                     elapsed = time.perf_counter() - start
                     bar.update(t + 1 - bar.n)
                     samples = (t + 1) * self.world * self.cfg.batch * self.tau
-                    bar.set_postfix(loss=f"{mean_loss:.4f}", samples_s=f"{samples / elapsed:.0f}")
+                    bar.set_postfix(loss=f"{mean_loss:.4f}", samples_s=f"{samples / elapsed:.0f}",
+                                    **self.progress_info)
             if (epoch_end and ((t + 1) // self.iters_per_epoch) % self.cfg.eval_every == 0) or last:
                 self.evaluate(t)
             if self._checkpoint is not None and (t + 1) % self._checkpoint[1] == 0 and not last:
@@ -431,6 +464,9 @@ class Run:
             self.schedule.observe(rec["train_loss"])
         self.log(f"iter {t + 1:>6}  epoch {rec['epoch']:6.2f}  lr {self.lr(t):.4g}  train loss {rec['train_loss']:.4f}  "
                  f"test loss {rec['test_loss']:.4f}  test acc {100 * rec['test_acc']:.2f}%  ({rec['seconds']:.1f} s)")
+
+
+_FIELDS = ("compute", "idle", "comm", "wall", "loss", "codec", "global_bytes", "local_bytes")
 
 
 def _union_length(spans):

@@ -304,7 +304,23 @@ def _replay_daso(grad, w0, batches, lr, cfg, check, loss_grad, n_train):
         check(t, x=X, **{"U.momentum_buffer": Mom})
 
 
-REPLAY = {"daso": _replay_daso, "pipe-sgd": _replay_pipe_sgd, "d-sync": _replay_d_sync, "ssgd": _replay_ssgd, "ssgd-nag": _replay_ssgd_nag, "dcs3gd": _replay_dcs3gd, "dcasgd": _replay_dcasgd,
+def _replay_pp_asgd(grad, w0, batches, lr, cfg, check, predict=True):
+    """Sato et al. 2017, deterministic staleness S: update t sums b * gradient over every worker's
+    G sub-batches at V[max(t-S, 0)] (V[0] = w0); M = mu*M - lr*D_A; w += M;
+    V[t+1] = w + M * (mu + ... + mu^(S+1)) (PP-ASGD) or w (ASGD)."""
+    T, N, G, b = batches.shape
+    mu, S = cfg["momentum"], cfg["staleness"]
+    w, M, V = w0.copy(), np.zeros_like(w0), {0: w0.copy()}
+    for t in range(T):
+        D_A = sum(b * grad(V[max(t - S, 0)], batches[t, r, g]) for r in range(N) for g in range(G))
+        M = mu * M - lr[t] * D_A
+        w = w + M
+        V[t + 1] = w + M * sum(mu ** s for s in range(1, S + 2)) if predict else w
+        check(t, w=np.tile(w, (N, 1)), M=np.tile(M, (N, 1)), w_hat=np.tile(V[t + 1], (N, 1)))
+
+
+REPLAY = {"pp-asgd": _replay_pp_asgd, "asgd": lambda *a: _replay_pp_asgd(*a, predict=False),
+          "daso": _replay_daso, "pipe-sgd": _replay_pipe_sgd, "d-sync": _replay_d_sync, "ssgd": _replay_ssgd, "ssgd-nag": _replay_ssgd_nag, "dcs3gd": _replay_dcs3gd, "dcasgd": _replay_dcasgd,
           "laga-sgdm": lambda *a: _replay_laga(*a, nesterov=False),
           "laga-sgdn": lambda *a: _replay_laga(*a, nesterov=True)}
 

@@ -5,7 +5,7 @@ method's own option checks and ``servers`` says how many ranks are parameter ser
 """
 
 from refsgd import RefsgdError
-from refsgd.algorithms import daso, dcasgd, dcs3gd, laga, pipesgd
+from refsgd.algorithms import daso, dcasgd, dcs3gd, laga, pipesgd, ppasgd
 from refsgd.algorithms.laga import ALGORITHMS as _LAGA
 from refsgd.algorithms.ssgd import ALGORITHMS as _SSGD
 
@@ -16,6 +16,7 @@ ALGORITHMS["dcasgd"] = (dcasgd.train, "DC-ASGD, Zheng et al. 2017, parameter ser
 ALGORITHMS.update(_LAGA)
 ALGORITHMS.update(pipesgd.ALGORITHMS)
 ALGORITHMS.update(daso.ALGORITHMS)
+ALGORITHMS.update(ppasgd.ALGORITHMS)
 
 #: methods whose blocking all-reduce of gradients can carry a compressed wire format (--compress)
 COMPRESSIBLE = ("ssgd", "ssgd-nag", "pipe-sgd", "d-sync")
@@ -28,13 +29,16 @@ _ONLY = {"dependency": (("pipe-sgd",), "--dependency"),
          "plateau_patience": (("daso",), "--plateau-patience"),
          "plateau_threshold": (("daso",), "--plateau-threshold"),
          "ranks_per_node": (("daso",), "--ranks-per-node"),
-         "local_link": (("daso",), "--local-link")}
+         "local_link": (("daso",), "--local-link"),
+         "threads": (("pp-asgd", "asgd"), "--threads"),
+         "staleness": (("pp-asgd", "asgd"), "--staleness")}
 
 
 def check(name, args, world):
     """Method-specific validation of the options (every rank, before the first collective)."""
     module = {"dcs3gd": dcs3gd, "dcasgd": dcasgd, "laga-sgd": laga, "laga-sgdm": laga, "laga-sgdn": laga,
-              "pipe-sgd": pipesgd, "d-sync": pipesgd, "ps-sync": pipesgd, "daso": daso}.get(name)
+              "pipe-sgd": pipesgd, "d-sync": pipesgd, "ps-sync": pipesgd, "daso": daso,
+              "pp-asgd": ppasgd, "asgd": ppasgd}.get(name)
     if name not in COMPRESSIBLE and getattr(args, "compress", "none") not in (None, "none"):
         extra = " (its blocking global syncs carry bf16, its cycling syncs float32, by the method)" \
             if name == "daso" else ""
@@ -45,6 +49,13 @@ def check(name, args, world):
             raise RefsgdError(f"{flag} applies to --algo {' and '.join(methods)} only, not {name}")
     if module is not None:
         module.check(args, world)
+
+
+def micro_batches(args):
+    """Micro-batches of one iteration per worker: --tau, or PP-ASGD's G threads' sub-batches."""
+    if args.algo in ("pp-asgd", "asgd"):
+        return getattr(args, "threads", None) or ppasgd.DEFAULT_THREADS
+    return args.tau
 
 
 def servers(name):

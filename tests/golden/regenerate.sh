@@ -17,3 +17,5 @@ $R golden --algo pipe-sgd --workers 4 --steps 10 --dependency 2 --compress t16 -
 $R golden --algo d-sync   --workers 2 --steps 10 --lr 0.05 --batch 16 --model digits_tiny --seed 10 --out d-sync-n2.h5
 $R golden --algo ssgd     --workers 4 --steps 10 --compress fp16 --lr 0.2 --batch 8 --model digits_tiny --seed 11 --out ssgd-fp16-n4.h5
 $R golden --algo daso     --workers 4 --ranks-per-node 2 --steps 35 --momentum 0.9 --lr 0.1 --batch 64 --sync-every 2 --plateau-patience 1 --plateau-threshold 0.9 --model digits_tiny --seed 12 --out daso-2x2-n4.h5
+$R golden --algo pp-asgd  --workers 2 --threads 2 --staleness 3 --steps 12 --momentum 0.9 --lr 0.002 --batch 8 --model digits_tiny --seed 13 --out pp-asgd-s3-n2.h5
+$R golden --algo asgd     --workers 2 --threads 2 --staleness 3 --steps 12 --momentum 0.9 --lr 0.002 --batch 8 --model digits_tiny --seed 14 --out asgd-s3-n2.h5

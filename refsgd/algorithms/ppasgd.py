@@ -1,0 +1,284 @@
+"""PP-ASGD and naive ASGD (Sato et al. 2017, Algorithms 1-3 and equation 2).
+
+I. Sato, R. Fujisaki, Y. Oyama, A. Nomura, S. Matsuoka. "Asynchronous, Data-Parallel Deep
+Convolutional Neural Network Training with Linear Prediction Model for Parameter Transition."
+ICONIP 2017; docs/algorithms.md, section PP-ASGD. One MPI process per node (rank) with one update
+thread (here: the main thread) and G gradient threads (``--threads G``) sharing w, w^, D_1..D_G,
+M and the flag F.
+
+Algorithm 2, update (the main thread)::
+
+    L2  for t <- 0 to t_f - 1 do
+    L3      D_L <- D_1 + ... + D_G
+    L4      D_1, ..., D_G <- 0
+    L5      D_A <- MPI_Allreduce(D_L)
+    L6      M <- mu*M - lambda*D_A
+    L7      w <- w + M
+    L8      w^ <- f_S(w, M)          f_S(w, M) = w + M * sum_{s=1}^{S+1} mu^s   (eq. 2)
+    L9  F <- false
+
+Algorithm 3, grad(g, b, X) (gradient thread g)::
+
+    L2  do
+    L3      for k <- 1 to b do x_k <- randpick(X)
+    L6      w_l <- w^
+    L7      D_g <- D_g + sum_k grad J(x_k; w_l)
+    L9  while F
+
+Run: ``mpiexec -n 2 refsgd train --algo pp-asgd --threads 2 --momentum 0.99 --lr 1e-4``;
+``--algo asgd`` is naive ASGD, L8 replaced by ``w^ <- w`` (it keeps the momentum M).
+
+Two modes:
+
+* threaded (default): the G gradient threads run freely, as in the paper. Staleness of a
+  gradient = the number of updates between the update after which its w_l was copied and the
+  update that consumes it (0 for a gradient computed at the w^ of the update just before).
+  S_bar is the time average over every consumed gradient of every process so far (an
+  all-reduce of two float64 per update), S = floor(S_bar) feeds f_S. Each update records the
+  number of sub-batch gradients it consumed over all processes (``gradients``, the paper's
+  Fig. 4c batch size), their mean staleness (``staleness``), S_bar and S in the metrics file;
+  the progress display shows S_bar. Not deterministic: it depends on timing. D_g is a *sum*:
+  when the update (with its all-reduce) is slow next to a gradient, an update consumes many
+  gradients and lambda must be smaller accordingly, as in the paper. Compute time in the
+  records is summed over the threads (thread-seconds), so it can exceed the wall time.
+* ``--staleness S`` (deterministic, what the serial rendering computes; the paper generated
+  staleness artificially on CIFAR-10): at update t each thread g computes one sub-batch at the
+  w^ published after update t-S-1 (w_0 before the first), the threads in parallel, and L3 sums
+  D_1..D_G in order; f_S uses this S. MPI equals serial.
+
+randpick: thread g of rank r draws sub-batch j (its j-th, counted from the start of the run) as
+``np.random.default_rng([seed, r, g, j]).integers(0, n, b)``: b samples with replacement, a
+stream per (seed, rank, thread) that needs no saved state to resume.
+
+Deviations and readings:
+
+* ``--lr`` is lambda and multiplies a *sum* over samples, threads and processes (as SSGD-NAG);
+  ``--momentum`` is mu (the paper: 0.99). The local optimizer options do not apply.
+* L3-L4 take each D_g and reset it under thread g's lock (a swap of buffers), so a gradient a
+  thread adds meanwhile is never lost. w^ is replaced (a new version) under a lock; a thread
+  copies it (L6) under the same lock.
+* Threaded mode: an update waits until its process has at least one gradient (the paper's
+  updates run incessantly; on a machine with fewer cores than threads they would starve the
+  gradient threads). An iteration of the run is one update; an epoch is n / (N G b) updates.
+* Only the main thread calls MPI (MPI_THREAD_FUNNELED is enough; checked before the first
+  collective). An exception in a gradient thread stops the update loop with one message naming
+  the rank and the thread, and the command line aborts every rank. The threads are joined
+  before the method returns; checkpoints and trace records are taken between updates, where w,
+  M and w^ are consistent (in threaded mode the gradients accumulated but not yet consumed are
+  not checkpointed: resume is exact in the deterministic mode only).
+"""
+
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+from mpi4py import MPI
+
+from refsgd import RankFailure, RefsgdError
+
+DEFAULT_THREADS = 2
+
+
+def check(args, world):
+    """The options of pp-asgd and asgd (every rank, before the first collective)."""
+    algo = args.algo
+    if getattr(args, "tau", 1) != 1:
+        raise RefsgdError(f"--algo {algo}: each gradient thread takes sub-batches of --batch samples; "
+                          "--tau does not apply (use --threads)")
+    if args.nesterov or getattr(args, "weight_decay", 0) or args.momentum_form != "pytorch":
+        raise RefsgdError(f"--algo {algo} updates M <- mu*M - lambda*D_A, w <- w + M (Algorithm 2): "
+                          "--nesterov, --momentum-form and --weight-decay do not apply")
+    if MPI.Is_initialized() and MPI.Query_thread() < MPI.THREAD_FUNNELED:
+        raise RefsgdError(f"{algo} runs gradient threads beside the thread that calls MPI and needs at least "
+                          "MPI_THREAD_FUNNELED (unset MPI4PY_RC_THREAD_LEVEL)")
+
+
+def randpick(seed, rank, thread, j, n, b):
+    """Sub-batch j of gradient thread ``thread`` of ``rank``: b indices in [0, n), with replacement."""
+    return np.random.default_rng([seed, rank, thread, j]).integers(0, n, b)
+
+
+def horizon(mu, S):
+    """sum_{s=1}^{S+1} mu^s, the coefficient of M in f_S (eq. 2)."""
+    return float(sum(mu ** s for s in range(1, S + 2)))
+
+
+def train(run, predict=True):
+    """PP-ASGD (predict=True) or naive ASGD (predict=False)."""
+    c = run.cfg
+    G = c.threads if getattr(c, "threads", None) is not None else DEFAULT_THREADS
+    mu, b, n = c.momentum, c.batch, run.n_train
+    fixed = getattr(c, "staleness", None)
+    # L2: global w, w^ <- w_0; D_1..D_G, M <- 0; F <- true
+    w = run.register("w", run.init_params())
+    M = run.register("M", np.zeros_like(w))
+    w_hat = run.register("w_hat", w.copy())
+    D_L = np.empty_like(w)
+    D_A = np.empty_like(w)
+    run.set_model(lambda: w)
+    if fixed is not None:
+        return _deterministic(run, w, M, w_hat, D_L, D_A, G, mu, b, n, fixed, predict)
+    return _threaded(run, w, M, w_hat, D_L, D_A, G, mu, b, n, predict)
+
+
+def _update(run, t, w, M, w_hat, D_L, D_A, mu, S, predict):
+    """L5-L8 of Algorithm 2 (L3-L4 done by the caller into D_L)."""
+    # L5: D_A <- MPI_Allreduce(D_L)                                         (blocking)
+    with run.idle():
+        run.comm.Allreduce(D_L, D_A, op=MPI.SUM)
+    # L6: M <- mu*M - lambda*D_A
+    M *= mu
+    M -= run.lr(t) * D_A
+    # L7: w <- w + M
+    w += M
+    # L8: w^ <- f_S(w, M) = w + M * sum_{s=1}^{S+1} mu^s   (naive ASGD: w^ <- w)
+    if predict:
+        np.add(w, horizon(mu, S) * M, out=w_hat)
+    else:
+        w_hat[...] = w
+
+
+def _deterministic(run, w, M, w_hat, D_L, D_A, G, mu, b, n, S, predict):
+    """--staleness S: update t consumes one sub-batch per thread computed at w^ of update t-S-1."""
+    seed, rank = run.cfg.seed, run.rank
+    hist = run.register("w_hat_history", np.tile(w_hat, (S + 1, 1)), trace=False)  # versions t-S .. t
+    D = np.zeros((G,) + w.shape, w.dtype)
+
+    def grad(g, t, at):
+        """Thread g's sub-batch for update t: D_g <- sum_k grad J(x_k; w_l) at ``at``."""
+        idx = randpick(seed, rank, g, t, n, b)
+        run.grad_at(at, D[g], idx)
+        D[g] *= b                      # grad_at gives the mean over the b samples; the paper sums
+        return idx
+
+    with ThreadPoolExecutor(max_workers=G, thread_name_prefix=f"pp-asgd-grad-{rank}") as pool:
+        for t in run.iterations():
+            # the w^ published after update t-S-1 (w_0 before the first): version max(t-S, 0)
+            at = hist[max(t - S, 0) % (S + 1)].copy()
+            # Algorithm 3, one pass of each thread g: L3 randpick, L6 w_l <- w^, L7 D_g <- ...
+            futures = [pool.submit(grad, g, t, at) for g in range(G)]
+            try:
+                idx = [f.result() for f in futures]
+            except Exception as exc:  # noqa: BLE001 -- one message, the command line aborts the world
+                raise RankFailure(f"rank {run.rank}: a gradient thread of {run.cfg.algo} failed: "
+                                  f"{type(exc).__name__}: {exc}") from exc
+            run.trace_batches(idx)
+            # L3: D_L <- D_1 + ... + D_G;  L4: D_g <- 0
+            np.copyto(D_L, D[0])
+            for g in range(1, G):
+                D_L += D[g]
+            _update(run, t, w, M, w_hat, D_L, D_A, mu, S, predict)
+            hist[(t + 1) % (S + 1)] = w_hat                     # version t+1
+            run.record("gradients", G * run.world)
+            run.record("staleness", S)
+    return w
+
+
+class _Shared:
+    """What the gradient threads share with the update thread: w^ and its version, D_g with a
+    lock each, the staleness counts of the gradients in D_g, the flag F, a failure."""
+
+    def __init__(self, w_hat, G):
+        self.lock = threading.Lock()                     # w^ and its version
+        self.version = 0                                  # updates applied to the published w^
+        self.w_hat = w_hat.copy()
+        self.D = [np.zeros_like(w_hat) for _ in range(G)]
+        self.spare = [np.zeros_like(w_hat) for _ in range(G)]
+        self.locks = [threading.Lock() for _ in range(G)]
+        self.count = [0] * G                              # gradients in D_g
+        self.vsum = [0] * G                               # sum of their w^ versions
+        self.ready = threading.Condition()                # a gradient was added somewhere
+        self.F = True
+        self.error = None
+
+
+def _threaded(run, w, M, w_hat, D_L, D_A, G, mu, b, n, predict):
+    """The threaded mode: G free-running gradient threads, staleness measured."""
+    seed, rank = run.cfg.seed, run.rank
+    sh = _Shared(w_hat, G)
+    stats = run.register("staleness_sums", np.zeros(2), trace=False)   # every process: [gradients, staleness]
+
+    def grad_thread(g):
+        """Algorithm 3 for thread g."""
+        j, w_l, d = 0, np.empty_like(w_hat), np.empty_like(w_hat)
+        try:
+            while sh.F:                                   # L9: while F
+                idx = randpick(seed, rank, g, j, n, b)    # L3: x_k <- randpick(X)
+                j += 1
+                with sh.lock:                             # L6: w_l <- w^
+                    np.copyto(w_l, sh.w_hat)
+                    v = sh.version
+                run.grad_at(w_l, d, idx)                  # L7: D_g <- D_g + sum_k grad J(x_k; w_l)
+                d *= b
+                with sh.locks[g]:
+                    sh.D[g] += d
+                    sh.count[g] += 1
+                    sh.vsum[g] += v
+                with sh.ready:
+                    sh.ready.notify()
+        except BaseException as exc:  # noqa: BLE001 -- handed to the update thread
+            sh.error = (g, exc)
+            with sh.ready:
+                sh.ready.notify()
+
+    threads = [threading.Thread(target=grad_thread, args=(g,), name=f"pp-asgd-grad-{rank}-{g}", daemon=True)
+               for g in range(G)]
+    for th in threads:
+        th.start()
+    try:
+        for t in run.iterations():
+            # an update consumes at least one gradient of this process (see the docstring)
+            with sh.ready:
+                sh.ready.wait_for(lambda: sh.error is not None or any(sh.count))
+            if sh.error is not None:
+                g, exc = sh.error
+                raise RankFailure(f"rank {rank}: gradient thread {g} of {run.cfg.algo} failed: "
+                                  f"{type(exc).__name__}: {exc}")
+            # L3: D_L <- D_1 + ... + D_G;  L4: D_1, ..., D_G <- 0 (each taken by a swap under its lock)
+            D_L[...] = 0
+            count = vsum = 0
+            for g in range(G):
+                with sh.locks[g]:
+                    sh.D[g], sh.spare[g] = sh.spare[g], sh.D[g]
+                    count, vsum = count + sh.count[g], vsum + sh.vsum[g]
+                    sh.count[g] = sh.vsum[g] = 0
+                D_L += sh.spare[g]
+                sh.spare[g][...] = 0
+            # staleness of this update's gradients: t - version, summed over every process
+            mine = np.array([count, count * t - vsum], dtype=np.float64)
+            every = np.empty(2)
+            with run.idle():
+                run.control_comm.Allreduce(mine, every, op=MPI.SUM)
+            stats += every
+            S_bar = stats[1] / max(stats[0], 1.0)
+            S = int(np.floor(S_bar))
+            _update(run, t, w, M, w_hat, D_L, D_A, mu, S, predict)
+            with sh.lock:                                 # publish w^ as version t+1
+                np.copyto(sh.w_hat, w_hat)
+                sh.version = t + 1
+            run.record("gradients", every[0])
+            run.record("staleness", every[1] / max(every[0], 1.0))
+            run.record("S_bar", S_bar)
+            run.record("S", S)
+            run.progress_info["S_bar"] = f"{S_bar:.2f}"
+    finally:
+        sh.F = False                                      # L9: F <- false
+        for th in threads:
+            th.join(timeout=60.0)
+    return w
+
+
+def train_pp_asgd(run):
+    return train(run, predict=True)
+
+
+def train_asgd(run):
+    return train(run, predict=False)
+
+
+ALGORITHMS = {
+    "pp-asgd": (train_pp_asgd, "PP-ASGD, gradient threads and an update thread, parameter prediction "
+                               "(eq. 2), Sato et al. 2017 Algorithms 1-3; docs/algorithms.md, section PP-ASGD"),
+    "asgd": (train_asgd, "naive ASGD, PP-ASGD without the prediction (w^ <- w), Sato et al. 2017's "
+                         "baseline; docs/algorithms.md, section PP-ASGD"),
+}
