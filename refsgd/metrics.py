@@ -31,8 +31,8 @@ from mpi4py import MPI
 
 from refsgd import __version__
 from refsgd.files import atomic_path, open_h5
+from refsgd.run import FIELDS
 
-FIELDS = ("compute", "idle", "comm", "wall", "loss", "codec", "global_bytes", "local_bytes")
 THREAD_LEVELS = {MPI.THREAD_SINGLE: "single", MPI.THREAD_FUNNELED: "funneled",
                  MPI.THREAD_SERIALIZED: "serialized", MPI.THREAD_MULTIPLE: "multiple"}
 

@@ -92,7 +92,7 @@ class Run:
         self._lock = threading.Lock()
         self._extra = {}
         self.progress_info = {}  # shown beside the loss in the progress display
-        self.records = {k: [] for k in _FIELDS}
+        self.records = {k: [] for k in FIELDS}
         self.evals = []
         self.events = []
         self.first_bad = None
@@ -348,7 +348,7 @@ class Run:
             rec["comm"].append(_union_length(self._spans))
             rec["loss"].append(self._loss / self._nloss if self._nloss else np.nan)  # nan: no gradient here
             rec["codec"].append(self._codec)
-            for name in set(self._extra) | (set(rec) - set(_FIELDS)):
+            for name in set(self._extra) | (set(rec) - set(FIELDS)):
                 rec.setdefault(name, [np.nan] * (len(rec["wall"]) - 1)).append(self._extra.get(name, np.nan))
             self._extra = {}
             if self.traffic is not None:
@@ -466,7 +466,8 @@ class Run:
                  f"test loss {rec['test_loss']:.4f}  test acc {100 * rec['test_acc']:.2f}%  ({rec['seconds']:.1f} s)")
 
 
-_FIELDS = ("compute", "idle", "comm", "wall", "loss", "codec", "global_bytes", "local_bytes")
+#: the per-iteration records of every run (a method may add its own with Run.record)
+FIELDS = ("compute", "idle", "comm", "wall", "loss", "codec", "global_bytes", "local_bytes")
 
 
 def _union_length(spans):

@@ -124,8 +124,7 @@ def train(run, predict=True):
 def _update(run, t, w, M, w_hat, D_L, D_A, mu, S, predict):
     """L5-L8 of Algorithm 2 (L3-L4 done by the caller into D_L)."""
     # L5: D_A <- MPI_Allreduce(D_L)                                         (blocking)
-    with run.idle():
-        run.comm.Allreduce(D_L, D_A, op=MPI.SUM)
+    run.allreduce_sum(run.comm, D_L, D_A)
     # L6: M <- mu*M - lambda*D_A
     M *= mu
     M -= run.lr(t) * D_A
@@ -154,7 +153,7 @@ def _deterministic(run, w, M, w_hat, D_L, D_A, G, mu, b, n, S, predict):
     with ThreadPoolExecutor(max_workers=G, thread_name_prefix=f"pp-asgd-grad-{rank}") as pool:
         for t in run.iterations():
             # the w^ published after update t-S-1 (w_0 before the first): version max(t-S, 0)
-            at = hist[max(t - S, 0) % (S + 1)].copy()
+            at = hist[max(t - S, 0) % (S + 1)]     # overwritten only after the threads are done
             # Algorithm 3, one pass of each thread g: L3 randpick, L6 w_l <- w^, L7 D_g <- ...
             futures = [pool.submit(grad, g, t, at) for g in range(G)]
             try:
