@@ -89,7 +89,7 @@ METHODS = [
 def refsgd_train(args, opts, out, log=None):
     cmd = [os.path.join(BIN, "mpiexec"), "-n", str(RANKS), os.path.join(BIN, "refsgd"), "train",
            "--model", "mnist_mlp", "--data", args.data, "--batch", str(args.batch), "--lr", str(args.lr),
-           "--momentum", str(args.momentum), "--seed", str(args.seed), "--no-progress", "--out", out, *opts]
+           "--momentum", str(args.momentum), "--seed", str(args.seed), "--no-progress", "--force", "--out", out, *opts]
     print(f"running: {' '.join(cmd[2:])}", file=sys.stderr, flush=True)
     r = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, **ONE_THREAD})
     if r.returncode != 0:

@@ -50,7 +50,7 @@ def main():
             out = os.path.join(tmp, f"{name}.h5")
             cmd = [os.path.join(BIN, "mpiexec"), "-n", str(ranks), os.path.join(BIN, "refsgd"), "train",
                    "--model", "mnist_mlp", "--data", args.data, "--batch", str(args.batch), "--epochs",
-                   str(args.epochs), "--schedule", sched, "--seed", str(args.seed), "--no-progress", "--out", out,
+                   str(args.epochs), "--schedule", sched, "--seed", str(args.seed), "--no-progress", "--force", "--out", out,
                    *opts]
             subprocess.run(cmd, check=True, env=env, stdout=subprocess.DEVNULL)
             with h5py.File(out) as f:

@@ -38,7 +38,7 @@ def train(ranks, algo, data, args, out, link=None):
     cmd = [os.path.join(BIN, "mpiexec"), "-n", str(ranks), os.path.join(BIN, "refsgd"), "train",
            "--algo", algo, "--model", args.model, "--data", data, "--batch", str(args.batch),
            "--iterations", str(args.iterations), "--lr", "0.05", "--momentum", "0.9",
-           "--no-progress", "--eval-every", "1000", "--out", out]
+           "--no-progress", "--eval-every", "1000", "--force", "--out", out]
     if link:
         cmd += ["--link", link]
     if poll:

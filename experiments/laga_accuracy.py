@@ -62,7 +62,7 @@ def main():
                        str(args.batch), "--tau", str(tau), "--lr", f"{lr:g}", "--schedule",
                        f"warmup-linear:warmup_epochs=0.5,total_epochs={args.epochs}", "--momentum", "0.9",
                        "--weight-decay", "1e-4", "--epochs", str(args.epochs), "--seed", str(args.seed),
-                       "--no-progress", "--out", out]
+                       "--no-progress", "--force", "--out", out]
                 t0 = time.perf_counter()
                 r = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env={**os.environ, **ONE_THREAD},
                                    timeout=1800)

@@ -65,7 +65,7 @@ def run(P, algo, tau, link, args, folder, poll=False):
     cmd = [os.path.join(VENV_BIN, "mpiexec"), "-n", str(P), sys.executable, "-m", "refsgd", "train",
            "--algo", algo, "--tau", str(tau), "--model", "mnist_mlp", "--data", args.data, "--batch", str(args.batch),
            "--lr", "0.01", "--iterations", str(args.iterations), "--no-progress", "--log-every", "100000",
-           "--out", out] + (["--poll"] if poll else []) + (["--link", link] if link else [])
+           "--force", "--out", out] + (["--poll"] if poll else []) + (["--link", link] if link else [])
     r = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env={**os.environ, **ONE_THREAD},
                        timeout=600)
     if r.returncode != 0:

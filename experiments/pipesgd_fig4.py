@@ -83,7 +83,7 @@ def train(name, algo, compress, args, folder):
     cmd = [os.path.join(BIN, "mpiexec"), "-n", str(ranks), os.path.join(BIN, "refsgd"), "train",
            "--algo", algo, "--model", "mnist_mlp", "--data", args.data, "--batch", str(args.batch),
            "--lr", str(args.lr), "--epochs", str(args.epochs), "--eval-every", "1", "--no-progress",
-           "--link", args.link, "--out", out]
+           "--link", args.link, "--force", "--out", out]
     if compress != "none":
         cmd += ["--compress", compress]
     print(f"running {name}: {' '.join(cmd[2:])}", file=sys.stderr, flush=True)

@@ -6,11 +6,32 @@ __version__ = "0.1.0"
 class RefsgdError(Exception):
     """An error caused by the user's input (a flag, a file, a spec).
 
-    The command line prints its message alone (no traceback) and exits with code 2.
+    The command line prints its message alone (no traceback) and exits with code 2. Raised on
+    one rank, it ends every rank (see :mod:`refsgd.failure`); ``collective = True`` marks an
+    error that every rank raises at the same point (agreed on), which stops the ranks together.
     """
+
+    collective = False
+
+
+class AgreedError(RefsgdError):
+    """A user error every rank raises at the same point, after agreeing on it (e.g. through a
+    collective): the ranks stop together, rank 0 prints the message, the exit code is 2."""
+
+    collective = True
 
 
 class RankFailure(Exception):
     """A failure on this rank alone (e.g. an exception in a method's communication thread), while
     the other ranks may be blocked in a collective: the command line prints its message once, on
     this rank, and aborts every rank (``MPI.COMM_WORLD.Abort``) with exit code 1."""
+
+
+class Stopped(Exception):
+    """The run stops on a signal (SIGINT 130, SIGTERM 143): ``code`` is the exit code. With
+    ``collective = True`` every rank stops at the same iteration boundary (agreed on)."""
+
+    def __init__(self, code, message, collective=False):
+        super().__init__(message)
+        self.code = code
+        self.collective = collective

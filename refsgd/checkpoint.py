@@ -6,9 +6,13 @@ Layout of ``--checkpoint DIR``::
     DIR/ckpt-<t>/meta.json     method, model, world size, dtype, the configuration, t
     DIR/ckpt-<t>/rank<r>.h5    rank r's state: every array the method registered (weights,
                                optimizer buffers, ...), the schedule's state, the per-iteration
-                               records and the evaluations so far
+                               records and the evaluations so far; attributes t, rank and
+                               sha256 (a checksum of all of it)
 
-``t`` is the number of completed iterations. A checkpoint is written at an iteration boundary,
+``t`` is the number of completed iterations. A checkpoint is written every K iterations, after
+the last one, and when a signal stops the run; only the newest ``--keep-checkpoints`` are kept.
+It is written only after the ranks agreed that the loss and every state array are finite. A
+checkpoint is written at an iteration boundary,
 after the requests a method still has in flight are completed (their receive buffers are
 registered state, so they are saved in their completed form). All ranks write into
 ``DIR/.tmp-ckpt-<t>``; after a barrier rank 0 renames it to ``ckpt-<t>`` and then replaces
@@ -20,21 +24,27 @@ random state exists.
 
 ``--resume DIR`` (the checkpoint root, whose ``latest`` is used, or one ``ckpt-<t>``) refuses a
 checkpoint of another method, model, world size or trajectory-changing option, naming the
-differences; the number of epochs / iterations, evaluation and logging may change.
+differences; the number of epochs / iterations, evaluation and logging may change. Every rank
+checks its own file before the first collective (readable, the same t and rank as the
+checkpoint, the checksum, finite state), so a damaged, truncated or stale rank file is refused
+with one message.
 """
 
+import contextlib
+import hashlib
 import json
 import os
 import shutil
 
-import h5py
 import numpy as np
 
-from refsgd import RefsgdError
+from refsgd import AgreedError, RefsgdError
+from refsgd.files import h5_written
 
 #: options that may differ between the run that wrote a checkpoint and the one resuming it
 MAY_CHANGE = {"epochs", "iterations", "eval_every", "log_every", "progress", "out", "checkpoint",
-              "checkpoint_every", "resume", "list", "link", "local_link", "poll"}
+              "checkpoint_every", "keep_checkpoints", "resume", "list", "link", "local_link", "poll", "force",
+              "trace"}
 
 
 def _ckpt_dir(path):
@@ -61,9 +71,11 @@ def read_meta(path, config, world, num_params):
     try:
         with open(os.path.join(d, "meta.json")) as f:
             meta = json.load(f)
-    except (OSError, json.JSONDecodeError) as e:
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
         raise RefsgdError(f"--resume {d}: unreadable meta.json ({e})") from None
-    saved = meta.get("config", {})
+    if not isinstance(meta, dict) or not isinstance(meta.get("config"), dict) or not isinstance(meta.get("t"), int):
+        raise RefsgdError(f"--resume {d}: meta.json is not a refsgd checkpoint description")
+    saved = meta["config"]
     if saved.get("algo") != config["algo"]:
         raise RefsgdError(f"--resume {d}: the checkpoint is of method {saved.get('algo')!r}, "
                           f"this run is {config['algo']!r}")
@@ -85,59 +97,173 @@ def read_meta(path, config, world, num_params):
     return d, meta
 
 
-def save(run, root, config):
-    """Collective: write a checkpoint of ``run`` after ``run.t + 1`` completed iterations."""
-    comm = run.comm
+def digest(state, schedule_state, records, evals, events, t):
+    """SHA-256 of a rank file's content (kept in its ``sha256`` attribute and checked on resume)."""
+    h = hashlib.sha256(f"t={t}".encode())
+    for k in sorted(state):
+        v = np.ascontiguousarray(state[k])
+        h.update(f"state/{k}:{v.dtype.str}:{v.shape}".encode())
+        h.update(v.data)
+    if schedule_state is not None:
+        h.update(np.ascontiguousarray(schedule_state, dtype=np.float64).data)
+    for k in sorted(records):
+        h.update(f"records/{k}".encode())
+        h.update(np.ascontiguousarray(records[k], dtype=np.float64).data)
+    h.update(evals.encode())
+    h.update(events.encode())
+    return h.hexdigest()
+
+
+def save(run, root, config, keep=0):
+    """Collective: write a checkpoint of ``run`` after ``run.t + 1`` completed iterations; keep
+    the newest ``keep`` (0: all). Returns its folder. Nothing is written when a rank's state is
+    not finite; a failed write on any rank removes the partial checkpoint and leaves ``latest``
+    naming the previous one. Both stop every rank with one message."""
+    from refsgd.run import NonFiniteLoss
+    comm = run.control_comm
     t = run.t + 1
     name = f"ckpt-{t}"
     tmp = os.path.join(root, f".tmp-{name}")
+    previous = _latest_name(root)
+    kept = f"latest still names {previous}" if previous else "no checkpoint was written before"
+    bad = [r for r, ok in enumerate(comm.allgather(run.state_finite())) if not ok]
+    if bad:
+        raise NonFiniteLoss(f"the state of rank(s) {', '.join(map(str, bad))} is not finite after iteration {t}: "
+                            f"not checkpointed ({kept}); lower the learning rate")
+    err = None
     if run.rank == 0:
-        os.makedirs(root, exist_ok=True)
-        if os.path.exists(tmp):
-            shutil.rmtree(tmp)
-        os.makedirs(tmp)
-    comm.Barrier()
-    with h5py.File(os.path.join(tmp, f"rank{run.rank}.h5"), "w") as f:
+        try:
+            os.makedirs(root, exist_ok=True)
+            if os.path.exists(tmp):
+                shutil.rmtree(tmp)
+            os.makedirs(tmp)
+        except OSError as e:
+            err = f"rank 0: {_oserror(e)}"
+    if comm.bcast(err, root=0) is None:
+        try:
+            _write_rank(run, os.path.join(tmp, f"rank{run.rank}.h5"), t)
+        except RefsgdError as e:  # a failed write, already in words
+            err = f"rank {run.rank}: {getattr(e, 'reason', e)}"
+        except OSError as e:
+            err = f"rank {run.rank}: {_oserror(e)}"
+    errors = [e for e in comm.allgather(err) if e]
+    if run.rank == 0 and not errors:
+        try:
+            meta = dict(format="refsgd-checkpoint", t=t, world_size=run.world, num_params=run.net.num_params,
+                        config=config, dtype=run.net.dtype.name, state=sorted(run.state))
+            with open(os.path.join(tmp, "meta.json"), "w") as f:
+                json.dump(meta, f, indent=1, sort_keys=True)
+            final = os.path.join(root, name)
+            if os.path.exists(final):
+                shutil.rmtree(final)
+            os.replace(tmp, final)
+            with open(os.path.join(root, ".latest.tmp"), "w") as f:
+                f.write(name + "\n")
+            os.replace(os.path.join(root, ".latest.tmp"), os.path.join(root, "latest"))
+            _prune(root, keep, name)
+        except OSError as e:
+            errors = [f"rank 0: {_oserror(e)}"]
+    errors = comm.bcast(errors, root=0)
+    if errors:
+        if run.rank == 0:
+            shutil.rmtree(tmp, ignore_errors=True)
+        raise AgreedError(f"could not write checkpoint {os.path.join(root, name)} ({'; '.join(errors)}); "
+                          f"{kept}")
+    return os.path.join(root, name)
+
+
+def _oserror(e):
+    return f"{e.strerror or e}" + (f": {e.filename}" if getattr(e, "filename", None) else "")
+
+
+def _write_rank(run, path, t):
+    sched = getattr(run.schedule, "state", None)
+    evals, events = json.dumps(run.evals), json.dumps(run.events)
+    with h5_written(path, what=f"rank {run.rank}'s checkpoint") as f:
         st = f.create_group("state")
         for k, v in run.state.items():
             st.create_dataset(k, data=v)
-        sched = getattr(run.schedule, "state", None)
         if sched is not None:
             f.create_dataset("schedule_state", data=sched)
         rec = f.create_group("records")
         for k, v in run.records.items():
             rec.create_dataset(k, data=np.asarray(v, dtype=np.float64))
-        f.attrs["evals"] = json.dumps(run.evals)
-        f.attrs["events"] = json.dumps(run.events)
+        f.attrs["evals"] = evals
+        f.attrs["events"] = events
         f.attrs["t"] = t
-    comm.Barrier()
-    if run.rank == 0:
-        meta = dict(t=t, world_size=run.world, num_params=run.net.num_params, config=config,
-                    dtype=run.net.dtype.name, state=sorted(run.state))
-        with open(os.path.join(tmp, "meta.json"), "w") as f:
-            json.dump(meta, f, indent=1, sort_keys=True)
-        final = os.path.join(root, name)
-        if os.path.exists(final):
-            shutil.rmtree(final)
-        os.replace(tmp, final)
-        with open(os.path.join(root, ".latest.tmp"), "w") as f:
-            f.write(name + "\n")
-        os.replace(os.path.join(root, ".latest.tmp"), os.path.join(root, "latest"))
-    comm.Barrier()
+        f.attrs["rank"] = run.rank
+        f.attrs["sha256"] = digest(run.state, sched, run.records, evals, events, t)
+
+
+def _latest_name(root):
+    try:
+        with open(os.path.join(root, "latest")) as f:
+            return f.read().strip() or None
+    except OSError:
+        return None
+
+
+def checkpoints(root):
+    """The ckpt-<t> folders in root, oldest first: [(t, name)]."""
+    out = []
+    with contextlib.suppress(OSError):
+        for name in os.listdir(root):
+            if name.startswith("ckpt-") and name[5:].isdigit():
+                out.append((int(name[5:]), name))
+    return sorted(out)
+
+
+def clear(root):
+    """Remove the checkpoints and ``latest`` of another run from ``root`` (--force)."""
+    with contextlib.suppress(OSError):
+        os.unlink(os.path.join(root, "latest"))
+    for _, name in checkpoints(root):
+        shutil.rmtree(os.path.join(root, name), ignore_errors=True)
+
+
+def _prune(root, keep, newest):
+    """Remove all but the ``keep`` newest checkpoints (never ``newest``, which latest names)."""
+    if keep <= 0:
+        return
+    for _, name in checkpoints(root)[:-keep]:
+        if name != newest:
+            shutil.rmtree(os.path.join(root, name), ignore_errors=True)
 
 
 class Restorer:
-    """Rank r's saved state, handed to arrays as the method registers them."""
+    """Rank r's saved state, checked (before the first collective) and handed to the arrays as
+    the method registers them."""
 
-    def __init__(self, folder, rank):
+    def __init__(self, folder, rank, t):
+        from refsgd.files import open_h5
         self.path = os.path.join(folder, f"rank{rank}.h5")
-        with h5py.File(self.path, "r") as f:
-            self.state = {k: f["state"][k][...] for k in f["state"]}
-            self.schedule_state = f["schedule_state"][...] if "schedule_state" in f else None
-            self.records = {k: list(f["records"][k][...]) for k in f["records"]}
-            self.evals = json.loads(f.attrs["evals"])
-            self.events = json.loads(f.attrs.get("events", "[]"))
-            self.t = int(f.attrs["t"])
+        try:
+            with open_h5(self.path, "a refsgd checkpoint rank file") as f:
+                self.state = {k: f["state"][k][...] for k in f["state"]}
+                self.schedule_state = f["schedule_state"][...] if "schedule_state" in f else None
+                self.records = {k: np.asarray(f["records"][k][...], dtype=np.float64) for k in f["records"]}
+                evals, events = f.attrs["evals"], f.attrs.get("events", "[]")
+                saved_t, saved_rank = int(f.attrs["t"]), int(f.attrs.get("rank", rank))
+                checksum = f.attrs.get("sha256")
+        except RefsgdError:
+            raise
+        except (KeyError, OSError, ValueError, TypeError) as e:
+            raise RefsgdError(f"--resume: {self.path} is damaged ({type(e).__name__}: {e}); "
+                              "resume from an earlier checkpoint") from None
+        if saved_t != t or saved_rank != rank:
+            raise RefsgdError(f"--resume: {self.path} belongs to iteration {saved_t} (rank {saved_rank}), "
+                              f"the checkpoint to iteration {t} (rank {rank}): a stale or misplaced rank file")
+        if checksum is None or digest(self.state, self.schedule_state, self.records, evals, events, t) != checksum:
+            raise RefsgdError(f"--resume: {self.path} is damaged (its content does not match its SHA-256 "
+                              f"checksum); resume from an earlier checkpoint")
+        bad = [k for k, v in self.state.items() if v.dtype.kind == "f" and np.any(np.isnan(v))]
+        if bad:
+            raise RefsgdError(f"--resume: {self.path} holds non-finite state ({', '.join(bad)}); resume from an "
+                              "earlier checkpoint")
+        self.records = {k: list(v) for k, v in self.records.items()}
+        self.evals = json.loads(evals)
+        self.events = json.loads(events)
+        self.t = t
 
     def fill(self, name, array):
         if name not in self.state:

@@ -5,13 +5,16 @@ ends with one line ``refsgd: error: ...`` on stderr and exit code 2, never a tra
 """
 
 import argparse
+import hashlib
+import json
 import os
 import sys
 import traceback
+import warnings
 
 import numpy as np
 
-from refsgd import RankFailure, RefsgdError, __version__
+from refsgd import RankFailure, RefsgdError, Stopped, __version__, failure
 
 SCHEDULE_HELP = """\
 learning-rate schedule, NAME or NAME:key=value,... (lengths may be given in epochs:
@@ -68,6 +71,8 @@ def parse_schedule(text, lr, iters_per_epoch):
         if not eq:
             raise RefsgdError(f"--schedule {text}: expected key=value, got {item!r}")
         key, val = key.strip(), _value(val.strip())
+        if key in kwargs:
+            raise RefsgdError(f"--schedule {text}: {key} is given twice")
         if key in ("milestones", "milestone_epochs") and not isinstance(val, list):
             val = [val]
         kwargs[key] = val
@@ -104,7 +109,9 @@ def _add_training_options(p):
     p.add_argument("--checkpoint", default=None, metavar="DIR",
                    help="folder for checkpoints (each written atomically; DIR/latest names the newest)")
     p.add_argument("--checkpoint-every", type=_positive_int, default=None, metavar="K",
-                   help="write a checkpoint every K iterations (needs --checkpoint)")
+                   help="write a checkpoint every K iterations and after the last (needs --checkpoint)")
+    p.add_argument("--keep-checkpoints", type=_nonneg_int, default=3, metavar="N",
+                   help="keep the N newest checkpoints, remove older ones (default 3; 0 keeps all)")
     p.add_argument("--resume", default=None, metavar="DIR",
                    help="continue from a checkpoint (DIR or DIR/ckpt-T); the continued trajectory is "
                         "identical to an uninterrupted run. Method, model, world size and every "
@@ -112,6 +119,9 @@ def _add_training_options(p):
     p.add_argument("--out", default=None, metavar="RUN.h5",
                    help="write per-iteration times and losses of every rank, the evaluations and the "
                         "final model (HDF5)")
+    p.add_argument("--force", action="store_true",
+                   help="replace an existing --out or --trace file, or a --checkpoint folder holding another "
+                        "run's checkpoints (refused otherwise)")
     p.add_argument("--trace", default=None, metavar="F.h5",
                    help="record every rank's state, loss and batch indices at every step (the golden "
                         "schema, README 'For implementers'); costs 8 bytes (float64) x parameters x "
@@ -139,7 +149,8 @@ def _add_method_options(p, dtype):
     p.add_argument("--momentum-form", choices=("pytorch", "mxnet"), default="pytorch",
                    help="pytorch: b = mu*b + g, w -= lr*b; mxnet: v = mu*v - lr*g, w += v (default pytorch)")
     p.add_argument("--weight-decay", type=_nonneg_float, default=0.0, help="coupled L2 weight decay (default 0)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the initial weights and the sampler (default 0)")
+    p.add_argument("--seed", type=_nonneg_int, default=0,
+                   help="seed of the initial weights and the sampler, an integer >= 0 (default 0)")
     g = p.add_argument_group("method-specific options")
     g.add_argument("--lambda0", type=_nonneg_float, default=0.2,
                    help="dcs3gd: lambda_0 of the dynamic variance control, eq. 17 (default 0.2; 0 = no compensation)")
@@ -189,7 +200,7 @@ def _add_method_options(p, dtype):
 
 
 def build_parser():
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="refsgd",
         description="Reference implementations of distributed SGD methods (MPI, NumPy, Numba).")
     parser.add_argument("--version", action="version", version=f"refsgd {__version__}")
@@ -214,6 +225,7 @@ def build_parser():
     p.add_argument("--steps", type=_positive_int, required=True, help="number of steps T")
     _add_method_options(p, dtype="float64")
     p.add_argument("--out", required=True, metavar="F.h5", help="the golden file (written atomically)")
+    p.add_argument("--force", action="store_true", help="replace an existing --out file")
 
     p = sub.add_parser("verify", help="compare two traces step by step",
                        description="Compare two traces (refsgd train --trace, refsgd golden, or another "
@@ -225,6 +237,8 @@ def build_parser():
     p.add_argument("b", help="trace B (the reference: relative differences are taken against it)")
     p.add_argument("--rtol", type=_nonneg_float, default=1e-10, help="relative tolerance (default 1e-10)")
     p.add_argument("--atol", type=_nonneg_float, default=1e-12, help="absolute tolerance (default 1e-12)")
+    p.add_argument("--prefix", action="store_true",
+                   help="compare only the steps both traces have (default: a different length is a mismatch)")
 
     p = sub.add_parser("report", help="print the summary of a metrics file again (and plot it)",
                        description="Print the configuration, evaluations and per-rank time split of a "
@@ -248,6 +262,7 @@ def build_parser():
     c.add_argument("kind", choices=("mnist", "fashion-mnist", "cifar10", "cifar100"))
     c.add_argument("src", help="folder with the distribution's files (or the CIFAR .tar.gz)")
     c.add_argument("out", help="output .h5 file (written atomically)")
+    c.add_argument("--force", action="store_true", help="replace an existing output file")
     i = dsub.add_parser("info", help="describe a dataset file")
     i.add_argument("file", nargs="?", default=None, help="HDF5 dataset (default: the embedded digits)")
 
@@ -329,6 +344,8 @@ def _prepare(args, comm):
     net = load_model(args.model, dtype=dtype)
     data = datasets.load(args.data, dtype=dtype)
     datasets.check_fits(data, net.input_shape, net.num_classes, model=net.name)
+    if len(data.y_test) == 0:
+        raise RefsgdError(f"dataset {data.name} has no test samples: refsgd train evaluates the model on the test set")
     world = comm.Get_size()
     workers = world - servers(args.algo)
     per_epoch = len(data.y_train) // (workers * args.batch * micro_batches(args))
@@ -337,48 +354,120 @@ def _prepare(args, comm):
             f"the training set has {len(data.y_train)} samples: too few for {workers} workers x batch "
             f"{args.batch} x {micro_batches(args)} micro-batches")
     schedule = parse_schedule(args.schedule, args.lr, per_epoch)
-    if args.out:
-        d = os.path.dirname(os.path.abspath(args.out))
-        if not os.path.isdir(d):
-            raise RefsgdError(f"--out {args.out}: the folder {d} does not exist")
-    if args.trace:
-        if args.resume:
-            raise RefsgdError("--trace records a run from its first step: it cannot be combined with --resume")
-        d = os.path.dirname(os.path.abspath(args.trace))
-        if not os.path.isdir(d):
-            raise RefsgdError(f"--trace {args.trace}: the folder {d} does not exist")
     if args.checkpoint_every and not args.checkpoint:
         raise RefsgdError("--checkpoint-every needs --checkpoint DIR")
     if args.checkpoint and not args.checkpoint_every:
         raise RefsgdError("--checkpoint DIR needs --checkpoint-every K")
-    if args.checkpoint:
-        parent = os.path.dirname(os.path.abspath(args.checkpoint))
-        if not os.path.isdir(parent):
-            raise RefsgdError(f"--checkpoint {args.checkpoint}: the folder {parent} does not exist")
+    if args.trace and args.resume:
+        raise RefsgdError("--trace records a run from its first step: it cannot be combined with --resume")
+    _check_outputs(args)
     restorer = None
     if args.resume:
         from refsgd import checkpoint
-        folder, _ = checkpoint.read_meta(args.resume, _config(args), world, net.num_params)
-        restorer = checkpoint.Restorer(folder, comm.Get_rank())
+        folder, meta = checkpoint.read_meta(args.resume, _config(args), world, net.num_params)
+        restorer = checkpoint.Restorer(folder, comm.Get_rank(), meta["t"])
     return ALGORITHMS[args.algo][0], link, net, data, schedule, restorer
 
 
-def _on_every_rank(comm, prepare):
+def _check_outputs(args):
+    """Every output of `train` can be written, collides with no input or other output, and
+    replaces no file and no other run's checkpoints unless --force (before any work)."""
+    from refsgd.files import check_distinct, check_folder, check_output, same_path
+    model_file = args.model if os.path.isfile(args.model) else None
+    check_distinct([("--data", args.data), ("--model", model_file), ("--resume", args.resume)],
+                   [("--out", args.out), ("--trace", args.trace)])
+    # --checkpoint may be the folder --resume reads (the run goes on there)
+    check_distinct([("--data", args.data), ("--model", model_file), ("--out", args.out), ("--trace", args.trace)],
+                   [("--checkpoint", args.checkpoint)])
+    for flag, path in (("--out", args.out), ("--trace", args.trace)):
+        if path:
+            check_output(path, flag, args.force)
+    if args.checkpoint:
+        check_folder(args.checkpoint, "--checkpoint")
+        if _holds_other_run(args) and not args.force:
+            raise RefsgdError(f"--checkpoint {args.checkpoint} holds the checkpoints of another run; continue that "
+                              f"run with --resume {args.checkpoint}, choose another folder, or give --force to "
+                              "replace them")
+        for flag, path in (("--data", args.data), ("--model", model_file)):
+            if path and same_path(os.path.dirname(os.path.abspath(path)), args.checkpoint):
+                raise RefsgdError(f"{flag} {path} is inside --checkpoint {args.checkpoint}, whose content refsgd "
+                                  "replaces")
+
+
+def _holds_other_run(args):
+    """Whether --checkpoint holds checkpoints that are not the ones this run resumes from."""
+    from refsgd import checkpoint
+    from refsgd.files import same_path
+    root = args.checkpoint
+    if not root or not (checkpoint.checkpoints(root) or os.path.exists(os.path.join(root, "latest"))):
+        return False
+    return not (args.resume and (same_path(args.resume, root) or
+                                 same_path(os.path.dirname(os.path.abspath(args.resume)), root)))
+
+
+def _on_every_rank(comm, prepare, fingerprint=None):
     """prepare() on every rank; None on every rank (and one message from rank 0) if it raised a
-    RefsgdError anywhere. This is the first collective, so a bad input never leaves a rank
-    waiting in another."""
+    RefsgdError anywhere, or if the ranks' fingerprint(prepared) differ (ranks launched with
+    different options, models or data). These are the first collectives, so a bad input never
+    leaves a rank waiting in another."""
     try:
         prepared, err = prepare(), None
     except RefsgdError as e:
         prepared, err = None, str(e)
     errors = comm.allgather(err)
-    if not any(errors):
-        return prepared
-    if comm.Get_rank() == 0:
-        bad = [r for r, e in enumerate(errors) if e]
-        where = "" if len(bad) == len(errors) else f" (on rank(s) {', '.join(map(str, bad))})"
-        print(f"refsgd: error: {errors[bad[0]]}{where}", file=sys.stderr)
-    return None
+    if any(errors):
+        if comm.Get_rank() == 0:
+            _report_errors(errors)
+        return None
+    if fingerprint is not None:
+        differ = _differences(comm.allgather(fingerprint(prepared)))
+        if differ:
+            if comm.Get_rank() == 0:
+                failure.say("refsgd: error: the ranks were launched with different settings, so their "
+                            "replicas would not be the same run: " + "; ".join(differ))
+            return None
+    return prepared
+
+
+def _fingerprint(args, net, data):
+    """What every rank of a run must agree on: every option (paths of the data and a model spec
+    excepted, which may differ between nodes), the model and the dataset's content."""
+    from refsgd.trace import dataset_sha256
+    options = {k: v for k, v in vars(args).items() if k not in ("data", "model", "progress")}
+    model = f"{net.name} ({net.num_params:,d} parameters, spec {_sha(json.dumps(net.spec, sort_keys=True))})"
+    content = dataset_sha256(data, net.dtype, test=True)
+    return dict(options=options, model=model, data=f"{args.data or 'the embedded digits'} (sha256 {content[:12]})",
+                data_sha=content, version=__version__)
+
+
+def _sha(text):
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+def _differences(prints):
+    """Human-readable differences between the ranks' fingerprints (empty when they agree)."""
+    def by_value(values):
+        groups = {}
+        for r, v in enumerate(values):
+            groups.setdefault(repr(v), []).append(r)
+        return groups
+
+    def shown(values, fmt):
+        groups = by_value(values)
+        return ", ".join(f"{fmt(values[ranks[0]])} on rank(s) {_ranges(ranks)}" for ranks in groups.values())
+
+    out = []
+    keys = sorted(set().union(*(p["options"] for p in prints)))
+    for k in keys:
+        values = [p["options"].get(k) for p in prints]
+        if len(by_value(values)) > 1:
+            out.append(f"--{k.replace('_', '-')} is " + shown(values, repr))
+    for key, what in (("model", "the model is"), ("data_sha", "the dataset is"), ("version", "refsgd is")):
+        values = [p[key] for p in prints]
+        if len(by_value(values)) > 1:
+            shown_key = "data" if key == "data_sha" else key
+            out.append(what + " " + shown([p[shown_key] for p in prints], str))
+    return out
 
 
 def cmd_train(args):
@@ -394,15 +483,19 @@ def cmd_train(args):
         return 0
     world_comm = MPI.COMM_WORLD
     rank = world_comm.Get_rank()
-    prepared = _on_every_rank(world_comm, lambda: _prepare(args, world_comm))
+    prepared = _on_every_rank(world_comm, lambda: _prepare(args, world_comm),
+                              lambda p: _fingerprint(args, p[2], p[3]))
     if prepared is None:
         return 2
     algo, link, net, data, schedule, restorer = prepared
+    if rank == 0 and args.force and _holds_other_run(args):
+        from refsgd import checkpoint
+        checkpoint.clear(args.checkpoint)  # --force: this folder now belongs to this run
     from refsgd.comm.link import Traffic, wrap
     comm = wrap(world_comm, link, traffic=Traffic())  # delayed by --link if given, its payload counted
     cfg = argparse.Namespace(**vars(args))
     cfg.tau = micro_batches(args)  # PP-ASGD: the G threads' sub-batches of an update
-    ckpt = (args.checkpoint, args.checkpoint_every, _config(args)) if args.checkpoint else None
+    ckpt = (args.checkpoint, args.checkpoint_every, _config(args), args.keep_checkpoints) if args.checkpoint else None
     from refsgd.algorithms import servers
     run = Run(comm, net, data, cfg, schedule, restorer=restorer, checkpoint=ckpt, servers=servers(args.algo))
     run.log(f"refsgd {__version__}: {args.algo} on {run.world} rank(s), {net.name} ({net.num_params:,d} parameters, "
@@ -454,15 +547,17 @@ def cmd_golden(args):
         raise RefsgdError(f"the training set has {len(data.y_train)} samples: too few for {workers} "
                           f"workers x batch {args.batch} x {micro_batches(args)} micro-batches")
     schedule = parse_schedule(args.schedule, args.lr, per_epoch)
-    d = os.path.dirname(os.path.abspath(args.out))
-    if not os.path.isdir(d):
-        raise RefsgdError(f"--out {args.out}: the folder {d} does not exist")
+    from refsgd.files import check_distinct, check_output
+    check_distinct([("--data", args.data), ("--model", args.model if os.path.isfile(args.model) else None)],
+                   [("--out", args.out)])
+    check_output(args.out, "--out", args.force)
     cfg = argparse.Namespace(**vars(args))
     cfg.tau = micro_batches(args)
     out = RENDERINGS[args.algo](net, data, cfg, schedule, args.workers, args.steps)
     config = {k: getattr(args, k) for k in ("algo", "model", "data", "batch", "tau", "lr", "schedule", "momentum",
                                             "nesterov", "momentum_form", "weight_decay", "seed", "dtype",
                                             "workers", "steps") + METHOD_KEYS}
+    trace.check_finite(out, f"the serial rendering of {args.algo}")
     trace.write(args.out, method=args.algo, source="serial", config=config, net=net, data=data, **out)
     print(f"golden trace of {args.algo}: {args.workers} workers x {args.steps} steps of {net.name} "
           f"({net.num_params:,d} parameters, {dtype.name}) written to {args.out}; final mean loss "
@@ -488,6 +583,9 @@ def cmd_models(args):
 def cmd_data(args, parser):
     from refsgd import datasets
     if args.data_command == "convert":
+        from refsgd.files import check_distinct, check_output
+        check_distinct([("SRC", args.src)], [("OUT", args.out)])
+        check_output(args.out, "OUT", args.force)
         out = datasets.convert(args.kind, args.src, args.out)
         print(datasets.info(out))
         return 0
@@ -554,63 +652,133 @@ def cmd_bench(args, parser):
 def main(argv=None):
     parser = build_parser()
     args = parser.parse_args(argv)
+    if _is_mpi_command(args):
+        failure.install()  # SIGINT/SIGTERM: stop together at the loss check, or end every rank
+    np.seterr(all="ignore")  # non-finite values are detected and reported by refsgd itself, once
+    warnings.filterwarnings("ignore", category=RuntimeWarning)
     try:
-        if args.command == "train":
-            return cmd_train(args)
-        if args.command == "golden":
-            return cmd_golden(args)
-        if args.command == "verify":
-            from refsgd import trace
-            ok, lines = trace.verify(args.a, args.b, rtol=args.rtol, atol=args.atol)
-            print("\n".join(lines))
-            return 0 if ok else 1
-        if args.command == "report":
-            from refsgd import metrics
-            print(metrics.report(args.file, args.plot))
-            return 0
-        if args.command == "models":
-            return cmd_models(args)
-        if args.command == "data":
-            return cmd_data(args, parser)
-        if args.command == "bench":
-            return cmd_bench(args, parser)
-        parser.print_help()
-        return 2
+        return _dispatch(args, parser)
+    except Stopped as e:
+        if e.collective:  # every rank stops at the same boundary
+            if _rank() == 0:
+                failure.say(f"refsgd: {e}")
+            return e.code
+        return failure.abort_world(e.code, f"refsgd: {e}")
     except RefsgdError as e:
-        # raised identically on every rank (input checked everywhere, losses agreed on)
-        if _rank() == 0:
-            print(f"refsgd: error: {e}", file=sys.stderr)
-        return 2
+        if e.collective or failure.world_size() == 1:
+            if _rank() == 0:
+                failure.say(f"refsgd: error: {e}")
+            return failure.EXIT_USER
+        # this rank alone: the others may be waiting in a collective, so end them all
+        return failure.abort_world(failure.EXIT_USER, f"refsgd: error: {e} (rank {_rank()})")
     except RankFailure as e:
-        # this rank alone: the others may wait in a collective, so end them all
-        print(f"refsgd: error: {e}", file=sys.stderr, flush=True)
-        if _world_size() > 1:
-            from mpi4py import MPI
-            MPI.COMM_WORLD.Abort(1)
-        return 1
-    except KeyboardInterrupt:
-        print("refsgd: interrupted", file=sys.stderr)
-        return 130
+        return failure.abort_world(failure.EXIT_FAILURE, f"refsgd: error: {e}")
+    except KeyboardInterrupt:  # a command without MPI (golden, verify, ...)
+        failure.say("refsgd: interrupted")
+        return failure.EXIT_INTERRUPTED
     except BrokenPipeError:  # output piped into `head` and the like: stop quietly
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+    except SystemExit as e:  # a rank leaving on its own while the others may wait for it
+        if failure.world_size() > 1:
+            code = e.code if isinstance(e.code, int) and e.code else failure.EXIT_FAILURE
+            return failure.abort_world(code, f"refsgd: error: rank {_rank()} exited on its own (code {e.code})")
+        raise
     except Exception:
         # a bug on one rank must not leave the others waiting in a collective forever
         traceback.print_exc()
-        if _world_size() > 1:
-            from mpi4py import MPI
-            MPI.COMM_WORLD.Abort(1)
-        return 1
+        return failure.abort_world(failure.EXIT_FAILURE, f"refsgd: internal error on rank {_rank()} (traceback above)"
+                                   if failure.world_size() > 1 else None)
+
+
+def _dispatch(args, parser):
+    if args.command == "train":
+        return cmd_train(args)
+    if args.command == "golden":
+        return cmd_golden(args)
+    if args.command == "verify":
+        from refsgd import trace
+        ok, lines = trace.verify(args.a, args.b, rtol=args.rtol, atol=args.atol, prefix=args.prefix)
+        print("\n".join(lines))
+        return 0 if ok else 1
+    if args.command == "report":
+        from refsgd import metrics
+        print(metrics.report(args.file, args.plot))
+        return 0
+    if args.command == "models":
+        return cmd_models(args)
+    if args.command == "data":
+        return cmd_data(args, parser)
+    if args.command == "bench":
+        return cmd_bench(args, parser)
+    parser.print_help()
+    return 2
+
+
+def _is_mpi_command(args):
+    """Commands whose ranks communicate (their first collective is :func:`_on_every_rank`)."""
+    return (args.command == "train" and not args.list) or \
+        (args.command == "bench" and getattr(args, "bench_command", None) == "overlap")
 
 
 def _rank():
     mpi = sys.modules.get("mpi4py.MPI")
-    return mpi.COMM_WORLD.Get_rank() if mpi is not None else 0
+    if mpi is not None and mpi.Is_initialized() and not mpi.Is_finalized():
+        return mpi.COMM_WORLD.Get_rank()
+    return failure.launcher_rank() or 0
 
 
-def _world_size():
-    mpi = sys.modules.get("mpi4py.MPI")
-    return mpi.COMM_WORLD.Get_size() if mpi is not None else 1
+class _Parser(argparse.ArgumentParser):
+    """argparse, with its errors printed once under mpiexec instead of once per rank.
+
+    An MPI command (train, bench overlap) takes part in the ranks' first collective with its
+    error, so that rank 0 prints it once, naming the ranks it came from (an MPMD launch may
+    give one rank a bad flag), and every rank exits 2. Any other command prints on the
+    launcher's rank 0 only."""
+
+    def error(self, message):
+        text = f"{self.prog}: error: {message}"
+        if failure.launcher_size() not in (None, 1) and _argv_is_mpi_command(sys.argv[1:]):
+            from mpi4py import MPI
+            errors = MPI.COMM_WORLD.allgather(text)
+            if MPI.COMM_WORLD.Get_rank() == 0:
+                self.print_usage(sys.stderr)
+                _report_errors(errors)
+            sys.exit(failure.EXIT_USER)
+        if failure.launcher_rank() in (None, 0):
+            self.print_usage(sys.stderr)
+            failure.say(text)
+        sys.exit(failure.EXIT_USER)
+
+
+def _argv_is_mpi_command(argv):
+    words = [a for a in argv if not a.startswith("-")]
+    if not words:
+        return False
+    if words[0] == "train":
+        return "--list" not in argv
+    return words[0] == "bench" and len(words) > 1 and words[1] == "overlap"
+
+
+def _report_errors(errors):
+    """Rank 0: print the first error and the ranks it (or another) came from."""
+    bad = [r for r, e in enumerate(errors) if e]
+    first = errors[bad[0]]
+    where = "" if len(bad) == len(errors) else f" (on rank(s) {_ranges(bad)})"
+    line = first if first.startswith("refsgd") else f"refsgd: error: {first}"
+    failure.say(line + where)
+
+
+def _ranges(ranks):
+    """[0, 1, 2, 5] -> '0-2, 5'."""
+    out, start = [], None
+    for i, r in enumerate(ranks):
+        if start is None:
+            start = r
+        if i + 1 == len(ranks) or ranks[i + 1] != r + 1:
+            out.append(str(start) if start == r else f"{start}-{r}")
+            start = None
+    return ", ".join(out)
 
 
 if __name__ == "__main__":

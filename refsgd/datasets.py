@@ -78,7 +78,7 @@ import h5py
 import numpy as np
 
 from refsgd import RefsgdError, __version__
-from refsgd.files import atomic_path, open_h5
+from refsgd.files import h5_written, open_h5
 
 __all__ = [
     "FORMAT",
@@ -356,8 +356,15 @@ def load(path_or_name=None, dtype=np.float32) -> Dataset:
         path = os.fspath(path_or_name)
     with open_h5(path, "a refsgd dataset") as f:
         h = _read_header(f, path)
-        x_train = _normalise(f["train/images"], h.mean, h.std, dtype)
-        x_test = _normalise(f["test/images"], h.mean, h.std, dtype)
+        try:
+            x_train = _normalise(f["train/images"], h.mean, h.std, dtype)
+            x_test = _normalise(f["test/images"], h.mean, h.std, dtype)
+        except (OSError, ValueError) as e:  # e.g. a damaged compressed chunk
+            raise RefsgdError(f"{path}: the images cannot be read, the file is damaged ({e})") from None
+    for split, x in (("train", x_train), ("test", x_test)):
+        if not np.all(np.isfinite(x)):
+            raise RefsgdError(f"{path}: normalising /{split}/images with the file's mean and std gives non-finite "
+                              f"values in {dtype.name} (std too small?): the dataset's statistics are wrong")
     return Dataset(name=h.name, num_classes=h.num_classes, image_shape=h.image_shape,
                    x_train=x_train, y_train=h.y_train, x_test=x_test, y_test=h.y_test,
                    mean=h.mean, std=h.std, provenance=h.provenance, licence=h.licence,
@@ -454,24 +461,23 @@ def write(path, name, train_images, train_labels, test_images, test_labels, num_
                           f"{xte.shape[1:]}.")
     mean, std = _channel_stats(xtr)
 
-    with atomic_path(out) as tmp:
-        with h5py.File(tmp, "w") as f:
-            for split, x, y in (("train", xtr, ytr), ("test", xte, yte)):
-                g = f.create_group(split)
-                opts = {"compression": "gzip", "compression_opts": 6} if x.shape[0] else {}
-                g.create_dataset("images", data=x, **opts)
-                g.create_dataset("labels", data=y, **opts)
-            a = f.attrs
-            a["format"] = FORMAT
-            a["format_version"] = np.int64(FORMAT_VERSION)
-            a["name"] = name
-            a["num_classes"] = np.int64(num_classes)
-            a["image_shape"] = np.asarray(xtr.shape[1:], dtype=np.int64)
-            a["mean"] = mean
-            a["std"] = std
-            a["provenance"] = str(provenance)
-            a["licence"] = str(licence)
-            a["citation"] = str(citation)
+    with h5_written(out, what="the dataset") as f:
+        for split, x, y in (("train", xtr, ytr), ("test", xte, yte)):
+            g = f.create_group(split)
+            opts = {"compression": "gzip", "compression_opts": 6} if x.shape[0] else {}
+            g.create_dataset("images", data=x, **opts)
+            g.create_dataset("labels", data=y, **opts)
+        a = f.attrs
+        a["format"] = FORMAT
+        a["format_version"] = np.int64(FORMAT_VERSION)
+        a["name"] = name
+        a["num_classes"] = np.int64(num_classes)
+        a["image_shape"] = np.asarray(xtr.shape[1:], dtype=np.int64)
+        a["mean"] = mean
+        a["std"] = std
+        a["provenance"] = str(provenance)
+        a["licence"] = str(licence)
+        a["citation"] = str(citation)
     return out
 
 

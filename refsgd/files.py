@@ -2,6 +2,7 @@
 with one clear error."""
 
 import contextlib
+import io
 import os
 import tempfile
 
@@ -11,13 +12,18 @@ from refsgd import RefsgdError
 
 
 @contextlib.contextmanager
-def atomic_path(path):
+def atomic_path(path, what=None):
     """Yield a temporary path beside ``path``; on success it becomes ``path`` (normal permissions,
-    ``os.replace``), on any error it is removed and ``path`` is left as it was."""
+    ``os.replace``), on any error it is removed and ``path`` is left as it was. A failed write (a
+    full disk, a read-only folder) becomes one RefsgdError saying so."""
     directory = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(directory):
         raise RefsgdError(f"{path}: the folder {directory} does not exist")
-    fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".tmp", dir=directory)
+    before = "the previous file is unchanged" if os.path.exists(path) else "nothing was written"
+    try:
+        fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".tmp", dir=directory)
+    except OSError as e:
+        raise RefsgdError(f"could not write {what or path} to {path} ({e.strerror or e}); {before}") from None
     os.close(fd)
     try:
         yield tmp
@@ -25,10 +31,36 @@ def atomic_path(path):
         os.umask(umask)
         os.chmod(tmp, 0o666 & ~umask)
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as e:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
+        if isinstance(e, OSError):
+            reason = e.strerror or str(e).split("(")[0].strip() or type(e).__name__
+            err = RefsgdError(f"could not write {what or path} to {path} ({reason}); {before}")
+            err.reason = reason
+            raise err from None
         raise
+
+
+@contextlib.contextmanager
+def h5_written(path, what=None):
+    """Yield a new ``h5py.File`` built in memory; when the block succeeds, its bytes are written
+    to ``path`` through :func:`atomic_path`. HDF5 itself never writes to the disk, so a full disk
+    is an ordinary failed write (one RefsgdError, the previous file kept), never a crash inside
+    the HDF5 library."""
+    buf = io.BytesIO()
+    with h5py.File(buf, "w") as f:
+        yield f
+    with atomic_path(path, what) as tmp:
+        write_bytes(tmp, buf.getbuffer())
+
+
+def write_bytes(path, data):
+    """Write ``data`` to ``path`` and make it durable (fsync) before it is renamed into place."""
+    with open(path, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
 
 
 def open_h5(path, what):
@@ -47,3 +79,61 @@ def open_h5(path, what):
         if not is_h5:
             raise RefsgdError(f"{path}: not an HDF5 file (expected {what})") from None
         raise RefsgdError(f"{path}: cannot read the HDF5 file ({exc})") from None
+
+
+def _probe(directory, what):
+    """Create and remove a file in ``directory``: a read-only folder or file system is found
+    before any work is done."""
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".refsgd-probe-", dir=directory)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as e:
+        raise RefsgdError(f"{what}: cannot write in {directory} ({e.strerror or e})") from None
+
+
+def check_output(path, flag, force=False):
+    """An output file that ``atomic_path`` will write: not a folder, in an existing writable
+    folder, and not an existing file unless ``force``."""
+    if os.path.isdir(path):
+        raise RefsgdError(f"{flag} {path}: is a folder; give the name of a file")
+    directory = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(directory):
+        raise RefsgdError(f"{flag} {path}: the folder {directory} does not exist")
+    if os.path.lexists(path) and not force:
+        raise RefsgdError(f"{flag} {path}: the file exists; choose another name, or give --force to replace it")
+    _probe(directory, f"{flag} {path}")
+
+
+def check_folder(path, flag):
+    """An output folder: not a file; it or its parent exists and is writable."""
+    if os.path.lexists(path) and not os.path.isdir(path):
+        raise RefsgdError(f"{flag} {path}: is a file, not a folder")
+    if os.path.isdir(path):
+        _probe(path, f"{flag} {path}")
+        return
+    parent = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(parent):
+        raise RefsgdError(f"{flag} {path}: the folder {parent} does not exist")
+    _probe(parent, f"{flag} {path}")
+
+
+def same_path(a, b):
+    """Whether two paths name the same file or folder (links and hard links resolved)."""
+    try:
+        if os.path.exists(a) and os.path.exists(b):
+            return os.path.samefile(a, b)
+    except OSError:
+        pass
+    return os.path.realpath(a) == os.path.realpath(b)
+
+
+def check_distinct(inputs, outputs):
+    """Refuse an output that is an input or another output: ``inputs`` and ``outputs`` are
+    [(flag, path or None)]."""
+    outs = [(f, p) for f, p in outputs if p]
+    for i, (flag, path) in enumerate(outs):
+        for other_flag, other in [(f, p) for f, p in inputs if p] + outs[:i]:
+            if same_path(path, other):
+                raise RefsgdError(f"{flag} {path} is also {other_flag}: an output may not replace an input "
+                                  "or another output")

@@ -25,12 +25,11 @@ Schema (HDF5, written by rank 0, atomically)::
 
 import json
 
-import h5py
 import numpy as np
 from mpi4py import MPI
 
 from refsgd import __version__
-from refsgd.files import atomic_path, open_h5
+from refsgd.files import h5_written, open_h5
 from refsgd.run import FIELDS
 
 THREAD_LEVELS = {MPI.THREAD_SINGLE: "single", MPI.THREAD_FUNNELED: "funneled",
@@ -51,7 +50,7 @@ def gather(run):
 
 def write(path, run, rec, nodes, config, link, model=None):
     """Write the metrics file (rank 0), to a temporary file renamed into place."""
-    with atomic_path(path) as tmp, h5py.File(tmp, "w") as f:
+    with h5_written(path, what="the metrics") as f:
         it = f.create_group("iterations")
         for k, v in rec.items():
             it.create_dataset(k, data=v)
@@ -101,17 +100,40 @@ def summary(evals, rec, wall, link):
     return "\n".join(lines)
 
 
+#: what `refsgd report` needs of a metrics file
+_RECORDS = ("compute", "idle", "wall", "loss")
+_EVAL_COLUMNS = ("iteration", "epoch", "train_loss", "test_loss", "test_acc")
+
+
 def read(path):
-    """(evals, rec, attrs) of a metrics file; RefsgdError if it is not one."""
+    """(evals, rec, attrs) of a metrics file; RefsgdError naming what is wrong if it is not one."""
     from refsgd import RefsgdError
     with open_h5(path, "a metrics file from refsgd train --out") as f:
         if "iterations" not in f or "evals" not in f:
             raise RefsgdError(f"{path}: not a refsgd metrics file (made by `refsgd train --out`)")
+        missing = [f"/iterations/{k}" for k in _RECORDS if k not in f["iterations"]]
+        missing += [f"/evals/{k}" for k in _EVAL_COLUMNS if k not in f["evals"]]
+        if missing:
+            raise RefsgdError(f"{path}: malformed metrics file, missing {', '.join(missing)}")
         rec = {k: f["iterations"][k][...] for k in f["iterations"]}
-        keys = list(f["evals"])
-        cols = {k: f["evals"][k][...] for k in keys}
-        evals = [{k: float(cols[k][j]) for k in keys} for j in range(len(cols.get("iteration", [])))]
+        cols = {k: f["evals"][k][...] for k in f["evals"]}
         attrs = dict(f.attrs)
+    shapes = {k: v.shape for k, v in rec.items()}
+    if any(len(sh) != 2 for sh in shapes.values()) or len(set(shapes.values())) != 1:
+        raise RefsgdError(f"{path}: malformed metrics file: the /iterations arrays must all be (ranks, iterations), "
+                          f"got {', '.join(f'{k} {sh}' for k, sh in shapes.items())}")
+    lengths = {k: np.shape(v) for k, v in cols.items()}
+    if any(len(sh) != 1 for sh in lengths.values()) or len(set(lengths.values())) != 1:
+        raise RefsgdError(f"{path}: malformed metrics file: the /evals columns must be 1-d of one length, got "
+                          f"{', '.join(f'{k} {sh}' for k, sh in lengths.items())}")
+    try:
+        config = json.loads(attrs.get("config", "{}"))
+    except (TypeError, ValueError):
+        config = None
+    if not isinstance(config, dict):
+        raise RefsgdError(f"{path}: malformed metrics file: the config attribute is not a JSON object")
+    n = len(cols["iteration"])
+    evals = [{k: float(cols[k][j]) for k in cols} for j in range(n)]
     return evals, rec, attrs
 
 

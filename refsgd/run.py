@@ -42,7 +42,7 @@ import time
 import numpy as np
 from mpi4py import MPI
 
-from refsgd import RefsgdError
+from refsgd import AgreedError, RefsgdError, Stopped, failure
 from refsgd.datasets import epoch_batches
 from refsgd.optim import SGD
 
@@ -333,52 +333,60 @@ class Run:
             from tqdm import tqdm
             bar = tqdm(total=self.total, initial=self.t, unit="it", dynamic_ncols=True, leave=False)
             self._bar = bar
-        for t in range(self.t, self.total):
-            self.t = t
-            self._micro = 0
-            self._compute = self._idle = self._codec = 0.0
-            self._spans = []
-            self._loss, self._nloss = 0.0, 0
-            t0 = time.perf_counter()
-            yield t
-            rec = self.records
-            rec["wall"].append(time.perf_counter() - t0)
-            rec["compute"].append(self._compute)
-            rec["idle"].append(self._idle)
-            rec["comm"].append(_union_length(self._spans))
-            rec["loss"].append(self._loss / self._nloss if self._nloss else np.nan)  # nan: no gradient here
-            rec["codec"].append(self._codec)
-            for name in set(self._extra) | (set(rec) - set(FIELDS)):
-                rec.setdefault(name, [np.nan] * (len(rec["wall"]) - 1)).append(self._extra.get(name, np.nan))
-            self._extra = {}
-            if self.traffic is not None:
-                seen = (self.traffic.global_bytes, self.traffic.local_bytes)
-                rec["global_bytes"].append(float(seen[0] - self._traffic_seen[0]))
-                rec["local_bytes"].append(float(seen[1] - self._traffic_seen[1]))
-                self._traffic_seen = seen
-            else:
-                rec["global_bytes"].append(0.0)
-                rec["local_bytes"].append(0.0)
-            if self.tracing:
-                self._record_trace(t)
-            last = t + 1 == self.total
-            epoch_end = (t + 1) % self.iters_per_epoch == 0
-            if (t + 1) % log_every == 0 or epoch_end or last:
-                mean_loss = self._check(t)
-                if bar is not None:
-                    elapsed = time.perf_counter() - start
-                    bar.update(t + 1 - bar.n)
-                    samples = (t + 1) * self.world * self.cfg.batch * self.tau
-                    bar.set_postfix(loss=f"{mean_loss:.4f}", samples_s=f"{samples / elapsed:.0f}",
-                                    **self.progress_info)
-            if (epoch_end and ((t + 1) // self.iters_per_epoch) % self.cfg.eval_every == 0) or last:
-                self.evaluate(t)
-            if self._checkpoint is not None and (t + 1) % self._checkpoint[1] == 0 and not last:
-                self.save_checkpoint()
+        with failure.deferring():  # a signal stops every rank at the next loss check
+            for t in range(self.t, self.total):
+                self.t = t
+                self._micro = 0
+                self._compute = self._idle = self._codec = 0.0
+                self._spans = []
+                self._loss, self._nloss = 0.0, 0
+                t0 = time.perf_counter()
+                yield t
+                self._record(t0)
+                if self.tracing:
+                    self._record_trace(t)
+                last = t + 1 == self.total
+                epoch_end = (t + 1) % self.iters_per_epoch == 0
+                # a checkpoint is taken after the loss check of the same boundary, so that no
+                # non-finite state is ever saved (the last iteration is checkpointed too)
+                ckpt = self._checkpoint is not None and ((t + 1) % self._checkpoint[1] == 0 or last)
+                if (t + 1) % log_every == 0 or epoch_end or last or ckpt:
+                    mean_loss = self._check(t)
+                    if bar is not None:
+                        elapsed = time.perf_counter() - start
+                        bar.update(t + 1 - bar.n)
+                        samples = (t + 1) * self.world * self.cfg.batch * self.tau
+                        bar.set_postfix(loss=f"{mean_loss:.4f}", samples_s=f"{samples / elapsed:.0f}",
+                                        **self.progress_info)
+                if (epoch_end and ((t + 1) // self.iters_per_epoch) % self.cfg.eval_every == 0) or last:
+                    self.evaluate(t)
+                if ckpt:
+                    self.save_checkpoint()
         if bar is not None:
             bar.close()
             self._bar = None
         self.wall = time.perf_counter() - start
+
+    def _record(self, t0):
+        """Append this iteration's times, loss, the method's records and the traffic."""
+        rec = self.records
+        rec["wall"].append(time.perf_counter() - t0)
+        rec["compute"].append(self._compute)
+        rec["idle"].append(self._idle)
+        rec["comm"].append(_union_length(self._spans))
+        rec["loss"].append(self._loss / self._nloss if self._nloss else np.nan)  # nan: no gradient here
+        rec["codec"].append(self._codec)
+        for name in set(self._extra) | (set(rec) - set(FIELDS)):
+            rec.setdefault(name, [np.nan] * (len(rec["wall"]) - 1)).append(self._extra.get(name, np.nan))
+        self._extra = {}
+        if self.traffic is not None:
+            seen = (self.traffic.global_bytes, self.traffic.local_bytes)
+            rec["global_bytes"].append(float(seen[0] - self._traffic_seen[0]))
+            rec["local_bytes"].append(float(seen[1] - self._traffic_seen[1]))
+            self._traffic_seen = seen
+        else:
+            rec["global_bytes"].append(0.0)
+            rec["local_bytes"].append(0.0)
 
     def _record_trace(self, t):
         if self._settle is not None:
@@ -418,29 +426,56 @@ class Run:
         from refsgd import checkpoint
         if self._settle is not None:
             self._settle()
-        if self._pending:
-            self.waitall([r for r, _ in self._pending])
-        root, _, config = self._checkpoint
-        checkpoint.save(self, root, config)
+        self._complete_pending()
+        root, _, config, keep = self._checkpoint
+        return checkpoint.save(self, root, config, keep)
 
     def _check(self, t):
-        """All ranks agree on the loss so far and stop together on a non-finite one."""
+        """All ranks agree on the loss so far, stop together on a non-finite one, and stop
+        together when a rank received SIGINT or SIGTERM (after a checkpoint, with --checkpoint)."""
         lo = max(0, t + 1 - self.cfg.log_every)
-        losses = self.records["loss"][lo:t + 1]
-        bad = self.first_bad if self.first_bad is not None else np.iinfo(np.int64).max
-        losses = np.asarray(losses, dtype=np.float64)
+        losses = np.asarray(self.records["loss"][lo:t + 1], dtype=np.float64)
         seen = losses[~np.isnan(losses)]
-        buf = np.array([float(np.sum(seen)), float(len(seen)), float(bad)])
-        out = np.empty(3)
+        never = np.iinfo(np.int64).max
+        bad = self.first_bad if self.first_bad is not None else never
+        if bad == never and not self.state_finite():  # the update after the last loss went wrong
+            bad = t
+        sums, agreed = np.empty(2), np.empty(2, dtype=np.int64)
         with self.idle():
-            self.control_comm.Allreduce(buf[:2].copy(), out[:2], op=MPI.SUM)
-            out[2] = self.control_comm.allreduce(int(bad), op=MPI.MIN)
-        if out[2] < np.iinfo(np.int64).max:
-            if self._pending:  # leave no request behind
-                self.waitall([r for r, _ in self._pending])
-            raise NonFiniteLoss(f"the loss became non-finite at iteration {int(out[2])}; "
-                                "lower the learning rate")
-        return out[0] / max(out[1], 1)
+            self.control_comm.Allreduce(np.array([float(np.sum(seen)), float(len(seen))]), sums, op=MPI.SUM)
+            # the first bad iteration (MIN) and the signal (MAX, as -MIN) of any rank
+            self.control_comm.Allreduce(np.array([bad, -failure.requested()], dtype=np.int64), agreed, op=MPI.MIN)
+        first_bad, signum = int(agreed[0]), int(-agreed[1])
+        if first_bad < never:
+            self._complete_pending()
+            raise NonFiniteLoss(f"the loss or the weights became non-finite at iteration {first_bad}; lower the "
+                                "learning rate (nothing non-finite was written)")
+        if signum:
+            self._stop(t, signum)
+        return sums[0] / max(sums[1], 1)
+
+    def state_finite(self):
+        """Whether this rank's state is valid: the traced arrays (the worker's state of the
+        listing) finite, the bookkeeping arrays free of NaN (they may hold an infinite "best so far")."""
+        return all(not np.any(np.isnan(v)) if name in self._untraced else bool(np.all(np.isfinite(v)))
+                   for name, v in self.state.items() if v.dtype.kind == "f")
+
+    def _complete_pending(self):
+        if self._pending:  # leave no request behind
+            self.waitall([r for r, _ in self._pending])
+
+    def _stop(self, t, signum):
+        """Every rank: a signal was agreed on at the boundary after iteration t."""
+        failure.STOP.cancel()
+        word, name = failure.describe(signum)
+        where = f"after iteration {t + 1}"
+        if self._checkpoint is not None:
+            path = self.save_checkpoint()
+            raise Stopped(failure.exit_code(signum), f"{word} ({name}) {where}; checkpoint written to {path}; "
+                          f"continue with --resume {self._checkpoint[0]}", collective=True)
+        self._complete_pending()
+        raise Stopped(failure.exit_code(signum), f"{word} ({name}) {where} (no --checkpoint, nothing saved)",
+                      collective=True)
 
     def evaluate(self, t):
         """Mean training loss of the epoch and test loss/accuracy of the model, over all ranks."""
@@ -480,5 +515,5 @@ def _union_length(spans):
     return total
 
 
-class NonFiniteLoss(RefsgdError):
-    """The loss became NaN or infinite (raised on every rank at the same iteration)."""
+class NonFiniteLoss(AgreedError):
+    """The loss or the state became NaN or infinite (raised on every rank at the same iteration)."""

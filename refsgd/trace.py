@@ -37,28 +37,54 @@ steps.
 import hashlib
 import json
 
-import h5py
 import numpy as np
 
 from refsgd import RefsgdError, __version__
-from refsgd.files import atomic_path, open_h5
+from refsgd.files import h5_written, open_h5
 
 FORMAT = "refsgd-trace"
 FORMAT_VERSION = 1
 
 
-def dataset_sha256(data, dtype):
-    h = hashlib.sha256()
-    h.update(np.ascontiguousarray(data.x_train, dtype=dtype).tobytes())
-    h.update(np.ascontiguousarray(data.y_train, dtype=np.int64).tobytes())
-    return h.hexdigest()
+def dataset_sha256(data, dtype, test=False):
+    """SHA-256 of the normalised training images (in ``dtype``) and the int64 labels; with
+    ``test``, of the test set too (computed once per data set and dtype)."""
+    cache = data.__dict__.setdefault("_sha256", {})
+    key = (np.dtype(dtype).str, test)
+    if key not in cache:
+        h = hashlib.sha256()
+        splits = ("train", "test") if test else ("train",)
+        for split in splits:
+            h.update(np.ascontiguousarray(getattr(data, f"x_{split}"), dtype=dtype).data)
+            h.update(np.ascontiguousarray(getattr(data, f"y_{split}"), dtype=np.int64).data)
+        cache[key] = h.hexdigest()
+    return cache[key]
+
+
+def check_finite(out, what):
+    """Refuse (RefsgdError) a trajectory with a non-finite weight, state, lr or loss. A loss may be
+    NaN only where the worker computed none (a parameter server: batch indices -1)."""
+    bad = []
+    for name, arr in [("w0", out["w0"]), ("lr", out["lr"])] + [(f"state/{k}", v) for k, v in out["states"].items()]:
+        arr = np.asarray(arr, dtype=np.float64)
+        if not np.all(np.isfinite(arr)):
+            step = int(np.argwhere(~np.isfinite(arr))[0][0]) if arr.ndim > 1 else None
+            bad.append(name + (f" from step {step}" if step is not None else ""))
+    loss = np.asarray(out["loss"], dtype=np.float64)
+    server = np.all(np.asarray(out["batches"]).reshape(loss.shape + (-1,)) < 0, axis=-1)
+    wrong = ~np.isfinite(loss) & ~server
+    if np.any(wrong):
+        bad.append(f"loss from step {int(np.argwhere(wrong)[0][0])}")
+    if bad:
+        raise RefsgdError(f"{what} became non-finite ({', '.join(bad)}): no trace written; lower the learning "
+                          "rate or take fewer steps")
 
 
 def write(path, *, method, source, config, net, data, w0, batches, loss, lr, states):
     """Write a trace atomically. states: {name: (T, N, d) array}."""
     T, N = loss.shape
     comp = dict(compression="gzip", shuffle=True)
-    with atomic_path(path) as tmp, h5py.File(tmp, "w") as f:
+    with h5_written(path, what="the trace") as f:
         f.attrs.update(format=FORMAT, format_version=FORMAT_VERSION, method=method, source=source,
                        world_size=N, steps=T, dtype=net.dtype.name,
                        config=json.dumps(config, sort_keys=True), model=net.name,
@@ -75,22 +101,53 @@ def write(path, *, method, source, config, net, data, w0, batches, loss, lr, sta
             g.create_dataset(name, data=arr, **comp)
 
 
+#: the attributes a trace must have (README, "For implementers")
+REQUIRED_ATTRS = ("method", "source", "world_size", "steps", "dtype", "config", "model", "model_spec",
+                  "dataset_sha256", "state_names")
+
+
 class Trace:
-    """A trace file read into memory."""
+    """A trace file read into memory, its schema checked (RefsgdError naming what is wrong)."""
 
     def __init__(self, path):
         self.path = path
         with open_h5(path, "a refsgd trace") as f:
             if f.attrs.get("format") != FORMAT:
                 raise RefsgdError(f"{path}: not a refsgd trace (made by refsgd train --trace or refsgd golden)")
+            missing = [k for k in REQUIRED_ATTRS if k not in f.attrs]
+            missing += [f"/{k}" for k in ("w0", "batches", "loss", "lr") if k not in f]
+            if missing:
+                raise RefsgdError(f"{path}: malformed trace, missing {', '.join(missing)}")
             self.attrs = dict(f.attrs)
-            self.config = json.loads(self.attrs["config"])
-            self.state_names = json.loads(self.attrs["state_names"])
+            try:
+                self.config = json.loads(self.attrs["config"])
+                self.state_names = json.loads(self.attrs["state_names"])
+                T, N = int(self.attrs["steps"]), int(self.attrs["world_size"])
+            except (TypeError, ValueError) as e:
+                raise RefsgdError(f"{path}: malformed trace attributes ({e})") from None
+            if not isinstance(self.config, dict) or not isinstance(self.state_names, list):
+                raise RefsgdError(f"{path}: malformed trace: config must be a JSON object, state_names a list")
+            absent = [n for n in self.state_names if f"state/{n}" not in f]
+            if absent:
+                raise RefsgdError(f"{path}: malformed trace, state_names lists {', '.join(absent)} but "
+                                  f"/state has no such array")
             self.w0 = f["w0"][...]
             self.batches = f["batches"][...]
             self.loss = f["loss"][...]
             self.lr = f["lr"][...]
             self.state = {k: f["state"][k][...] for k in self.state_names}
+        d = self.w0.shape[0] if self.w0.ndim == 1 else None
+        expect = {"w0": (self.w0.shape, (d,)), "loss": (self.loss.shape, (T, N)), "lr": (self.lr.shape, (T,))}
+        expect["batches"] = (self.batches.shape[:2], (T, N))
+        for k, v in self.state.items():  # (T, N, d), or (T, N, ..., d) for a stack of vectors (Pipe-SGD)
+            expect[f"state/{k}"] = ((v.shape[:2] + v.shape[-1:]) if v.ndim >= 3 else v.shape, (T, N, d))
+        wrong = [f"/{k} is {tuple(got)}, expected {tuple(want)}" for k, (got, want) in expect.items() if
+                 tuple(got) != tuple(want)]
+        if self.batches.ndim != 4:
+            wrong.append(f"/batches is {self.batches.shape}, expected (T, N, tau, b)")
+        if wrong:
+            raise RefsgdError(f"{path}: malformed trace (steps {T}, workers {N}, {d} parameters): "
+                              + "; ".join(wrong))
 
 
 #: configuration entries that do not change a trajectory (verify does not compare them)
@@ -98,8 +155,10 @@ _NOT_TRAJECTORY = {"eval_every", "log_every", "progress", "out", "trace", "check
                    "resume", "link", "local_link", "list", "epochs", "iterations", "data", "workers", "steps", "poll"}
 
 
-def verify(a_path, b_path, rtol=1e-10, atol=1e-12):
-    """Compare two traces; returns (ok, lines of text). The first difference found is named."""
+def verify(a_path, b_path, rtol=1e-10, atol=1e-12, prefix=False):
+    """Compare two traces; returns (ok, lines of text). The first difference found is named.
+    Traces of different lengths are a mismatch unless ``prefix`` (compare the common steps).
+    A non-finite value is never an agreement (NaN loss on a parameter server excepted)."""
     a, b = Trace(a_path), Trace(b_path)
     lines = [f"A: {a_path} ({a.attrs['source']}, {a.attrs['method']}, {a.attrs['world_size']} workers, "
              f"{a.attrs['steps']} steps, {a.attrs['dtype']})",
@@ -121,7 +180,20 @@ def verify(a_path, b_path, rtol=1e-10, atol=1e-12):
         return False, lines + [f"MISMATCH in w0: max |A - B| = {np.max(np.abs(a.w0 - b.w0)):.3e}"]
     T = min(a.attrs["steps"], b.attrs["steps"])
     if a.attrs["steps"] != b.attrs["steps"]:
-        lines.append(f"note: A has {a.attrs['steps']} steps, B {b.attrs['steps']}; comparing the first {T}")
+        if not prefix:
+            short = "A" if a.attrs["steps"] < b.attrs["steps"] else "B"
+            return False, lines + [f"MISMATCH in length: A has {a.attrs['steps']} steps, B {b.attrs['steps']}: "
+                                   f"steps {T}..{max(a.attrs['steps'], b.attrs['steps']) - 1} are missing from "
+                                   f"{short} (--prefix compares the first {T} only)"]
+        lines.append(f"note: A has {a.attrs['steps']} steps, B {b.attrs['steps']}; comparing the first {T} (--prefix)")
+    if T == 0:
+        return False, lines + ["MISMATCH: no step to compare"]
+    for name, tr in (("A", a), ("B", b)):
+        try:
+            check_finite(dict(w0=tr.w0, lr=tr.lr[:T], loss=tr.loss[:T], batches=tr.batches[:T],
+                              states={k: v[:T] for k, v in tr.state.items()}), f"{name} ({tr.path})")
+        except RefsgdError as e:
+            return False, lines + [f"MISMATCH: {str(e).split(': no trace written')[0]}"]
     N = a.attrs["world_size"]
     worst = 0.0
     for t in range(T):
@@ -132,7 +204,7 @@ def verify(a_path, b_path, rtol=1e-10, atol=1e-12):
                 x = a.loss[t, i] if name == "loss" else a.state[name][t, i]
                 y = b.loss[t, i] if name == "loss" else b.state[name][t, i]
                 x, y = np.asarray(x, float), np.asarray(y, float)
-                both_nan = np.isnan(x) & np.isnan(y)  # no loss on a parameter server
+                both_nan = np.isnan(x) & np.isnan(y)  # no loss on a parameter server (finite elsewhere: checked)
                 err = np.where(both_nan, 0.0, np.abs(x - y))
                 tol = np.where(both_nan, 0.0, atol + rtol * np.abs(y))
                 if not np.all(err <= tol):

@@ -68,7 +68,8 @@ def test_global_traffic_daso_against_ssgd_and_fp16(tmp_path):
 def test_resume_with_a_global_sync_in_flight_equals_an_uninterrupted_run(tmp_path):
     """The checkpoint after iteration 5 holds the sync sent at 5 (due at 6); plateaus follow."""
     common = ["train", *PHASES, "--ranks-per-node", "2", "--batch", "64", "--dtype", "float64",
-              "--iterations", "33", "--no-progress", "--checkpoint-every", "6"]
+              "--iterations", "33", "--no-progress", "--checkpoint-every", "6",
+              "--keep-checkpoints", "0"]
     r = refsgd(*common, "--checkpoint", str(tmp_path / "a"), "--out", str(tmp_path / "a.h5"), n=4)
     assert r.returncode == 0, r.stderr
     r = refsgd(*common, "--checkpoint", str(tmp_path / "b"), "--resume", str(tmp_path / "a" / "ckpt-6"),

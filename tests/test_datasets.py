@@ -358,7 +358,7 @@ def test_write_is_atomic(tmp_path, monkeypatch):
         raise OSError("disk full")
 
     monkeypatch.setattr(ds.os, "replace", boom)
-    with pytest.raises(OSError, match="disk full"):
+    with pytest.raises(RefsgdError, match=r"could not write .*t\.h5 \(disk full\); the previous file is unchanged"):
         write_tiny(p, name="other")
     assert p.read_bytes() == before
     assert os.listdir(tmp_path) == ["t.h5"]

@@ -163,7 +163,7 @@ def test_resume_equals_an_uninterrupted_run(tmp_path):
     ck = tmp_path / "ck"
     r = refsgd(*common, "--checkpoint", str(ck), "--checkpoint-every", "7", "--out", str(tmp_path / "a.h5"), n=2)
     assert r.returncode == 0, r.stderr
-    assert sorted(os.listdir(ck)) == ["ckpt-14", "ckpt-7", "latest"]
+    assert sorted(os.listdir(ck)) == ["ckpt-14", "ckpt-16", "ckpt-7", "latest"]  # every 7 and the last
     r = refsgd(*common, "--resume", str(ck / "ckpt-7"), "--out", str(tmp_path / "b.h5"), n=2)
     assert r.returncode == 0, r.stderr
     assert "at iteration 7" in r.stdout

@@ -73,17 +73,17 @@ def test_parse_and_str():
 
 
 @pytest.mark.parametrize("text", ["abc", "", "50", "50,", ",10", "50,10,1", "-1,10", "50,0", "50,-3",
-                                  "nan,10", "50,inf", "x,10"])
+                                  "nan,10", "50,inf", "x,10", "0,1e-300", "1e20,10"])
 def test_parse_errors(text):
     with pytest.raises(RefsgdError) as e:
         Link.parse(text)
-    assert str(e.value) == ("--link expects LATENCY_US,GBIT_S with latency >= 0 and bandwidth > 0, "
-                            f"got {text!r}")
+    assert str(e.value) == ("--link expects LATENCY_US,GBIT_S with latency in [0, 1e+07] us and bandwidth in "
+                            f"[1e-06, 1e+06] Gbit/s, got {text!r}")
 
 
 def test_parse_error_message_example():
-    with pytest.raises(RefsgdError, match=r"^--link expects LATENCY_US,GBIT_S with latency >= 0 and "
-                                          r"bandwidth > 0, got 'abc'$"):
+    with pytest.raises(RefsgdError, match=r"^--link expects LATENCY_US,GBIT_S with latency in \[0, 1e\+07\] us and "
+                                          r"bandwidth in \[1e-06, 1e\+06\] Gbit/s, got 'abc'$"):
         Link.parse("abc")
 
 

@@ -90,6 +90,11 @@ def _sleep_until(deadline):
         pass
 
 
+#: the range of an emulated link (beyond it, the model's times overflow or mean nothing)
+MAX_LATENCY_US = 1e7
+MIN_GBIT_S, MAX_GBIT_S = 1e-6, 1e6
+
+
 class Link:
     """A modelled network link: ``latency_us`` microseconds per message, ``gbit_s`` Gbit/s."""
 
@@ -142,7 +147,8 @@ class Link:
     @classmethod
     def parse(cls, text, flag="--link"):
         """``"LATENCY_US,GBIT_S"`` (e.g. ``"50,10"``) -> Link; RefsgdError on anything else."""
-        msg = f"{flag} expects LATENCY_US,GBIT_S with latency >= 0 and bandwidth > 0, got {text!r}"
+        msg = (f"{flag} expects LATENCY_US,GBIT_S with latency in [0, {MAX_LATENCY_US:g}] us and bandwidth in "
+               f"[{MIN_GBIT_S:g}, {MAX_GBIT_S:g}] Gbit/s, got {text!r}")
         parts = str(text).split(",")
         if len(parts) != 2:
             raise RefsgdError(msg)
@@ -150,7 +156,7 @@ class Link:
             lat, bw = float(parts[0]), float(parts[1])
         except ValueError:
             raise RefsgdError(msg) from None
-        if not (math.isfinite(lat) and math.isfinite(bw) and lat >= 0 and bw > 0):
+        if not (0 <= lat <= MAX_LATENCY_US and MIN_GBIT_S <= bw <= MAX_GBIT_S):  # NaN fails too
             raise RefsgdError(msg)
         return cls(lat, bw)
 

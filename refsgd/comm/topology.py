@@ -25,7 +25,7 @@ as "local" and "global" (see :mod:`refsgd.comm.link`). ``close()`` frees the com
 
 from mpi4py import MPI
 
-from refsgd import RefsgdError
+from refsgd import AgreedError, RefsgdError
 from refsgd.comm.link import wrap
 
 
@@ -49,7 +49,7 @@ class Topology:
         if len(set(sizes.values())) != 1:
             local.Free()
             shown = ", ".join(f"node of rank {low}: {g}" for low, g in sorted(sizes.items()))
-            raise RefsgdError(f"the ranks do not form equal nodes ({shown} ranks); run the same number of "
+            raise AgreedError(f"the ranks do not form equal nodes ({shown} ranks); run the same number of "
                               "ranks on every node, or give --ranks-per-node")
         self.G = local.Get_size()
         self.P = len(sizes)

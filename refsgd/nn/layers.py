@@ -25,6 +25,11 @@ from refsgd import RefsgdError
 from refsgd.nn import kernels
 
 
+def _is_int(v):
+    """An integer in a spec (TOML's true/false are not: bool is an int subclass in Python)."""
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
 class Layer:
     """Base class: no parameters, shape-preserving."""
 
@@ -66,7 +71,7 @@ class Dense(Layer):
 
     def __init__(self, name, units):
         super().__init__(name)
-        if not isinstance(units, int) or units < 1:
+        if not _is_int(units) or units < 1:
             raise RefsgdError(f"layer {name}: dense 'units' must be a positive integer, got {units!r}")
         self.units = units
 
@@ -130,9 +135,9 @@ class Conv2d(Layer):
 
     def __init__(self, name, filters, kernel=3):
         super().__init__(name)
-        if not isinstance(filters, int) or filters < 1:
+        if not _is_int(filters) or filters < 1:
             raise RefsgdError(f"layer {name}: conv 'filters' must be a positive integer, got {filters!r}")
-        if not isinstance(kernel, int) or kernel < 1 or kernel % 2 == 0:
+        if not _is_int(kernel) or kernel < 1 or kernel % 2 == 0:
             raise RefsgdError(
                 f"layer {name}: conv 'kernel' must be a positive odd integer ('same' padding), got {kernel!r}")
         self.filters = filters
@@ -254,7 +259,7 @@ class MaxPool2d(Layer):
 
     def __init__(self, name, size=2):
         super().__init__(name)
-        if not isinstance(size, int) or not 1 <= size <= 15:
+        if not _is_int(size) or not 1 <= size <= 15:
             raise RefsgdError(f"layer {name}: maxpool 'size' must be an integer in [1, 15], got {size!r}")
         self.k = size
 

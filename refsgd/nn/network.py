@@ -17,6 +17,8 @@ communicating layer by layer). Frozen layers (a spec option) get a zero gradient
 after the trainable ones, and the backward pass stops below the lowest trainable layer.
 """
 
+import os
+
 import numpy as np
 
 from refsgd import RefsgdError
@@ -69,6 +71,9 @@ class Network:
             if entries:
                 self.segments.append((layer.name, lo, offset))
         self.num_params = offset
+        # the weights, a gradient and two optimizer/communication buffers, before allocating any
+        check_memory(4 * self.num_params * self.dtype.itemsize,
+                     f"model {name}: {self.num_params:,d} parameters ({self.dtype.name})")
 
         self.trainable = np.ones(self.num_params, dtype=bool)
         for layer, (name, lo, hi) in zip([l for l in self.layers if l.param_shapes], self.segments):
@@ -202,3 +207,26 @@ class Network:
             lines.append(f"  {layer.name:<10} {layer.describe():<22} -> {str(layer.out_shape):<16} {extra}")
         lines.append(f"  total {self.num_params:,d} parameters ({int(self.trainable.sum()):,d} trainable)")
         return "\n".join(lines)
+
+
+def available_memory():
+    """Bytes of memory this machine can still give (MemAvailable), or None if unknown."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def check_memory(nbytes, what):
+    """Refuse (RefsgdError) to go on when ``nbytes`` exceed the memory available."""
+    free = available_memory()
+    if free is not None and nbytes > free:
+        raise RefsgdError(f"{what} need about {nbytes / 2**30:,.1f} GiB, more than the {free / 2**30:,.1f} GiB "
+                          "of memory available")

@@ -31,7 +31,7 @@ except ModuleNotFoundError:  # Python 3.10
 import numpy as np
 
 from refsgd import RefsgdError
-from refsgd.nn.layers import LAYER_TYPES
+from refsgd.nn.layers import LAYER_TYPES, _is_int
 from refsgd.nn.network import Network
 
 _PREFIX = {"dense": "fc", "conv": "conv", "maxpool": "pool", "relu": "relu",
@@ -93,10 +93,10 @@ def build(spec, dtype=np.float32, where="model spec"):
     name = spec.get("name", "model")
     inp = spec["input"]
     if (not isinstance(inp, list) or len(inp) not in (1, 3)
-            or not all(isinstance(v, int) and v > 0 for v in inp)):
+            or not all(_is_int(v) and v > 0 for v in inp)):
         raise RefsgdError(f"{where}: 'input' must be [C, H, W] or [D] of positive integers, got {inp!r}")
     classes = spec["classes"]
-    if not isinstance(classes, int) or classes < 2:
+    if not _is_int(classes) or classes < 2:
         raise RefsgdError(f"{where}: 'classes' must be an integer >= 2, got {classes!r}")
     if not isinstance(spec["layers"], list) or not spec["layers"]:
         raise RefsgdError(f"{where}: 'layers' must be a non-empty list of tables")
