@@ -37,6 +37,8 @@ GRACE = 30.0
 #: a second signal within this many seconds of the first is the same stop (launchers such as
 #: mpiexec and srun forward a signal that the process group received too); later, it ends at once
 REPEAT = 1.0
+#: seconds between printing the one line and MPI_Abort (see abort_world)
+LINE_GRACE = 0.3
 
 _NAMES = {signal.SIGINT: ("interrupted", "SIGINT"), signal.SIGTERM: ("terminated", "SIGTERM")}
 
@@ -72,6 +74,9 @@ def abort_world(code, line=None):
             sys.stdout.flush()
         except (OSError, ValueError):
             pass
+        # the launcher forwards a rank's stderr asynchronously and stops forwarding when the abort
+        # ends the job: give it a moment to pass the line on
+        time.sleep(LINE_GRACE)
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, 2)  # MPICH prints its own "Abort(code) on node ..." line: one message is enough
         MPI.COMM_WORLD.Abort(code)
