@@ -42,7 +42,7 @@ speed-up in updates; the same ratio at every target of 20 % .. 3 % that both S =
 after their first evaluation; the error after every evaluation.
 Plot: OUT_DIR/ppasgd_fig2.png, test error against updates for the 6 runs (log scale). The metrics
 files and logs stay in OUT_DIR; --no-run prints the tables and draws the plot again from them.
-With the defaults the script takes about 6 minutes on 2 cores (shared).
+With the defaults the script takes 5-6 minutes on 2 cores (shared).
 """
 
 import argparse

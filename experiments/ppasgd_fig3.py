@@ -48,7 +48,7 @@ S+1 steps ahead, the target lies S0+1 ahead), E_k's minimum comes from the measu
 Model: by default experiments/ppasgd_mnist_cnn.toml (9,098 parameters; a trace costs 4 B x 9,098
 x 3 arrays = 109 kB per update). With the bundled digits models the gradient of a sub-batch is
 so cheap that the update thread, which waits for Python's GIL behind the gradient threads, takes
-10-27 gradients per update and the staleness is 0.6-1.0 (digits_mlp, G = 8, measured here);
+11-38 gradients per update and the staleness is 0.55-1.0 (digits_mlp, G = 8, measured here);
 mnist_mlp (648,010 parameters, 7.8 MB of trace per update) is too large to trace. A convolutional
 net with few parameters makes the gradient long and the update short, as in the paper, so that
 each update consumes about one gradient and the staleness approaches G - 1.

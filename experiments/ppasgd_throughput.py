@@ -37,7 +37,7 @@ R x G threads above the core count the threads are time-sliced, and the GIL seri
 Python parts of all threads of a process (NumPy's BLAS calls and refsgd's Numba kernels release
 it). Plot: OUT_DIR/ppasgd_throughput.png (samples/s and updates/s against G, per R). The metrics
 files stay in OUT_DIR; --no-run prints the tables again from them. With the defaults the script
-takes about 1.5 minutes on 2 cores.
+takes 1.5-2 minutes on 2 cores (shared).
 """
 
 import argparse
