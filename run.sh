@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # refsgd's entry point for a fresh machine with only Python 3.10+:
-#   ./run.sh            create .venv if missing, install refsgd into it, run the default job:
-#                       mpiexec -n ${REFSGD_NP:-4} refsgd train (SSGD on the embedded digits)
+#   ./run.sh [ARGS]     create .venv if missing, install refsgd into it, and train:
+#                       mpiexec -n ${REFSGD_NP:-4} refsgd train ARGS (default: SSGD on the embedded
+#                       digits), e.g. ./run.sh --algo dcs3gd --epochs 5
 #   ./run.sh test       run the whole test suite (pytest; MPI tests launch mpiexec themselves)
 #   ./run.sh setup      only create/update .venv
 #   ./run.sh torch      also install PyTorch 2.13.0 (CPU), the optional oracle of tests and bench
@@ -48,15 +49,16 @@ case "${1:-main}" in
     shift
     one_thread_per_rank
     exec "$PY" -m pytest -q "$@" ;;
-  main)
+  main|-*)
     setup
-    one_thread_per_rank
     MPIEXEC=${MPIEXEC:-$VENV/bin/mpiexec}
     [ -x "$MPIEXEC" ] || MPIEXEC=mpiexec
-    shift || true
+    [ "${1:-}" = main ] && shift
+    # refsgd gives each rank its share of the cores for BLAS and Numba (--blas-threads overrides)
     echo "run.sh: $MPIEXEC -n ${REFSGD_NP:-4} refsgd train $*" >&2
     exec "$MPIEXEC" -n "${REFSGD_NP:-4}" "$VENV/bin/refsgd" train "$@" ;;
   *)
-    echo "usage: ./run.sh [main|test|setup|torch] (see the comments at the top of run.sh)" >&2
+    echo "usage: ./run.sh [ARGS of refsgd train] | test [ARGS of pytest] | setup | torch (see the comments" \
+         "at the top of run.sh)" >&2
     exit 2 ;;
 esac

@@ -18,7 +18,8 @@ shows the median over the calls:
   ``calls`` is the number of calls per all-reduce and rank, so the operator's share of one
   all-reduce is op x calls).
 
-Rank 0 prints one table: bytes on the wire, ms per operation, the same as ms per MB of float32
+The timing is :func:`refsgd.bench.codec_costs` (``refsgd bench all`` reports the same at 2
+ranks). Rank 0 prints one table: bytes on the wire, ms per operation, the same as ms per MB of float32
 input (1 MB = 1e6 bytes), and the ratio of encode + compressed all-reduce + decode to the plain
 all-reduce.
 
@@ -39,40 +40,12 @@ time.
 """
 
 import argparse
-import time
 
-import numpy as np
 from mpi4py import MPI
 
-from refsgd.comm import codecs
+from refsgd.bench import CODEC_NAMES as CODECS, codec_costs  # shared with refsgd bench all
 
 MLP_VALUES = 648010          # mnist_mlp's parameter count (its gradient: 2.59 MB of float32)
-CODECS = ("t16", "q8", "bf16", "fp16")
-
-
-def timed(comm, fn, repeat, warmup=3, wire=None):
-    """Median over `repeat` calls of fn() (barrier before each, after `warmup` calls) of the
-    slowest rank's seconds for that call; with `wire`, also the median over the calls of the
-    slowest rank's operator seconds per operator call, and the operator calls per fn()."""
-    for _ in range(warmup):
-        comm.Barrier()
-        fn()
-    times, ops, calls = np.empty(repeat), np.zeros(repeat), np.zeros(repeat)
-    for i in range(repeat):
-        if wire is not None:
-            s0, c0 = wire.op_seconds, wire.op_calls
-        comm.Barrier()
-        t0 = time.perf_counter()
-        fn()
-        times[i] = time.perf_counter() - t0
-        if wire is not None:
-            calls[i] = wire.op_calls - c0
-            ops[i] = (wire.op_seconds - s0) / max(calls[i], 1)
-    # the slowest rank sets the pace of a collective (and of the step that waits for all)
-    both = np.concatenate([times, ops, calls])
-    comm.Allreduce(MPI.IN_PLACE, both, op=MPI.MAX)
-    times, ops, calls = both[:repeat], both[repeat:2 * repeat], both[2 * repeat:]
-    return float(np.median(times)), float(np.median(ops)), float(np.mean(calls))
 
 
 def main():
@@ -86,25 +59,9 @@ def main():
     rank, P = comm.Get_rank(), comm.Get_size()
     n = MLP_VALUES if args.mb is None else max(1, int(round(args.mb * 1e6 / 4)))
     mb = 4 * n / 1e6
-    x = np.random.default_rng(rank).standard_normal(n).astype(np.float32) * np.float32(1e-2)
-    out = np.empty_like(x)
-
-    rows = []
-    plain = timed(comm, lambda: comm.Allreduce(x, out, op=MPI.SUM), args.repeat)[0]
-    rows.append(("plain f32", 4 * n, None, plain, None, None, None))
-    for name in CODECS:
-        codec = codecs.get(name)
-        wire = codec.open()
-        try:
-            send, recv = wire.buffers(n)
-            codec.encode(x, send)
-            enc = timed(comm, lambda: codec.encode(x, send), args.repeat)[0]
-            dec = timed(comm, lambda: codec.decode(send, out), args.repeat)[0]
-            # the warm-up compiles / loads the operator's kernel
-            ared, op, calls = timed(comm, lambda: wire.allreduce_wire(comm, send, recv), args.repeat, wire=wire)
-            rows.append((name, send.nbytes, enc, ared, dec, op, calls))
-        finally:
-            wire.close()
+    rows = [(r["codec"], r["wire_bytes"], r["encode"], r["allreduce"], r["decode"], r["op"], r["calls"])
+            for r in codec_costs(comm, n, args.repeat, CODECS)]
+    plain = rows[0][3]
 
     if rank == 0:
         ms = lambda s: "-" if s is None else f"{1e3 * s:.3f}"             # noqa: E731

@@ -35,3 +35,10 @@ class Stopped(Exception):
         super().__init__(message)
         self.code = code
         self.collective = collective
+
+
+def train(algo="ssgd", **options):
+    """Train with a distributed method from Python, as ``refsgd train`` does; see
+    :func:`refsgd.api.train` (imported here lazily: ``import refsgd`` starts no MPI)."""
+    from refsgd.api import train as _train
+    return _train(algo, **options)

@@ -5,8 +5,7 @@ ends with one line ``refsgd: error: ...`` on stderr and exit code 2, never a tra
 """
 
 import argparse
-import hashlib
-import json
+import difflib
 import os
 import sys
 import traceback
@@ -50,37 +49,13 @@ def _nonneg_float(text):
     return v
 
 
-def _value(text):
-    if "/" in text:
-        return [_value(t) for t in text.split("/")]
-    for cast in (int, float):
-        try:
-            return cast(text)
-        except ValueError:
-            pass
-    return text
-
-
-def parse_schedule(text, lr, iters_per_epoch):
-    """``NAME[:key=value,...]`` -> a schedule object; ``lr`` fills ``lr`` or ``peak``."""
-    from refsgd.optim import make_schedule
-    name, _, rest = text.partition(":")
-    kwargs = {}
-    for item in filter(None, rest.split(",")):
-        key, eq, val = item.partition("=")
-        if not eq:
-            raise RefsgdError(f"--schedule {text}: expected key=value, got {item!r}")
-        key, val = key.strip(), _value(val.strip())
-        if key in kwargs:
-            raise RefsgdError(f"--schedule {text}: {key} is given twice")
-        if key in ("milestones", "milestone_epochs") and not isinstance(val, list):
-            val = [val]
-        kwargs[key] = val
-    if name in ("constant", "plateau"):
-        kwargs.setdefault("lr", lr)
-    else:
-        kwargs.setdefault("peak", lr)
-    return make_schedule(name, iters_per_epoch=iters_per_epoch, **kwargs)
+def _every(text):
+    """--eval-every: "E" epochs or "Nit" iterations, kept as text (the configuration records it)."""
+    t = text.strip()
+    n = t[:-2] if t.endswith("it") else t
+    if not n.isdigit() or int(n) < 1:
+        raise argparse.ArgumentTypeError(f"expected E (epochs) or Nit (iterations), a positive integer, got {text!r}")
+    return t
 
 
 def _add_training_options(p):
@@ -91,11 +66,17 @@ def _add_training_options(p):
     p.add_argument("--epochs", type=_positive_int, default=10, help="passes over the training set (default 10)")
     p.add_argument("--iterations", type=_positive_int, default=None,
                    help="stop after this many iterations instead of --epochs")
-    p.add_argument("--eval-every", type=_positive_int, default=1,
-                   help="evaluate on the test set every this many epochs (default 1)")
+    p.add_argument("--eval-every", type=_every, default="1",
+                   help="evaluate the model on the test set every E epochs (E) or every N iterations (Nit), "
+                        "and after the last iteration (default 1: every epoch)")
     p.add_argument("--log-every", type=_positive_int, default=10,
                    help="iterations between the progress updates and the all-rank loss check (default 10)")
-    p.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bar")
+    p.add_argument("--no-progress", dest="progress", action="store_false",
+                   help="no progress display (the bar in a terminal; status lines when the output is a file "
+                        "or a pipe, as under mpiexec)")
+    p.add_argument("--blas-threads", type=_positive_int, default=None, metavar="N",
+                   help="BLAS and Numba threads per rank (default: OMP_NUM_THREADS or the like if set, else "
+                        "the cores available divided by the ranks on the node)")
     p.add_argument("--poll", action="store_true",
                    help="call Test() on the requests in flight at every layer boundary of the backward "
                         "pass, so that an MPI library without an asynchronous progress thread advances "
@@ -136,33 +117,48 @@ def _add_method_options(p, dtype):
     p.add_argument("--data", default=None,
                    help="dataset HDF5 file made by `refsgd data convert` "
                         "(default: the embedded 8x8 digits)")
-    p.add_argument("--batch", type=_positive_int, default=32, help="micro-batch size per worker (default 32)")
+    p.add_argument("--batch", type=_positive_int, default=None,
+                   help="micro-batch size per worker (default 32; pp-asgd and asgd: 8, each gradient thread's "
+                        "sub-batch)")
     p.add_argument("--tau", type=_positive_int, default=1,
                    help="micro-batches accumulated per iteration (gradient accumulation, default 1)")
-    p.add_argument("--lr", type=_nonneg_float, default=0.05,
-                   help="learning rate, or the schedule's peak (default 0.05); it multiplies the mean "
-                        "gradient over workers, except in ssgd-nag (the sum over samples and workers) and "
-                        "pipe-sgd, d-sync, ps-sync (the sum over workers of their mean gradients)")
+    p.add_argument("--lr", type=_nonneg_float, default=None,
+                   help="learning rate, or the schedule's peak. What it multiplies depends on the method: "
+                        "the mean gradient over workers and samples (ssgd, ssgd-opt, dcs3gd, laga-*, daso); "
+                        "one worker's mean gradient per push (dcasgd); the sum over workers of their mean "
+                        "gradients (pipe-sgd, d-sync, ps-sync); the sum of the gradients over samples, "
+                        "sub-batches and workers (ssgd-nag, pp-asgd, asgd). Default 0.05; 2e-5 for ssgd-nag, "
+                        "3e-6 for pp-asgd and asgd")
     p.add_argument("--schedule", default="constant", help=SCHEDULE_HELP + ", ".join(SCHEDULES))
-    p.add_argument("--momentum", type=_nonneg_float, default=0.0, help="momentum mu in [0, 1) (default 0)")
-    p.add_argument("--nesterov", action="store_true", help="Nesterov momentum (PyTorch semantics)")
-    p.add_argument("--momentum-form", choices=("pytorch", "mxnet"), default="pytorch",
-                   help="pytorch: b = mu*b + g, w -= lr*b; mxnet: v = mu*v - lr*g, w += v (default pytorch)")
-    p.add_argument("--weight-decay", type=_nonneg_float, default=0.0, help="coupled L2 weight decay (default 0)")
+    g = p.add_argument_group("local optimizer U (the methods that have one; others refuse these)")
+    g.add_argument("--momentum", type=_nonneg_float, default=None,
+                   help="momentum mu (gamma in LAGA) in [0, 1); default 0, 0.9 for dcs3gd, laga-sgdm and "
+                        "laga-sgdn, 0.99 for ssgd-nag, pp-asgd and asgd (the papers')")
+    g.add_argument("--nesterov", action="store_true", default=None,
+                   help="Nesterov momentum, PyTorch semantics (ssgd, ssgd-opt, daso)")
+    g.add_argument("--momentum-form", choices=("pytorch", "mxnet"), default=None,
+                   help="pytorch: b = mu*b + g, w -= lr*b; mxnet: v = mu*v - lr*g, w += v (ssgd, ssgd-opt, daso; "
+                        "default pytorch; dcs3gd always uses mxnet's, its paper's toolkit)")
+    g.add_argument("--weight-decay", type=_nonneg_float, default=None,
+                   help="coupled L2 weight decay (default 0); never applied to frozen layers")
     p.add_argument("--seed", type=_nonneg_int, default=0,
                    help="seed of the initial weights and the sampler, an integer >= 0 (default 0)")
-    g = p.add_argument_group("method-specific options")
-    g.add_argument("--lambda0", type=_nonneg_float, default=0.2,
+    g = p.add_argument_group("method-specific options (refused by the other methods)")
+    g.add_argument("--lambda0", type=_nonneg_float, default=None,
                    help="dcs3gd: lambda_0 of the dynamic variance control, eq. 17 (default 0.2; 0 = no compensation)")
-    g.add_argument("--wd-k", type=_nonneg_float, default=2.3,
+    g.add_argument("--lambda-norm", choices=("whole", "tensor"), default=None,
+                   help="dcs3gd: eq. 17's norms over the whole parameter vector, or per tensor (each weight and "
+                        "bias its own lambda, as MXNet's KVStore updates one tensor at a time); the paper does "
+                        "not say (default whole)")
+    g.add_argument("--wd-k", type=_nonneg_float, default=None,
                    help="dcs3gd: factor k on the weight decay, which follows the lr schedule (default 2.3)")
-    g.add_argument("--dc-lambda", type=_nonneg_float, default=0.04,
+    g.add_argument("--dc-lambda", type=_nonneg_float, default=None,
                    help="dcasgd: lambda of the delay compensation (default 0.04), or lambda_0 with --dc-adaptive")
-    g.add_argument("--dc-adaptive", action="store_true",
-                   help="dcasgd: adaptive lambda_t = lambda_0 / sqrt(MeanSquare_t)")
-    g.add_argument("--dc-ms-decay", type=_nonneg_float, default=0.95,
-                   help="dcasgd: decay m of MeanSquare for --dc-adaptive (default 0.95)")
-    g.add_argument("--ps-order", choices=("arrival", "round-robin"), default="arrival",
+    g.add_argument("--dc-adaptive", action="store_true", default=None,
+                   help="dcasgd: adaptive lambda_t = lambda_0 / sqrt(MeanSquare_t + 1e-7)")
+    g.add_argument("--dc-ms-decay", type=_nonneg_float, default=None,
+                   help="dcasgd with --dc-adaptive: decay m of MeanSquare (default 0.95)")
+    g.add_argument("--ps-order", choices=("arrival", "round-robin"), default=None,
                    help="dcasgd: the server takes pushes as they arrive, or in the fixed order 1..N-1 "
                         "(deterministic, as the serial rendering; default arrival)")
     g.add_argument("--dependency", type=_positive_int, default=None, metavar="K",
@@ -190,7 +186,7 @@ def _add_method_options(p, dtype):
     g.add_argument("--staleness", type=_nonneg_int, default=None, metavar="S",
                    help="pp-asgd, asgd: deterministic mode, update t consumes one sub-batch per thread "
                         "computed at the w^ of update t-S-1, and f_S uses S (default: threaded, measured)")
-    g.add_argument("--compress", choices=("none", "t16", "bf16", "fp16", "q8"), default="none",
+    g.add_argument("--compress", choices=("none", "t16", "bf16", "fp16", "q8"), default=None,
                    help="ssgd, ssgd-nag, pipe-sgd, d-sync: the gradient all-reduce carries t16 (upper 16 "
                         "bits of each float32, truncated), bf16 (bfloat16), fp16 (IEEE half, as Horovod's "
                         "fp16 compression) or q8 (8 bits with a scale per block of 256), and every "
@@ -240,12 +236,22 @@ def build_parser():
     p.add_argument("--prefix", action="store_true",
                    help="compare only the steps both traces have (default: a different length is a mismatch)")
 
-    p = sub.add_parser("report", help="print the summary of a metrics file again (and plot it)",
-                       description="Print the configuration, evaluations and per-rank time split of a "
-                                   "run's metrics file (refsgd train --out); --plot draws the loss and "
-                                   "accuracy curves and the time split (needs matplotlib).")
-    p.add_argument("file", help="metrics file written by refsgd train --out")
-    p.add_argument("--plot", default=None, metavar="OUT.png", help="also draw the curves into this image")
+    p = sub.add_parser("report", help="print the summary of metrics files again, plot and export them",
+                       description="Print the configuration, evaluations and per-rank time split of each "
+                                   "run's metrics file (refsgd train --out), and with several files a table "
+                                   "comparing them. --plot draws the loss, accuracy (and learning-rate) "
+                                   "curves of all runs on shared axes and their time split (needs "
+                                   "matplotlib); --csv and --json export the evaluations and a summary of "
+                                   "each run (layouts in refsgd/report.py). Outputs are written atomically; "
+                                   "an existing file is replaced only with --force.",
+                       epilog="example: refsgd report ssgd.h5 dcasgd.h5 --plot cmp.png --csv cmp.csv")
+    p.add_argument("files", nargs="+", metavar="FILE", help="metrics file(s) written by refsgd train --out")
+    p.add_argument("--plot", default=None, metavar="OUT.png",
+                   help="draw the curves and time split into this image (.png, .pdf, .svg, ...)")
+    p.add_argument("--csv", default=None, metavar="OUT.csv", help="write the evaluations, one row each, as CSV")
+    p.add_argument("--json", default=None, metavar="OUT.json",
+                   help="write each run's attributes, config, evaluations and time split as JSON")
+    p.add_argument("--force", action="store_true", help="replace existing --plot/--csv/--json files")
 
     p = sub.add_parser("models", help="list the bundled models, or describe one",
                        description="Without NAME, list the bundled model specs; with NAME (or a "
@@ -267,7 +273,7 @@ def build_parser():
     i.add_argument("file", nargs="?", default=None, help="HDF5 dataset (default: the embedded digits)")
 
     p = sub.add_parser("bench", help="measure speed: the network step against PyTorch, the methods against "
-                                     "their timing models")
+                                     "their timing models, predictions at scale, the whole table")
     bsub = p.add_subparsers(dest="bench_command", metavar="WHAT")
     s = bsub.add_parser("step", help="forward+backward time of a model against PyTorch on the same CPU",
                         description="Median time of one loss_and_grad of MODEL at BATCH, the same "
@@ -280,273 +286,146 @@ def build_parser():
     s.add_argument("--no-torch", action="store_true", help="do not time PyTorch even if installed")
     o = bsub.add_parser("overlap", help="each method's iteration time against its paper's timing model (mpiexec)",
                         description="Under `mpiexec -n P`: measure t_C (one micro-batch's forward+backward, "
-                                    "ssgd without a link) and T_comm (a blocking all-reduce of the gradient "
-                                    "through the link), then run each method and print its iteration time "
-                                    "split into compute, idle and other, next to its paper's model: compute "
-                                    "+ all-reduce for SSGD (Rigazzi eq. 13, LAGA eq. 3), max of the two for "
-                                    "DC-S3GD (eq. 14) and LAGA (eq. 6). Without --link or --ratio the "
-                                    "network is the real one (on a cluster, the real overlap); with them "
-                                    "an emulated link, and the output says so. Random inputs of the "
-                                    "model's shape unless --data is given (timing does not depend on "
-                                    "values). Run with one BLAS thread per rank.")
+                                    "ssgd without a link), the real all-reduce and each method's update, "
+                                    "and T_comm (a blocking all-reduce of the gradient through the link), "
+                                    "then run each method and print its iteration time split into compute, "
+                                    "idle and other, next to its timing model (the formulas and their "
+                                    "papers: `python -c 'import refsgd.bench; help(refsgd.bench)'`). "
+                                    "Without --link or --ratio the network is the real one (on a cluster, "
+                                    "the real overlap); with them an emulated link, and the output says so. "
+                                    "Random inputs of the model's shape unless --data is given (timing does "
+                                    "not depend on values). Run with one BLAS thread per rank.")
     o.add_argument("--model", default="mnist_mlp", help="model name or spec path (default mnist_mlp)")
     o.add_argument("--data", default=None, help="dataset HDF5 file (default: random inputs)")
     o.add_argument("--batch", type=_positive_int, default=64, help="micro-batch per worker (default 64)")
     o.add_argument("--tau", type=_positive_int, default=1, help="micro-batches per iteration (default 1)")
     o.add_argument("--iterations", type=_positive_int, default=60, help="iterations per method (default 60)")
-    o.add_argument("--skip", type=int, default=10, help="first iterations left out of the means (default 10)")
+    o.add_argument("--skip", type=int, default=10,
+                   help="first iterations left out of the means (default 10; the last is left out too)")
     o.add_argument("--algos", default="ssgd,ssgd-opt,dcs3gd,laga-sgd",
-                   help="comma-separated methods, each optionally with +poll (e.g. dcs3gd+poll); "
-                        "default ssgd,ssgd-opt,dcs3gd,laga-sgd")
+                   help="comma-separated methods, each optionally with +poll (e.g. dcs3gd+poll): ssgd, "
+                        "ssgd-nag, ssgd-opt, d-sync, dcs3gd, laga-sgd, laga-sgdm, laga-sgdn, pipe-sgd (K = 2), "
+                        "daso (cycling from the first batch), ps-sync, dcasgd; default ssgd,ssgd-opt,dcs3gd,laga-sgd")
     o.add_argument("--link", default=None, metavar="LATENCY_US,GBIT_S", help="emulated link (see train --help)")
-    o.add_argument("--ratio", type=_nonneg_float, default=None,
-                   help="choose an emulated link whose all-reduce of the gradient takes RATIO x t_C")
+    o.add_argument("--ratio", default=None, metavar="R[,R...]",
+                   help="emulated links whose all-reduce of the gradient takes R x t_C, one run of every "
+                        "method per R (0: no link, the real network)")
     o.add_argument("--latency-us", type=_nonneg_float, default=50.0, help="latency of the --ratio link (default 50)")
+    o.add_argument("--ranks-per-node", type=_positive_int, default=None, metavar="G",
+                   help="daso: virtual nodes of G consecutive ranks (default: the ranks that share memory)")
+    o.add_argument("--local-link", default=None, metavar="LATENCY_US,GBIT_S",
+                   help="daso: emulated link within a node (default: the real one)")
+    o.add_argument("--sync-every", type=_positive_int, default=None, metavar="B",
+                   help="daso: batches between global syncs, B (default 4; W = max(1, B/4))")
     o.add_argument("--lr", type=_nonneg_float, default=0.001, help="learning rate of the timed runs (default 0.001)")
-    o.add_argument("--seed", type=int, default=0)
+    o.add_argument("--seed", type=_nonneg_int, default=0)
     o.add_argument("--dtype", choices=("float32", "float64"), default="float32")
+    o.add_argument("--codecs", action="store_true",
+                   help="also time each codec (encode, decode, compressed all-reduce) in this world")
+    o.add_argument("--codec-repeat", type=_positive_int, default=20, help="timed calls per codec operation")
+    o.add_argument("--json", default=None, metavar="F.json", help="also write the results as JSON (rank 0)")
+    o.add_argument("--force", action="store_true", help="replace an existing --json file")
+    c = bsub.add_parser("scale", help="predicted iteration time and speed-up over SSGD at 8 to 4096 ranks",
+                        description="From t_C (measured here at one thread, or --t-c) and a modelled link, "
+                                    "each method's iteration time and speed-up over SSGD (samples/s) at "
+                                    "each world size, by the papers' timing models: Ring-AllReduce (Pipe-SGD "
+                                    "eq. 5) for the flat methods, two tiers for DASO, a parameter server for "
+                                    "DC-ASGD and PS-Sync (`python -c 'import refsgd.bench; "
+                                    "help(refsgd.bench)'`). --check runs the methods with the same link "
+                                    "EMULATED at 2 and 4 ranks (it launches mpiexec) and prints measured / "
+                                    "predicted. Run it without mpiexec.")
+    c.add_argument("--model", default="mnist_mlp", help="model name or spec path (default mnist_mlp)")
+    c.add_argument("--batch", type=_positive_int, default=64, help="batch per worker (default 64)")
+    c.add_argument("--dtype", choices=("float32", "float64"), default="float32")
+    c.add_argument("--link", default="50,10", metavar="LATENCY_US,GBIT_S",
+                   help="the link between nodes (default 50,10: 50 us, 10 Gbit/s)")
+    c.add_argument("--ranks-per-node", type=_positive_int, default=4, metavar="G",
+                   help="ranks per node, DASO's G (default 4)")
+    c.add_argument("--local-link", default="5,100", metavar="LATENCY_US,GBIT_S",
+                   help="the link within a node, DASO's local tier (default 5,100)")
+    c.add_argument("--sync-every", type=_positive_int, default=4, metavar="B",
+                   help="DASO's B, batches between global syncs (default 4; W = max(1, B/4))")
+    c.add_argument("--t-c", type=float, default=None, metavar="SECONDS",
+                   help="seconds of one forward+backward at --batch (default: measured here, one thread)")
+    c.add_argument("--ranks", default=None, metavar="P,P,...",
+                   help="world sizes (default 8,16,...,4096; each a multiple of --ranks-per-node)")
+    c.add_argument("--plot", default=None, metavar="F.png", help="draw time and speed-up against the ranks")
+    c.add_argument("--force", action="store_true", help="replace an existing --plot file")
+    c.add_argument("--check", action="store_true",
+                   help="compare with measured runs on an EMULATED link at 2 and 4 ranks (launches mpiexec)")
+    c.add_argument("--iterations", type=_positive_int, default=60, help="iterations per method of --check (default 60)")
+    a = bsub.add_parser("all", help="the whole performance table as markdown, CSV and a figure (a few minutes)",
+                        description="Step against PyTorch and the BLAS peak; each method's iteration split "
+                                    "against its timing model at ratios 0.5, 1 and 2 of an EMULATED link "
+                                    "(2 ranks); codec throughput; framework overhead at 1 and 2 ranks. "
+                                    "Launches `mpiexec -n 1` and `-n 2` (this Python's, or $MPIEXEC) with "
+                                    "one BLAS/Numba thread per rank; writes OUT/bench.md, bench.csv and "
+                                    "bench.png and prints the markdown. Run it without mpiexec.")
+    a.add_argument("--out", default="bench", metavar="DIR", help="output folder (default ./bench)")
+    a.add_argument("--quick", action="store_true", help="fewer iterations and repeats (about a minute)")
+    a.add_argument("--force", action="store_true", help="replace existing bench.md / .csv / .png in --out")
     return parser
 
 
-#: the method-specific options, recorded in every configuration
-METHOD_KEYS = ("lambda0", "wd_k", "dc_lambda", "dc_adaptive", "dc_ms_decay", "ps_order", "dependency",
-               "warmup_epochs", "compress", "cooldown_epochs", "sync_every", "plateau_patience",
-               "plateau_threshold", "ranks_per_node", "threads", "staleness")
-
-
-def _config(args):
-    keys = ("algo", "model", "data", "epochs", "iterations", "batch", "tau", "lr", "schedule", "momentum",
-            "nesterov", "momentum_form", "weight_decay", "seed", "dtype", "eval_every", "log_every", "link",
-            "local_link", "poll") + METHOD_KEYS
-    return {k: getattr(args, k) for k in keys}
-
-
-def _prepare(args, comm):
-    """Everything that can fail on bad input, done identically on every rank before any collective."""
-    from refsgd import datasets
-    from refsgd.algorithms import ALGORITHMS, check, micro_batches, servers
-    from refsgd.nn import load_model
-
-    if args.algo not in ALGORITHMS:
-        raise RefsgdError(f"unknown method --algo {args.algo!r}; `refsgd train --list` shows "
-                          f"{', '.join(ALGORITHMS)}")
-    if args.momentum >= 1:
-        raise RefsgdError(f"--momentum must be in [0, 1), got {args.momentum}")
-    check(args.algo, args, comm.Get_size())
-    link = None
-    if args.link:
-        from refsgd.comm.link import Link
-        link = Link.parse(args.link)
-    if args.local_link:
-        from refsgd.comm.link import Link
-        Link.parse(args.local_link, "--local-link")
-    dtype = np.dtype(args.dtype)
-    net = load_model(args.model, dtype=dtype)
-    data = datasets.load(args.data, dtype=dtype)
-    datasets.check_fits(data, net.input_shape, net.num_classes, model=net.name)
-    if len(data.y_test) == 0:
-        raise RefsgdError(f"dataset {data.name} has no test samples: refsgd train evaluates the model on the test set")
-    world = comm.Get_size()
-    workers = world - servers(args.algo)
-    per_epoch = len(data.y_train) // (workers * args.batch * micro_batches(args))
-    if per_epoch == 0:
-        raise RefsgdError(
-            f"the training set has {len(data.y_train)} samples: too few for {workers} workers x batch "
-            f"{args.batch} x {micro_batches(args)} micro-batches")
-    schedule = parse_schedule(args.schedule, args.lr, per_epoch)
-    if args.checkpoint_every and not args.checkpoint:
-        raise RefsgdError("--checkpoint-every needs --checkpoint DIR")
-    if args.checkpoint and not args.checkpoint_every:
-        raise RefsgdError("--checkpoint DIR needs --checkpoint-every K")
-    if args.trace and args.resume:
-        raise RefsgdError("--trace records a run from its first step: it cannot be combined with --resume")
-    _check_outputs(args)
-    restorer = None
-    if args.resume:
-        from refsgd import checkpoint
-        folder, meta = checkpoint.read_meta(args.resume, _config(args), world, net.num_params)
-        restorer = checkpoint.Restorer(folder, comm.Get_rank(), meta["t"])
-    return ALGORITHMS[args.algo][0], link, net, data, schedule, restorer
-
-
-def _check_outputs(args):
-    """Every output of `train` can be written, collides with no input or other output, and
-    replaces no file and no other run's checkpoints unless --force (before any work)."""
-    from refsgd.files import check_distinct, check_folder, check_output, same_path
-    model_file = args.model if os.path.isfile(args.model) else None
-    check_distinct([("--data", args.data), ("--model", model_file), ("--resume", args.resume)],
-                   [("--out", args.out), ("--trace", args.trace)])
-    # --checkpoint may be the folder --resume reads (the run goes on there)
-    check_distinct([("--data", args.data), ("--model", model_file), ("--out", args.out), ("--trace", args.trace)],
-                   [("--checkpoint", args.checkpoint)])
-    for flag, path in (("--out", args.out), ("--trace", args.trace)):
-        if path:
-            check_output(path, flag, args.force)
-    if args.checkpoint:
-        check_folder(args.checkpoint, "--checkpoint")
-        if _holds_other_run(args) and not args.force:
-            raise RefsgdError(f"--checkpoint {args.checkpoint} holds the checkpoints of another run; continue that "
-                              f"run with --resume {args.checkpoint}, choose another folder, or give --force to "
-                              "replace them")
-        for flag, path in (("--data", args.data), ("--model", model_file)):
-            if path and same_path(os.path.dirname(os.path.abspath(path)), args.checkpoint):
-                raise RefsgdError(f"{flag} {path} is inside --checkpoint {args.checkpoint}, whose content refsgd "
-                                  "replaces")
-
-
-def _holds_other_run(args):
-    """Whether --checkpoint holds checkpoints that are not the ones this run resumes from."""
-    from refsgd import checkpoint
-    from refsgd.files import same_path
-    root = args.checkpoint
-    if not root or not (checkpoint.checkpoints(root) or os.path.exists(os.path.join(root, "latest"))):
-        return False
-    return not (args.resume and (same_path(args.resume, root) or
-                                 same_path(os.path.dirname(os.path.abspath(args.resume)), root)))
-
-
-def _on_every_rank(comm, prepare, fingerprint=None):
-    """prepare() on every rank; None on every rank (and one message from rank 0) if it raised a
-    RefsgdError anywhere, or if the ranks' fingerprint(prepared) differ (ranks launched with
-    different options, models or data). These are the first collectives, so a bad input never
-    leaves a rank waiting in another."""
-    try:
-        prepared, err = prepare(), None
-    except RefsgdError as e:
-        prepared, err = None, str(e)
-    errors = comm.allgather(err)
-    if any(errors):
-        if comm.Get_rank() == 0:
-            _report_errors(errors)
-        return None
-    if fingerprint is not None:
-        differ = _differences(comm.allgather(fingerprint(prepared)))
-        if differ:
-            if comm.Get_rank() == 0:
-                failure.say("refsgd: error: the ranks were launched with different settings, so their "
-                            "replicas would not be the same run: " + "; ".join(differ))
-            return None
-    return prepared
-
-
-def _fingerprint(args, net, data):
-    """What every rank of a run must agree on: every option (paths of the data and a model spec
-    excepted, which may differ between nodes), the model and the dataset's content."""
-    from refsgd.trace import dataset_sha256
-    options = {k: v for k, v in vars(args).items() if k not in ("data", "model", "progress")}
-    model = f"{net.name} ({net.num_params:,d} parameters, spec {_sha(json.dumps(net.spec, sort_keys=True))})"
-    content = dataset_sha256(data, net.dtype, test=True)
-    return dict(options=options, model=model, data=f"{args.data or 'the embedded digits'} (sha256 {content[:12]})",
-                data_sha=content, version=__version__)
-
-
-def _sha(text):
-    return hashlib.sha256(text.encode()).hexdigest()[:12]
-
-
-def _differences(prints):
-    """Human-readable differences between the ranks' fingerprints (empty when they agree)."""
-    def by_value(values):
-        groups = {}
-        for r, v in enumerate(values):
-            groups.setdefault(repr(v), []).append(r)
-        return groups
-
-    def shown(values, fmt):
-        groups = by_value(values)
-        return ", ".join(f"{fmt(values[ranks[0]])} on rank(s) {_ranges(ranks)}" for ranks in groups.values())
-
-    out = []
-    keys = sorted(set().union(*(p["options"] for p in prints)))
-    for k in keys:
-        values = [p["options"].get(k) for p in prints]
-        if len(by_value(values)) > 1:
-            out.append(f"--{k.replace('_', '-')} is " + shown(values, repr))
-    for key, what in (("model", "the model is"), ("data_sha", "the dataset is"), ("version", "refsgd is")):
-        values = [p[key] for p in prints]
-        if len(by_value(values)) > 1:
-            shown_key = "data" if key == "data_sha" else key
-            out.append(what + " " + shown([p[shown_key] for p in prints], str))
-    return out
-
-
 def cmd_train(args):
-    from mpi4py import MPI
-
-    from refsgd import metrics
-    from refsgd.algorithms import ALGORITHMS, micro_batches
-    from refsgd.run import Run
-
     if args.list:
+        from refsgd.algorithms import ALGORITHMS
         for name, (_, what) in ALGORITHMS.items():
             print(f"{name:<10} {what}")
         return 0
-    world_comm = MPI.COMM_WORLD
-    rank = world_comm.Get_rank()
-    prepared = _on_every_rank(world_comm, lambda: _prepare(args, world_comm),
-                              lambda p: _fingerprint(args, p[2], p[3]))
-    if prepared is None:
-        return 2
-    algo, link, net, data, schedule, restorer = prepared
-    if rank == 0 and args.force and _holds_other_run(args):
-        from refsgd import checkpoint
-        checkpoint.clear(args.checkpoint)  # --force: this folder now belongs to this run
-    from refsgd.comm.link import Traffic, wrap
-    comm = wrap(world_comm, link, traffic=Traffic())  # delayed by --link if given, its payload counted
-    cfg = argparse.Namespace(**vars(args))
-    cfg.tau = micro_batches(args)  # PP-ASGD: the G threads' sub-batches of an update
-    ckpt = (args.checkpoint, args.checkpoint_every, _config(args), args.keep_checkpoints) if args.checkpoint else None
-    from refsgd.algorithms import servers
-    run = Run(comm, net, data, cfg, schedule, restorer=restorer, checkpoint=ckpt, servers=servers(args.algo))
-    run.log(f"refsgd {__version__}: {args.algo} on {run.world} rank(s), {net.name} ({net.num_params:,d} parameters, "
-            f"{net.dtype.name}), {data.name} ({len(data.y_train)} train / {len(data.y_test)} test)")
-    run.log(f"  batch {args.batch} x tau {cfg.tau} per worker, {run.iters_per_epoch} iterations per epoch, "
-            f"{run.total} iterations, schedule {schedule.describe()}, seed {args.seed}")
-    if link:
-        run.log(f"  {link} -- EMULATED, not the real network")
-    if restorer:
-        run.log(f"  resumed from {restorer.path.rsplit(os.sep, 1)[0]} at iteration {run.t}")
-    algo(run)
-    model = run.final_model()  # on every rank: it may be a collective (an average of the workers)
-    if args.trace:
-        run.write_trace(args.trace, _config(args))
-        run.log(f"trace written to {args.trace}")
-    rec = metrics.gather(run)
-    if rank == 0:
-        rec, nodes = rec
-        shown = link
-        if args.local_link:  # DASO: two tiers
-            from refsgd.comm.link import Link
-            shown = (f"between nodes: {link or 'the real network'}; within nodes: "
-                     f"{Link.parse(args.local_link, '--local-link')}")
-        print(metrics.summary(run.evals, rec, run.wall, shown))
-        if args.out:
-            metrics.write(args.out, run, rec, nodes, _config(args), shown, model=model)
-            print(f"metrics written to {args.out}")
+    from refsgd import api
+    api.run(args)
     return 0
 
 
+def train_namespace(**kw):
+    """The namespace of ``refsgd train`` with these options (refsgd.train's keywords), each value
+    checked by the option's own parser: an unknown option or a bad value is a RefsgdError."""
+    sub = next(a for a in build_parser()._subparsers._group_actions[0].choices.items() if a[0] == "train")[1]
+    args = sub.parse_args([])
+    actions = {a.dest: a for a in sub._actions if a.dest != "help"}
+    for key, v in kw.items():
+        a = actions.get(key)
+        if a is None:
+            close = difflib.get_close_matches(key, list(actions), 1)
+            raise RefsgdError(f"unknown option {key!r}" + (f" (did you mean {close[0]!r}?)" if close else "") +
+                              "; the options are those of `refsgd train --help`, with - written _")
+        flag = a.option_strings[-1] if a.option_strings else key
+        if v is not None and a.nargs == 0:  # a flag: True or False
+            if not isinstance(v, bool):
+                raise RefsgdError(f"{key}={v!r}: {flag} is a flag, give True or False")
+            v = None if (v is False and a.default is None) else v  # False: not given
+        elif v is not None:
+            try:
+                v = a.type(str(v)) if a.type is not None else str(v)
+            except argparse.ArgumentTypeError as e:
+                raise RefsgdError(f"{key}={v!r}: {e}") from None
+            if a.choices is not None and v not in a.choices:
+                raise RefsgdError(f"{key}={v!r}: expected one of {', '.join(map(str, a.choices))}")
+        setattr(args, key, v)
+    return args
+
+
 def cmd_golden(args):
-    from refsgd import datasets, trace
+    from refsgd import api, datasets, trace
     from refsgd.nn import load_model
+    from refsgd.options import config
     from refsgd.serial import RENDERINGS
 
     if args.algo not in RENDERINGS:
         raise RefsgdError(f"no serial rendering for --algo {args.algo!r}; available: {', '.join(RENDERINGS)}")
-    if args.momentum >= 1:
-        raise RefsgdError(f"--momentum must be in [0, 1), got {args.momentum}")
-    from refsgd.algorithms import check, micro_batches, servers
-    check(args.algo, args, args.workers)
+    from refsgd.algorithms import micro_batches, servers
+    if args.algo == "dcasgd":  # the serial rendering serves the workers in turn
+        if args.ps_order not in (None, "round-robin"):
+            raise RefsgdError("the serial rendering of dcasgd serves the workers round-robin (1, 2, ..., N-1 in "
+                              "every round): --ps-order arrival has no serial rendering")
+        args.ps_order = "round-robin"
+    api.method(args, args.workers)
     dtype = np.dtype(args.dtype)
     net = load_model(args.model, dtype=dtype)
     data = datasets.load(args.data, dtype=dtype)
     datasets.check_fits(data, net.input_shape, net.num_classes, model=net.name)
-    workers = args.workers - servers(args.algo)
-    per_epoch = len(data.y_train) // (workers * args.batch * micro_batches(args))
-    if per_epoch == 0:
-        raise RefsgdError(f"the training set has {len(data.y_train)} samples: too few for {workers} "
-                          f"workers x batch {args.batch} x {micro_batches(args)} micro-batches")
-    schedule = parse_schedule(args.schedule, args.lr, per_epoch)
+    schedule = api.parse_schedule(args.schedule, args.lr, api.per_epoch(args, data, args.workers - servers(args.algo)))
     from refsgd.files import check_distinct, check_output
     check_distinct([("--data", args.data), ("--model", args.model if os.path.isfile(args.model) else None)],
                    [("--out", args.out)])
@@ -554,11 +433,9 @@ def cmd_golden(args):
     cfg = argparse.Namespace(**vars(args))
     cfg.tau = micro_batches(args)
     out = RENDERINGS[args.algo](net, data, cfg, schedule, args.workers, args.steps)
-    config = {k: getattr(args, k) for k in ("algo", "model", "data", "batch", "tau", "lr", "schedule", "momentum",
-                                            "nesterov", "momentum_form", "weight_decay", "seed", "dtype",
-                                            "workers", "steps") + METHOD_KEYS}
     trace.check_finite(out, f"the serial rendering of {args.algo}")
-    trace.write(args.out, method=args.algo, source="serial", config=config, net=net, data=data, **out)
+    trace.write(args.out, method=args.algo, source="serial", config=config(args, run=False, extra=("workers", "steps")),
+                net=net, data=data, **out)
     print(f"golden trace of {args.algo}: {args.workers} workers x {args.steps} steps of {net.name} "
           f"({net.num_params:,d} parameters, {dtype.name}) written to {args.out}; final mean loss "
           f"{np.nanmean(out['loss'][-1]):.6f}")  # nan: a server computes no gradient
@@ -600,24 +477,36 @@ def _prepare_overlap(args, world):
     """Check every option of `bench overlap` (every rank, before the first collective)."""
     from refsgd import bench, datasets
     from refsgd.algorithms import check
+    from refsgd.comm.link import Link
     from refsgd.nn import load_model
     args.algos = [a.strip() for a in args.algos.split(",") if a.strip()]
-    for name in args.algos:
-        algo, _, flag = name.partition("+")
-        if algo not in bench.OVERLAP_MODELS or flag not in ("", "poll"):
-            raise RefsgdError(f"--algos: {name!r} is not one of {', '.join(bench.OVERLAP_MODELS)} "
-                              "(optionally with +poll)")
-        check(algo, argparse.Namespace(algo=algo, tau=args.tau, nesterov=False, momentum_form="pytorch",
-                                       momentum=0.0), world)
+    if not args.algos:
+        raise RefsgdError("--algos names no method")
     if not 0 <= args.skip < args.iterations:
         raise RefsgdError(f"--skip {args.skip} leaves no iteration of --iterations {args.iterations} to measure")
     if args.link and args.ratio is not None:
         raise RefsgdError("give --link or --ratio, not both")
-    if args.link:
-        from refsgd.comm.link import Link
-        args.link = Link.parse(args.link)
-    if args.ratio is not None and world == 1:
-        raise RefsgdError("--ratio needs an all-reduce to emulate: run under mpiexec -n 2 or more")
+    args.link = Link.parse(args.link) if args.link else None
+    args.local_link = Link.parse(args.local_link, "--local-link") if args.local_link else None
+    args.ratios = None
+    if args.ratio is not None:
+        args.ratios = bench.measure.parse_ratios(args.ratio)
+        if world == 1:
+            raise RefsgdError("--ratio needs an all-reduce to emulate: run under mpiexec -n 2 or more")
+    for name in args.algos:
+        algo, _, flag = name.partition("+")
+        if algo not in bench.OVERLAP_MODELS or flag not in ("", "poll"):
+            why = " (PP-ASGD and ASGD have no per-iteration timing model: an update consumes however many " \
+                  "gradients have arrived; help(refsgd.bench) says more)" if algo in ("pp-asgd", "asgd") else ""
+            raise RefsgdError(f"--algos: {name!r} is not one of {', '.join(bench.OVERLAP_MODELS)} "
+                              f"(optionally with +poll){why}")
+        check(algo, bench.method_config(algo, batch=args.batch, tau=args.tau, iterations=args.iterations,
+                                        lr=args.lr, seed=args.seed, ranks_per_node=args.ranks_per_node,
+                                        local_link=bench.measure.str_link(args.local_link),
+                                        sync_every=args.sync_every, dtype=args.dtype), world)
+    if args.json:
+        from refsgd.files import check_output
+        check_output(args.json, "--json", args.force)
     args.net = load_model(args.model, dtype=np.dtype(args.dtype))
     if args.data:
         args.dataset = datasets.load(args.data, dtype=args.net.dtype)
@@ -626,7 +515,8 @@ def _prepare_overlap(args, world):
             raise RefsgdError(f"the training set has {len(args.dataset.y_train)} samples: too few for {world} "
                               f"workers x batch {args.batch} x tau {args.tau}")
     else:
-        args.dataset = bench.synthetic_data(args.net, world * args.batch * args.tau * 4)
+        args.dataset = bench.synthetic_data(args.net, bench.synthetic_size(args.net, world, args.batch, args.tau,
+                                                                           args.iterations))
     return args
 
 
@@ -638,18 +528,51 @@ def cmd_bench(args, parser):
         return 0
     if args.bench_command == "overlap":
         from mpi4py import MPI
+
+        from refsgd import api
         comm = MPI.COMM_WORLD
-        if _on_every_rank(comm, lambda: _prepare_overlap(args, comm.Get_size())) is None:
-            return 2
+        api.on_every_rank(comm, lambda: _prepare_overlap(args, comm.Get_size()))
         result = bench.overlap(comm, args)
         if comm.Get_rank() == 0:
-            print(bench.format_overlap(result, args))
+            print(bench.format_overlap(result))
+            if args.json:
+                import json
+
+                from refsgd.files import atomic_path, write_bytes
+                with atomic_path(args.json, "the JSON results") as tmp:
+                    write_bytes(tmp, json.dumps(bench.overlap_json(result), indent=1).encode())
+        return 0
+    if args.bench_command == "scale":
+        from refsgd.bench import scale
+        scale.prepare_args(args)
+        inputs = scale.measure_inputs(args.model, args.batch, args.link, args.local_link, args.ranks_per_node,
+                                      args.sync_every, args.t_c, np.dtype(args.dtype))
+        table = scale.predict(inputs, args.ranks)
+        print(scale.format_scale(inputs, args.ranks, table), flush=True)
+        if args.plot:
+            scale.plot(inputs, args.ranks, table, args.plot)
+            print(f"plot written to {args.plot}")
+        if args.check:
+            print("", flush=True)
+            rows = scale.check(inputs, iterations=args.iterations,
+                               log=lambda line: print(line, flush=True))
+            print(scale.format_check(rows, inputs))
+        return 0
+    if args.bench_command == "all":
+        from refsgd.bench import suite
+        md = suite.run_all(args.out, quick=args.quick, force=args.force,
+                           log=lambda line: failure.say(f"bench all: {line}"))
+        print(md, end="")
         return 0
     parser.parse_args(["bench", "--help"])
     return 2
 
 
 def main(argv=None):
+    try:  # whole lines reach a pipe (mpiexec, a file) as they are printed
+        sys.stdout.reconfigure(line_buffering=True)
+    except (AttributeError, ValueError):
+        pass
     parser = build_parser()
     args = parser.parse_args(argv)
     if _is_mpi_command(args):
@@ -666,8 +589,8 @@ def main(argv=None):
         return failure.abort_world(e.code, f"refsgd: {e}")
     except RefsgdError as e:
         if e.collective or failure.world_size() == 1:
-            if _rank() == 0:
-                failure.say(f"refsgd: error: {e}")
+            if _rank() == 0:  # an argparse error of another rank is already a whole line
+                failure.say(str(e) if str(e).startswith(f"{parser.prog} ") else f"refsgd: error: {e}")
             return failure.EXIT_USER
         # this rank alone: the others may be waiting in a collective, so end them all
         return failure.abort_world(failure.EXIT_USER, f"refsgd: error: {e} (rank {_rank()})")
@@ -702,8 +625,8 @@ def _dispatch(args, parser):
         print("\n".join(lines))
         return 0 if ok else 1
     if args.command == "report":
-        from refsgd import metrics
-        print(metrics.report(args.file, args.plot))
+        from refsgd import report
+        print(report.report(args.files, plot=args.plot, csv_out=args.csv, json_out=args.json, force=args.force))
         return 0
     if args.command == "models":
         return cmd_models(args)
@@ -716,7 +639,7 @@ def _dispatch(args, parser):
 
 
 def _is_mpi_command(args):
-    """Commands whose ranks communicate (their first collective is :func:`_on_every_rank`)."""
+    """Commands whose ranks communicate (their first collective is :func:`refsgd.api.on_every_rank`)."""
     return (args.command == "train" and not args.list) or \
         (args.command == "bench" and getattr(args, "bench_command", None) == "overlap")
 
@@ -742,8 +665,9 @@ class _Parser(argparse.ArgumentParser):
             from mpi4py import MPI
             errors = MPI.COMM_WORLD.allgather(text)
             if MPI.COMM_WORLD.Get_rank() == 0:
+                from refsgd.api import agreed_message
                 self.print_usage(sys.stderr)
-                _report_errors(errors)
+                failure.say(agreed_message(errors))
             sys.exit(failure.EXIT_USER)
         if failure.launcher_rank() in (None, 0):
             self.print_usage(sys.stderr)
@@ -758,27 +682,6 @@ def _argv_is_mpi_command(argv):
     if words[0] == "train":
         return "--list" not in argv
     return words[0] == "bench" and len(words) > 1 and words[1] == "overlap"
-
-
-def _report_errors(errors):
-    """Rank 0: print the first error and the ranks it (or another) came from."""
-    bad = [r for r, e in enumerate(errors) if e]
-    first = errors[bad[0]]
-    where = "" if len(bad) == len(errors) else f" (on rank(s) {_ranges(bad)})"
-    line = first if first.startswith("refsgd") else f"refsgd: error: {first}"
-    failure.say(line + where)
-
-
-def _ranges(ranks):
-    """[0, 1, 2, 5] -> '0-2, 5'."""
-    out, start = [], None
-    for i, r in enumerate(ranks):
-        if start is None:
-            start = r
-        if i + 1 == len(ranks) or ranks[i + 1] != r + 1:
-            out.append(str(start) if start == r else f"{start}-{r}")
-            start = None
-    return ", ".join(out)
 
 
 if __name__ == "__main__":

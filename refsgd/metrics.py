@@ -18,7 +18,12 @@ Schema (HDF5, written by rank 0, atomically)::
                                              PP-ASGD's staleness and S
     /evals/<field>       float64 (E,)        iteration, epoch, train_loss, test_loss, test_acc, seconds
     /model               (num_params,)       the final model (the one evaluated), in the run's dtype
-    attrs: events (JSON list: the method's regime changes, e.g. DASO's phases, each with
+    /lr                  float64 (T,)        the learning rate of every iteration
+    attrs: format = "refsgd-metrics", format_version = 2 (files without them are version 1),
+           model, model_spec (JSON), layout (JSON [[tensor, offset, shape], ...]), dataset,
+           dataset_sha256 (as in a trace: refsgd.trace.dataset_sha256, in the run's dtype),
+           threads_per_rank (BLAS / Numba threads of each rank; -1 unknown),
+           events (JSON list: the method's regime changes, e.g. DASO's phases, each with
            iteration, epoch, what and its fields), config (JSON), world_size, nodes, mpi_library, mpi_thread_level, link (text or
            "none"), link_emulated (bool), refsgd_version, wall_seconds
 """
@@ -31,6 +36,9 @@ from mpi4py import MPI
 from refsgd import __version__
 from refsgd.files import h5_written, open_h5
 from refsgd.run import FIELDS
+
+FORMAT = "refsgd-metrics"
+FORMAT_VERSION = 2
 
 THREAD_LEVELS = {MPI.THREAD_SINGLE: "single", MPI.THREAD_FUNNELED: "funneled",
                  MPI.THREAD_SERIALIZED: "serialized", MPI.THREAD_MULTIPLE: "multiple"}
@@ -48,17 +56,29 @@ def gather(run):
     return {f: arr[:, i, :] for i, f in enumerate(fields)}, nodes
 
 
-def write(path, run, rec, nodes, config, link, model=None):
+def write(path, run, rec, nodes, config, link, model=None, threads=None):
     """Write the metrics file (rank 0), to a temporary file renamed into place."""
+    from refsgd.trace import dataset_sha256
     with h5_written(path, what="the metrics") as f:
+        f.attrs["format"] = FORMAT
+        f.attrs["format_version"] = FORMAT_VERSION
         it = f.create_group("iterations")
         for k, v in rec.items():
-            it.create_dataset(k, data=v)
+            if k != "lr":  # the same on every rank: /lr
+                it.create_dataset(k, data=v)
         ev = f.create_group("evals")
         for k in ("iteration", "epoch", "train_loss", "test_loss", "test_acc", "seconds"):
             ev.create_dataset(k, data=np.array([e[k] for e in run.evals], dtype=np.float64))
         if model is not None:
             f.create_dataset("model", data=model)
+        f.create_dataset("lr", data=rec["lr"][0])
+        net, data = run.net, run.data
+        f.attrs["model"] = net.name
+        f.attrs["model_spec"] = json.dumps(net.spec, sort_keys=True)
+        f.attrs["layout"] = json.dumps([[n, o, list(s)] for n, o, s in net.layout])
+        f.attrs["dataset"] = data.name
+        f.attrs["dataset_sha256"] = dataset_sha256(data, net.dtype)
+        f.attrs["threads_per_rank"] = -1 if threads is None else int(threads)
         f.attrs["config"] = json.dumps(config, sort_keys=True)
         f.attrs["events"] = json.dumps(run.events)
         f.attrs["world_size"] = run.world
@@ -71,10 +91,12 @@ def write(path, run, rec, nodes, config, link, model=None):
         f.attrs["wall_seconds"] = run.wall
 
 
-def summary(evals, rec, wall, link):
+def summary(evals, rec, wall, link, iterations_run=None, samples_per_iteration=None):
     """The end-of-run text: final losses, accuracy, wall time, per-rank time split.
 
-    evals: list of evaluation dicts; rec: {field: (world, T) array}; link: text or None.
+    evals: list of evaluation dicts; rec: {field: (world, T) array}; link: text or None;
+    iterations_run: the iterations of this process (fewer than T after --resume), which the
+    throughput counts, with samples_per_iteration (all workers).
     """
     lines = []
     world, n = rec["wall"].shape
@@ -84,6 +106,10 @@ def summary(evals, rec, wall, link):
                      f"test accuracy {100 * e['test_acc']:.2f}% after {int(e['iteration'])} iterations "
                      f"({e['epoch']:.2f} epochs)")
     lines.append(f"wall time {wall:.2f} s on {world} rank(s)" + (f"; {link} (EMULATED)" if link else ""))
+    if iterations_run and samples_per_iteration and wall > 0:
+        resumed = f" (the {iterations_run} iterations since --resume)" if iterations_run < n else ""
+        lines.append(f"throughput {iterations_run * samples_per_iteration / wall:,.0f} samples/s, "
+                     f"{iterations_run / wall:,.1f} iterations/s{resumed}")
     if "global_bytes" in rec and n:
         gb, lb = rec["global_bytes"].sum(), rec["local_bytes"].sum()
         if gb or lb:
@@ -138,45 +164,7 @@ def read(path):
 
 
 def report(path, plot=None):
-    """The text of ``refsgd report``; with ``plot``, draw the curves and time split (matplotlib)."""
-    from refsgd import RefsgdError
-    evals, rec, attrs = read(path)
-    cfg = json.loads(attrs.get("config", "{}"))
-    link = attrs.get("link", "none")
-    head = [f"{path}: {cfg.get('algo')} on {attrs.get('world_size')} rank(s), {attrs.get('nodes')} node(s), "
-            f"model {cfg.get('model')}, refsgd {attrs.get('refsgd_version')}",
-            f"MPI: {str(attrs.get('mpi_library', '')).splitlines()[0] if attrs.get('mpi_library') else '?'}, "
-            f"thread level {attrs.get('mpi_thread_level')}",
-            "config: " + ", ".join(f"{k}={v}" for k, v in sorted(cfg.items()))]
-    for e in evals:
-        head.append(f"  iter {int(e['iteration']):>6}  epoch {e['epoch']:6.2f}  train loss {e['train_loss']:.4f}  "
-                    f"test loss {e['test_loss']:.4f}  test acc {100 * e['test_acc']:.2f}%")
-    text = "\n".join(head) + "\n" + summary(evals, rec, float(attrs.get("wall_seconds", 0)),
-                                           None if link == "none" else link)
-    if plot:
-        try:
-            import matplotlib
-            matplotlib.use("Agg")
-            import matplotlib.pyplot as plt
-        except ImportError:
-            raise RefsgdError("--plot needs matplotlib (pip install matplotlib, or refsgd[plot])") from None
-        fig, ax = plt.subplots(1, 3, figsize=(14, 4))
-        it = [e["iteration"] for e in evals]
-        ax[0].plot(rec["loss"].mean(axis=0), lw=0.8, label="train (per iteration, mean of ranks)")
-        ax[0].plot(it, [e["test_loss"] for e in evals], "o-", label="test")
-        ax[0].set_xlabel("iteration"), ax[0].set_ylabel("loss"), ax[0].legend()
-        ax[1].plot(it, [100 * e["test_acc"] for e in evals], "o-")
-        ax[1].set_xlabel("iteration"), ax[1].set_ylabel("test accuracy (%)")
-        world = rec["wall"].shape[0]
-        c, i, w = (rec[k].sum(axis=1) for k in ("compute", "idle", "wall"))
-        ax[2].bar(range(world), c, label="compute")
-        ax[2].bar(range(world), i, bottom=c, label="idle")
-        ax[2].bar(range(world), w - c - i, bottom=c + i, label="other")
-        ax[2].set_xticks(range(world))
-        ax[2].set_xlabel("rank"), ax[2].set_ylabel("seconds"), ax[2].legend()
-        title = f"{cfg.get('algo')} / {cfg.get('model')} / {world} ranks" + (f" / {link} EMULATED" if link != "none" else "")
-        fig.suptitle(title)
-        fig.tight_layout()
-        fig.savefig(plot, dpi=100)
-        text += f"\nplot written to {plot}"
-    return text
+    """Moved to :func:`refsgd.report.report` (``refsgd report``); kept for callers of
+    ``metrics.report``. As before, ``plot`` replaces an existing image."""
+    from refsgd.report import report as _report
+    return _report(path, plot=plot, force=True)

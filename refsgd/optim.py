@@ -53,6 +53,7 @@ import math
 import numbers
 import operator
 
+import numba as nb
 import numpy as np
 
 from refsgd import RefsgdError
@@ -125,6 +126,12 @@ def _iteration(t):
 # --------------------------------------------------------------------------------------------
 # the local optimizer
 # --------------------------------------------------------------------------------------------
+
+def decay_mask(net):
+    """1 where weight decay applies and 0 in frozen layers, in the network's dtype; None when
+    every parameter is trainable (the methods then decay the whole vector)."""
+    return None if net.trainable.all() else net.trainable.astype(net.dtype)
+
 
 class SGD:
     r"""Stochastic gradient descent with momentum and weight decay, updating ``w`` in place.
@@ -232,6 +239,9 @@ class SGD:
         else:
             self._wd = np.where(self.decay_mask, self.weight_decay, 0.0).astype(dt)
 
+        # the fused step's view of the decay: a 0/1 mask (empty: every weight decayed)
+        self._mask = np.zeros(0, dt) if self.decay_mask is None else self.decay_mask.astype(dt)
+        self._none = np.zeros(0, dt)
         self.state = {}
         if form == "pytorch" and self.momentum > 0.0:
             self.state["momentum_buffer"] = np.zeros(n, dtype=dt)
@@ -248,9 +258,20 @@ class SGD:
     def step(self, w, g, lr):
         """Apply one update to ``w`` in place (and to the state); return None.
 
-        ``g`` is only read, never modified (the decayed gradient ``g + wd*w`` is formed in a
-        scratch vector), so the caller may keep using it, e.g. to send it to other ranks.
+        ``g`` is only read, never modified, so the caller may keep using it, e.g. to send it to
+        other ranks. One fused pass over the vectors (:func:`_fused_step`), with the same
+        element-wise operations in the same order as the NumPy form (:meth:`_step_numpy`), so
+        the two agree bit for bit.
         """
+        lr = self._check(w, g, lr)
+        t = self.dtype.type
+        state = self.state.get("momentum_buffer", self.state.get("v", self._none))
+        _fused_step(w, g, state, t(self.weight_decay), self._mask, t(lr), t(self.momentum),
+                    self.form == "mxnet", self.nesterov)
+        return None
+
+    def _step_numpy(self, w, g, lr):
+        """The update in NumPy passes (kept as the readable statement of :meth:`step` and its test)."""
         lr = self._check(w, g, lr)
         if self.form == "mxnet":
             w += self._velocity(w, g, lr)
@@ -349,6 +370,61 @@ class SGD:
         else:
             np.negative(s, out=v)
         return v
+
+
+def momentum_predict(w, M, w_hat, D, lam, mu, h=None):
+    """Sato et al.'s update in one pass, in place: ``M <- mu*M - lam*D``, ``w <- w + M``, and
+    ``w^ <- w + h*M`` (h = mu: SSGD-NAG; h = sum_{s=1}^{S+1} mu^s: PP-ASGD's f_S) or ``w^ <- w``
+    (h None: naive ASGD). Element-wise in NumPy's order, so bit for bit the NumPy passes."""
+    t = w.dtype.type
+    _momentum_predict(w, M, w_hat, D, t(lam), t(mu), t(0 if h is None else h), h is not None)
+
+
+@nb.njit(cache=True, nogil=True)
+def _momentum_predict(w, M, w_hat, D, lam, mu, h, predict):
+    for j in range(w.size):
+        M[j] = M[j] * mu - lam * D[j]
+        w[j] = w[j] + M[j]
+        w_hat[j] = w[j] + h * M[j] if predict else w[j]
+
+
+def fused_step(w, g, state, lr, momentum=0.0, weight_decay=0.0, mask=None, nesterov=False, mxnet=False):
+    """One pass of the local update on flat vectors, in place (see :class:`SGD`): ``state`` is the
+    momentum buffer (PyTorch form), the velocity (``mxnet``) or None; ``mask`` (0/1 in w's dtype,
+    or None) limits the weight decay. For methods whose listing owns its state (e.g. LAGA's m)."""
+    t = w.dtype.type
+    empty = np.zeros(0, w.dtype)
+    _fused_step(w, g, empty if state is None else state, t(weight_decay), empty if mask is None else mask, t(lr),
+                t(momentum), mxnet, nesterov)
+
+
+@nb.njit(cache=True, nogil=True)
+def _fused_step(w, g, state, wd, mask, lr, mu, mxnet, nesterov):
+    """SGD.step in one pass: per element, the operations of :meth:`SGD._step_numpy` in its order.
+
+    The scalars have the vectors' dtype (as NumPy casts a Python float), so float32 stays
+    float32 throughout. ``state`` is the momentum buffer (PyTorch form), the velocity (MXNet
+    form) or empty (PyTorch form without momentum); ``mask`` is empty when every weight decays.
+    """
+    masked = mask.size > 0
+    has_state = state.size > 0
+    for j in range(w.size):
+        gp = g[j]
+        if wd != 0:
+            gp = w[j] * (wd * mask[j] if masked else wd) + g[j]  # g' = g + wd*m*w
+        if mxnet:
+            s = gp * lr
+            if mu != 0:
+                state[j] = state[j] * mu - s                     # v = mu*v - lr*g'
+            else:
+                state[j] = -s
+            w[j] = w[j] + state[j]                               # w = w + v
+        else:
+            d = gp
+            if has_state:
+                state[j] = state[j] * mu + gp                    # b = mu*b + g'
+                d = state[j] * mu + gp if nesterov else state[j]
+            w[j] = w[j] - d * lr                                 # w = w - lr*d
 
 
 # --------------------------------------------------------------------------------------------

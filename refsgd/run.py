@@ -79,6 +79,7 @@ class Run:
         w0 = net.init_params(0)
         net.loss_and_grad(w0, data.x_train[:2], data.y_train[:2], out=np.empty_like(w0))
         self.t = 0
+        self._first, self.iterations_run = 0, 0
         self.state = {}
         self._untraced = set()
         self._model = None
@@ -327,12 +328,11 @@ class Run:
         """Yield t = 0 .. total-1; bookkeeping at each boundary (see the module docstring)."""
         start = time.perf_counter()
         self._run_start = start
+        self._first = self.t  # > 0 after --resume: the throughput counts this process's iterations
         log_every = max(1, self.cfg.log_every)
-        bar = None
-        if self.rank == 0 and self.cfg.progress:
-            from tqdm import tqdm
-            bar = tqdm(total=self.total, initial=self.t, unit="it", dynamic_ncols=True, leave=False)
-            self._bar = bar
+        eval_at = eval_schedule(self.cfg.eval_every, self.iters_per_epoch)
+        progress = Progress(self) if self.rank == 0 and self.cfg.progress else None
+        self._bar = progress.bar if progress is not None else None
         with failure.deferring():  # a signal stops every rank at the next loss check
             for t in range(self.t, self.total):
                 self.t = t
@@ -352,20 +352,21 @@ class Run:
                 ckpt = self._checkpoint is not None and ((t + 1) % self._checkpoint[1] == 0 or last)
                 if (t + 1) % log_every == 0 or epoch_end or last or ckpt:
                     mean_loss = self._check(t)
-                    if bar is not None:
-                        elapsed = time.perf_counter() - start
-                        bar.update(t + 1 - bar.n)
-                        samples = (t + 1) * self.world * self.cfg.batch * self.tau
-                        bar.set_postfix(loss=f"{mean_loss:.4f}", samples_s=f"{samples / elapsed:.0f}",
-                                        **self.progress_info)
-                if (epoch_end and ((t + 1) // self.iters_per_epoch) % self.cfg.eval_every == 0) or last:
+                    if progress is not None:
+                        progress.show(t + 1, mean_loss)
+                if eval_at(t + 1) or last:
                     self.evaluate(t)
                 if ckpt:
                     self.save_checkpoint()
-        if bar is not None:
-            bar.close()
+        if progress is not None:
+            progress.close()
             self._bar = None
         self.wall = time.perf_counter() - start
+        self.iterations_run = self.total - self._first
+
+    def samples_per_second(self, done, elapsed):
+        """Training samples per second of this process: iterations before a --resume do not count."""
+        return (done - self._first) * self.workers * self.cfg.batch * self.tau / max(elapsed, 1e-12)
 
     def _record(self, t0):
         """Append this iteration's times, loss, the method's records and the traffic."""
@@ -376,6 +377,7 @@ class Run:
         rec["comm"].append(_union_length(self._spans))
         rec["loss"].append(self._loss / self._nloss if self._nloss else np.nan)  # nan: no gradient here
         rec["codec"].append(self._codec)
+        rec["lr"].append(self.lr(self.t))  # as used: a plateau schedule's lr depends on the run so far
         for name in set(self._extra) | (set(rec) - set(FIELDS)):
             rec.setdefault(name, [np.nan] * (len(rec["wall"]) - 1)).append(self._extra.get(name, np.nan))
         self._extra = {}
@@ -501,8 +503,73 @@ class Run:
                  f"test loss {rec['test_loss']:.4f}  test acc {100 * rec['test_acc']:.2f}%  ({rec['seconds']:.1f} s)")
 
 
+def eval_schedule(every, iters_per_epoch):
+    """--eval-every ("E" epochs or "Nit" iterations, or an int of epochs) -> done -> whether to
+    evaluate after ``done`` iterations."""
+    text = str(every)
+    if text.endswith("it"):
+        n = int(text[:-2])
+        return lambda done: done % n == 0
+    n = int(text) * iters_per_epoch
+    return lambda done: done % n == 0
+
+
+class Progress:
+    """Rank 0's progress: a bar when stdout is a terminal, else a status line now and then.
+
+    Under mpiexec stdout is a pipe even in a terminal, so a bar would be a wall of carriage
+    returns; there, and in a file, a line ``iter T/TOTAL (P%)  loss L  S samples/s  ETA E`` is
+    printed every 10% of the run or every 30 s, whichever comes first (at most one a second).
+    Every other line (evaluations, events) starts a line of its own.
+    """
+
+    EVERY_FRACTION, EVERY_SECONDS, AT_MOST = 0.1, 30.0, 1.0
+
+    def __init__(self, run, stream=None):
+        import sys
+        self.run = run
+        self.stream = stream or sys.stdout
+        self.start = time.perf_counter()
+        self.bar = None
+        self.last_time, self.last_done = self.start, run.t
+        if self.stream.isatty():
+            from tqdm import tqdm
+            self.bar = tqdm(total=run.total, initial=run.t, unit="it", dynamic_ncols=True, leave=False,
+                            file=self.stream)
+
+    def show(self, done, loss):
+        now = time.perf_counter()
+        rate = self.run.samples_per_second(done, now - self.start)
+        if self.bar is not None:
+            self.bar.update(done - self.bar.n)
+            self.bar.set_postfix(loss=f"{loss:.4f}", samples_s=f"{rate:.0f}", **self.run.progress_info)
+            return
+        total = self.run.total
+        due = (done - self.last_done >= self.EVERY_FRACTION * total or now - self.last_time >= self.EVERY_SECONDS
+               or done == total)
+        if not due or (now - self.last_time < self.AT_MOST and done != total):
+            return
+        its = (done - self.run._first) / max(now - self.start, 1e-12)
+        eta = (total - done) / its if its > 0 else float("inf")
+        extra = "".join(f"  {k} {v}" for k, v in self.run.progress_info.items())
+        print(f"iter {done:>{len(str(total))}d}/{total} ({100 * done / total:5.1f}%)  loss {loss:.4f}  "
+              f"{rate:,.0f} samples/s  ETA {_clock(eta)}{extra}", file=self.stream, flush=True)
+        self.last_time, self.last_done = now, done
+
+    def close(self):
+        if self.bar is not None:
+            self.bar.close()
+
+
+def _clock(seconds):
+    if not np.isfinite(seconds):
+        return "?"
+    s = int(round(seconds))
+    return f"{s // 3600}:{s // 60 % 60:02d}:{s % 60:02d}"
+
+
 #: the per-iteration records of every run (a method may add its own with Run.record)
-FIELDS = ("compute", "idle", "comm", "wall", "loss", "codec", "global_bytes", "local_bytes")
+FIELDS = ("compute", "idle", "comm", "wall", "loss", "codec", "global_bytes", "local_bytes", "lr")
 
 
 def _union_length(spans):

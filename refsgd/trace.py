@@ -15,7 +15,7 @@ implementation needs to replay it without refsgd's code or random numbers::
            dataset       the dataset's name; dataset_sha256: SHA-256 of its normalised
                          training images (in the trace's dtype) followed by the int64 labels
            state_names   JSON list: the arrays recorded under /state
-           refsgd_version
+           refsgd_version  the refsgd version that wrote the file (informational, not compared)
     /w0                 (d,)              the initial weights (every worker starts there)
     /batches            (T, N, tau, b)    int64 indices into the training set of micro-batch j
                                           of worker i at step t (-1 on a parameter server)
@@ -150,9 +150,12 @@ class Trace:
                               + "; ".join(wrong))
 
 
-#: configuration entries that do not change a trajectory (verify does not compare them)
-_NOT_TRAJECTORY = {"eval_every", "log_every", "progress", "out", "trace", "checkpoint", "checkpoint_every",
-                   "resume", "link", "local_link", "list", "epochs", "iterations", "data", "workers", "steps", "poll"}
+def _compared(method, config):
+    """The configuration entries verify compares: the options that shape the method's trajectory
+    (refsgd.options), less the data path (the content is compared by its SHA-256)."""
+    from refsgd.options import trajectory_keys
+    keys = trajectory_keys(method) - {"data"}
+    return {k: v for k, v in config.items() if k in keys}
 
 
 def verify(a_path, b_path, rtol=1e-10, atol=1e-12, prefix=False):
@@ -167,8 +170,7 @@ def verify(a_path, b_path, rtol=1e-10, atol=1e-12, prefix=False):
     for key in ("method", "world_size", "dtype", "model", "model_spec", "dataset_sha256", "state_names"):
         if a.attrs[key] != b.attrs[key]:
             return False, lines + [f"MISMATCH in {key}: {a.attrs[key]!r} vs {b.attrs[key]!r}"]
-    ca = {k: v for k, v in a.config.items() if k not in _NOT_TRAJECTORY}
-    cb = {k: v for k, v in b.config.items() if k not in _NOT_TRAJECTORY}
+    ca, cb = _compared(a.attrs["method"], a.config), _compared(b.attrs["method"], b.config)
     diff = sorted(k for k in set(ca) & set(cb) if ca[k] != cb[k])
     if diff:
         return False, lines + ["MISMATCH in the configuration: " +

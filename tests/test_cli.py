@@ -175,26 +175,31 @@ def test_poll_changes_timing_not_numbers(tmp_path, algo):
 
 def test_bench_overlap_table_and_models():
     """bench overlap under mpiexec: one row per method, and each model column is its formula of the
-    printed t_C and T_comm (the timings themselves are not asserted)."""
+    printed t_C, C, T_AR, X and update (the timings themselves are not asserted)."""
     r = mpirun(2, "bench", "overlap", "--model", "digits_mlp", "--batch", "16", "--iterations", "8", "--skip", "2",
                "--ratio", "1", "--latency-us", "0", "--algos", "ssgd,ssgd-opt,dcs3gd+poll,laga-sgdm")
     assert r.returncode == 0, r.stderr
     out = r.stdout
     assert out.count("digits_mlp") == 1 and "EMULATED" in out and "data synthetic" in out
     t_c = float(out.split("t_C     = ")[1].split()[0])
-    t_comm = float(out.split("T_comm  = ")[1].split()[0])
-    rows = {line.split()[0]: [float(v) for v in line.split()[1:7]] for line in out.splitlines()
+    C = float(out.split("C       = ")[1].split()[0])
+    t_ar = float(out.split("(model ")[1].split(",")[0])
+    X = float(out.split("transfer X ")[1].split(")")[0])
+    assert abs(t_ar - max(X, C)) <= 0.002 and abs(X - t_c) <= 0.01  # --ratio 1: the link's all-reduce takes t_C
+    rows = {line.split()[0]: [float(v) for v in line.split()[1:9]] for line in out.splitlines()
             if line.strip().split(" ")[0] in ("ssgd", "ssgd-opt", "dcs3gd+poll", "laga-sgdm")}
     assert set(rows) == {"ssgd", "ssgd-opt", "dcs3gd+poll", "laga-sgdm"}
-    for name, (compute, idle, other, wall, model, ratio) in rows.items():
-        assert compute > 0 and idle >= 0 and wall > 0
+    for name, (compute, idle, other, wall, model, ratio, up, at_t_c) in rows.items():
+        assert compute > 0 and idle >= 0 and wall > 0 and up > 0
         assert abs(compute + idle + other - wall) <= 0.02
-        expect = {"ssgd": t_c + t_comm, "ssgd-opt": t_c + max(0.0, t_comm - 2 * t_c / 3)}.get(name, max(t_c, t_comm))
-        assert abs(model - expect) <= 0.02, (name, model, expect)
+        for tc, value in ((t_c, at_t_c), (compute, model)):  # the model at t_C, and at the run's own compute
+            expect = {"ssgd": tc + t_ar + up, "ssgd-opt": tc + max(C, X - 2 * tc / 3) + up}.get(name,
+                                                                                              max(tc + C, X) + up)
+            assert abs(value - expect) <= 0.02, (name, value, expect)
 
 
 @pytest.mark.parametrize("args,msg", [
-    (["--algos", "ssgd,dcasgd"], "--algos: 'dcasgd' is not one of"),
+    (["--algos", "ssgd,pp-asgd"], "--algos: 'pp-asgd' is not one of"),
     (["--algos", "dcs3gd", "--tau", "2"], "dcs3gd takes one micro-batch per iteration"),
     (["--link", "50,1", "--ratio", "1"], "give --link or --ratio, not both"),
     (["--skip", "60"], "--skip 60 leaves no iteration"),

@@ -18,6 +18,7 @@ CASES = {
     "dcs3gd": ["--momentum", "0.9", "--weight-decay", "0.001", "--lambda0", "0.2",
                "--schedule", "warmup-linear:warmup_iters=4,total_iters=20"],
     "dcs3gd-nocomp": ["--momentum", "0.9", "--lambda0", "0"],
+    "dcs3gd-tensor": ["--lambda-norm", "tensor", "--weight-decay", "0.001"],
     "dcasgd": ["--ps-order", "round-robin", "--dc-lambda", "0.04"],
     "dcasgd-adaptive": ["--ps-order", "round-robin", "--dc-adaptive", "--dc-lambda", "2.0", "--weight-decay", "0.001"],
 }
@@ -44,17 +45,34 @@ def test_corrected_step_eq9_to_12_and_17(lambda0):
     lam = lambda0 * np.sqrt(1 + 4 + 0.25) / np.sqrt(0.01 + 0.01)      # eq. 17
     v_new = mu * v - eta * (g + lam * ggD + wd * w_i)   # eq. 10, 11 (MXNet momentum with decay)
     w_new = w_i + D + v_new                             # eq. 12
-    got = corrected_step(w_i, dw_i, v, g, dw_bar, N, lambda0, eta, mu, wd)
+    got, = corrected_step(w_i, dw_i, v, g, dw_bar, N, lambda0, eta, mu, wd)
     assert got == pytest.approx(lam, rel=1e-14)
     np.testing.assert_allclose(v, v_new, rtol=1e-14)
     np.testing.assert_allclose(dw_i, v_new, rtol=1e-14)
     np.testing.assert_allclose(w_i, w_new, rtol=1e-14)
 
 
+def test_corrected_step_per_tensor_norms_and_frozen_decay():
+    """--lambda-norm tensor: eq. 17 over each part [0, 2) and [2, 3) with its own lambda; decay 0 on
+    the frozen part leaves its weight decay out of U."""
+    w_i, dw_i, v = np.array([1.0, 2.0, 3.0]), np.array([0.1, 0.0, -0.2]), np.array([0.3, -0.1, 0.05])
+    g, dw_bar = np.array([1.0, -2.0, 0.5]), np.array([0.4, 0.0, -1.2])
+    N, eta, mu, wd, lambda0 = 2, 0.05, 0.9, 0.01, 0.2
+    D, ggD = np.array([0.1, 0.0, -0.4]), np.array([0.1, 0.0, -0.1])
+    lam = np.array([lambda0 * np.sqrt(1 + 4) / np.sqrt(0.01), lambda0 * np.sqrt(0.25) / np.sqrt(0.01)])
+    decay = np.array([1.0, 1.0, 0.0])
+    v_new = mu * v - eta * (g + np.repeat(lam, [2, 1]) * ggD + wd * decay * w_i)
+    w_new = w_i + D + v_new
+    got = corrected_step(w_i, dw_i, v, g, dw_bar, N, lambda0, eta, mu, wd, bounds=np.array([0, 2, 3]), decay=decay)
+    np.testing.assert_allclose(got, lam, rtol=1e-14)
+    np.testing.assert_allclose(v, v_new, rtol=1e-14)
+    np.testing.assert_allclose(w_i, w_new, rtol=1e-14)
+
+
 def test_corrected_step_no_division_by_zero():
     """D = 0 (all workers moved alike): g (.) g (.) D = 0, lambda_i = 0, plain momentum step."""
     w_i, dw_i, v, g = np.ones(3), np.full(3, 0.5), np.zeros(3), np.array([1.0, 2.0, 3.0])
-    lam = corrected_step(w_i, dw_i, v, g, np.full(3, 1.0), 2, 0.2, 0.1, 0.0, 0.0)
+    lam, = corrected_step(w_i, dw_i, v, g, np.full(3, 1.0), 2, 0.2, 0.1, 0.0, 0.0)
     assert lam == 0.0 and np.all(np.isfinite(w_i))
     np.testing.assert_allclose(w_i, 1.0 - 0.1 * g)
 
@@ -118,9 +136,12 @@ def test_under_mpiexec(n):
 @pytest.mark.skipif(UNDER_MPI, reason="launcher")
 @pytest.mark.parametrize("args,n,msg", [
     (["--algo", "dcasgd"], 1, "dcasgd needs a server and at least one worker"),
-    (["--algo", "dcasgd", "--momentum", "0.9"], 2, "dcasgd's update has no momentum"),
+    (["--algo", "dcasgd", "--momentum", "0.9"], 2, "--momentum does not apply to --algo dcasgd"),
+    (["--algo", "dcs3gd", "--momentum-form", "pytorch"], 2, "--momentum-form does not apply to --algo dcs3gd"),
+    (["--algo", "dcasgd", "--dc-ms-decay", "0.9"], 2, "--dc-ms-decay is the decay of MeanSquare"),
+    (["--algo", "ssgd", "--lambda0", "0.1"], 2, "--lambda0 does not apply to --algo ssgd"),
     (["--algo", "dcs3gd", "--tau", "2"], 2, "dcs3gd takes one micro-batch per iteration"),
-    (["--algo", "dcs3gd", "--nesterov", "--momentum", "0.9"], 2, "--nesterov does not apply"),
+    (["--algo", "dcs3gd", "--nesterov", "--momentum", "0.9"], 2, "--nesterov does not apply to --algo dcs3gd"),
 ])
 def test_bad_input(args, n, msg):
     r = refsgd("train", *args, "--no-progress", n=n, timeout=120)

@@ -405,7 +405,7 @@ def test_inputs_that_used_to_end_in_tracebacks(tmp_path):
         (["--model", str(units)], "'units' must be a positive integer, got True"),
         (["--model", str(huge)], "of memory available"),
         (["--link", "0,1e-300"], "--link expects LATENCY_US,GBIT_S"),
-        (["--algo", "dcasgd", "--dc-ms-decay", "2"], "--dc-ms-decay is the decay m of MeanSquare"),
+        (["--algo", "dcasgd", "--dc-adaptive", "--dc-ms-decay", "2"], "--dc-ms-decay is the decay m of MeanSquare"),
         (["--schedule", "plateau:patience=2,patience=3"], "patience is given twice"),
     ]:
         r = cli("train", *SHORT, *args, n=2)

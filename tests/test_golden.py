@@ -146,10 +146,14 @@ def _replay_ssgd_nag(grad, w0, batches, lr, cfg, check):
         check(t, w=np.tile(W, (N, 1)), M=np.tile(M, (N, 1)), w_hat=np.tile(W_hat, (N, 1)))
 
 
-def _replay_dcs3gd(grad, w0, batches, lr, cfg, check):
-    """Rigazzi 2019 Alg. 1, eq. 9-12 and 17, U = MXNet momentum with wd_t = k*wd*lr_t/max(lr)."""
+def _replay_dcs3gd(grad, w0, batches, lr, cfg, check, layout):
+    """Rigazzi 2019 Alg. 1, eq. 9-12 and 17, U = MXNet momentum with wd_t = k*wd*lr_t/max(lr);
+    eq. 17's norms over the whole vector or each tensor of the layout (lambda_norm)."""
     T, N = batches.shape[:2]
     mu, lam0 = cfg["momentum"], cfg["lambda0"]
+    parts = [slice(0, len(w0))]
+    if cfg.get("lambda_norm", "whole") == "tensor":
+        parts = [slice(o, o + int(np.prod(s))) for _, o, s in layout]
     wd = cfg["wd_k"] * cfg["weight_decay"] * lr / lr.max()
     W, DW, V = np.tile(w0, (N, 1)), np.zeros((N, len(w0))), np.zeros((N, len(w0)))
     for t in range(T):
@@ -163,7 +167,9 @@ def _replay_dcs3gd(grad, w0, batches, lr, cfg, check):
                 continue
             D = dw_bar / N - DW[i]
             ggD = g * g * D
-            lam = lam0 * np.linalg.norm(g) / np.linalg.norm(ggD) if np.any(ggD) else 0.0
+            lam = np.zeros(len(w0))
+            for p in parts:
+                lam[p] = lam0 * np.linalg.norm(g[p]) / np.linalg.norm(ggD[p]) if np.any(ggD[p]) else 0.0
             V[i] = mu * V[i] - lr[t] * (g + lam * ggD + wd[t] * W[i])
             DW[i] = V[i]
             W[i] = W[i] + D + DW[i]
@@ -348,5 +354,7 @@ def test_replay_golden_with_numpy_and_h5py_only(name):
         return _mlp_loss_grad(spec, layout, w, x[idx], y[idx])
 
     extra = dict(loss_grad=loss_grad, n_train=len(y)) if a["method"] == "daso" else {}
+    if a["method"] == "dcs3gd":
+        extra = dict(layout=layout)
     REPLAY[a["method"]](grad, w0, batches, lr, cfg, check, **extra)
     assert checked == set(states)  # every recorded state was replayed

@@ -49,9 +49,11 @@ def serial(algo, common, n, T):
     """The serial rendering in this process (no MPI), as `refsgd golden` would run it."""
     import argparse
 
-    from refsgd.cli import build_parser, parse_schedule
+    from refsgd.api import parse_schedule
+    from refsgd.cli import build_parser
+    from refsgd.options import resolve
     from refsgd.serial import RENDERINGS
-    args = build_parser().parse_args(["golden", *common, "--workers", str(n), "--steps", str(T), "--out", "-"])
+    args = resolve(build_parser().parse_args(["golden", *common, "--workers", str(n), "--steps", str(T), "--out", "-"]))
     net = load_model(args.model, dtype=np.float64)
     data = datasets.load(None, dtype=np.float64)
     schedule = parse_schedule(args.schedule, args.lr, len(data.y_train) // (n * args.batch * args.tau))
@@ -180,9 +182,9 @@ def test_resume_equals_an_uninterrupted_run(tmp_path):
 
 
 @pytest.mark.parametrize("algo,args,msg", [
-    ("laga-sgd", ["--momentum", "0.9"], "--algo laga-sgd (Algorithm 3) has no momentum"),
+    ("laga-sgd", ["--momentum", "0.9"], "--momentum does not apply to --algo laga-sgd: Algorithm 3 has no momentum"),
     ("laga-sgdm", ["--momentum", "0.9", "--nesterov"], "--nesterov does not apply"),
-    ("laga-sgdn", ["--momentum", "0.9", "--momentum-form", "mxnet"], "--momentum-form mxnet does not apply"),
+    ("laga-sgdn", ["--momentum", "0.9", "--momentum-form", "mxnet"], "--momentum-form does not apply to --algo laga-sgdn"),
 ])
 def test_refuses_local_optimizer_options(algo, args, msg):
     n = 2 if algo == "laga-sgd" else None  # under mpiexec: one message, and no rank hangs

@@ -4,10 +4,10 @@
 method's own option checks and ``servers`` says how many ranks are parameter servers.
 """
 
-from refsgd import RefsgdError
 from refsgd.algorithms import daso, dcasgd, dcs3gd, laga, pipesgd, ppasgd
 from refsgd.algorithms.laga import ALGORITHMS as _LAGA
 from refsgd.algorithms.ssgd import ALGORITHMS as _SSGD
+from refsgd.options import APPLIES, value
 
 ALGORITHMS = dict(_SSGD)
 ALGORITHMS["dcs3gd"] = (dcs3gd.train, "DC-S3GD, Rigazzi 2019 Algorithm 1 (eq. 7-12, 17); docs/algorithms.md, section DC-S3GD")
@@ -19,34 +19,15 @@ ALGORITHMS.update(daso.ALGORITHMS)
 ALGORITHMS.update(ppasgd.ALGORITHMS)
 
 #: methods whose blocking all-reduce of gradients can carry a compressed wire format (--compress)
-COMPRESSIBLE = ("ssgd", "ssgd-nag", "pipe-sgd", "d-sync")
-
-#: options that belong to some methods only: option -> (methods, how the flag is spelled)
-_ONLY = {"dependency": (("pipe-sgd",), "--dependency"),
-         "warmup_epochs": (("pipe-sgd", "daso"), "--warmup-epochs"),
-         "cooldown_epochs": (("daso",), "--cooldown-epochs"),
-         "sync_every": (("daso",), "--sync-every"),
-         "plateau_patience": (("daso",), "--plateau-patience"),
-         "plateau_threshold": (("daso",), "--plateau-threshold"),
-         "ranks_per_node": (("daso",), "--ranks-per-node"),
-         "local_link": (("daso",), "--local-link"),
-         "threads": (("pp-asgd", "asgd"), "--threads"),
-         "staleness": (("pp-asgd", "asgd"), "--staleness")}
+COMPRESSIBLE = tuple(name for name, keys in APPLIES.items() if "compress" in keys)
 
 
 def check(name, args, world):
-    """Method-specific validation of the options (every rank, before the first collective)."""
+    """Method-specific validation of the options (every rank, before the first collective), after
+    refsgd.options.resolve has refused the options that do not apply to the method."""
     module = {"dcs3gd": dcs3gd, "dcasgd": dcasgd, "laga-sgd": laga, "laga-sgdm": laga, "laga-sgdn": laga,
               "pipe-sgd": pipesgd, "d-sync": pipesgd, "ps-sync": pipesgd, "daso": daso,
               "pp-asgd": ppasgd, "asgd": ppasgd}.get(name)
-    if name not in COMPRESSIBLE and getattr(args, "compress", "none") not in (None, "none"):
-        extra = " (its blocking global syncs carry bf16, its cycling syncs float32, by the method)" \
-            if name == "daso" else ""
-        raise RefsgdError(f"--compress applies to the gradient all-reduce of {', '.join(COMPRESSIBLE)}, "
-                          f"not to {name}{extra}")
-    for key, (methods, flag) in _ONLY.items():
-        if name not in methods and getattr(args, key, None) is not None:
-            raise RefsgdError(f"{flag} applies to --algo {' and '.join(methods)} only, not {name}")
     if module is not None:
         module.check(args, world)
 
@@ -54,7 +35,7 @@ def check(name, args, world):
 def micro_batches(args):
     """Micro-batches of one iteration per worker: --tau, or PP-ASGD's G threads' sub-batches."""
     if args.algo in ("pp-asgd", "asgd"):
-        return getattr(args, "threads", None) or ppasgd.DEFAULT_THREADS
+        return value(args, "threads")
     return args.tau
 
 

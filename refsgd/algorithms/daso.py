@@ -2,7 +2,7 @@
 
 D. Coquelin, C. Debus, M. Goetz, F. von der Lehr, J. Kahn, M. Siggel, A. Streit. "Accelerating
 neural network training with distributed asynchronous and selective optimization (DASO)."
-Journal of Big Data 9, 2022. Section 3, Figures 1-5, equation 1. The paper has no listing; this
+Preprint, version of June 2, 2022. Section 3, Figures 1-5, equation 1. The paper has no listing; this
 is the reconstruction of docs/algorithms.md, section DASO. Ranks form P nodes of G ranks
 (:mod:`refsgd.comm.topology`); global group k holds local rank k of every node. Per batch t, on
 every rank::
@@ -74,8 +74,8 @@ from mpi4py import MPI
 from refsgd import RefsgdError
 from refsgd.comm import codecs
 from refsgd.optim import plateaued
+from refsgd.options import default
 
-DEFAULTS = dict(warmup_epochs=1, cooldown_epochs=1, sync_every=4, plateau_patience=2, plateau_threshold=0.05)
 BLOCKING_CODEC = "bf16"
 WARMUP, CYCLING, COOLDOWN = "warm-up", "cycling", "cool-down"
 
@@ -85,9 +85,9 @@ _SLOTS = 6                      # then two in-flight slots of (due iteration or 
 
 
 def option(cfg, name):
-    """A DASO option of ``cfg``, or its default."""
+    """A DASO option of ``cfg``, or DASO's default (refsgd.options)."""
     v = getattr(cfg, name, None)
-    return DEFAULTS[name] if v is None else v
+    return default("daso", name) if v is None else v
 
 
 def check(args, world):

@@ -4,7 +4,7 @@ The parameter-server method DC-S3GD is compared with (Rigazzi 2019, section II a
 docs/algorithms.md, section DC-S3GD, "Baseline DC-ASGD". Rank 0 is the server; ranks 1..N-1 are workers.
 
     server: holds w and a backup w_bak(m) of the weights last sent to worker m (w_bak(m) = w0)
-      S1  on each push g_m from worker m (in arrival order):
+      S1  on each push g_m from worker m (in the order of --ps-order: as they arrive, or 1..N-1):
       S2      w <- w - eta * (g_m + lambda * g_m (.) g_m (.) (w - w_bak(m)))
       S3      send w to m
       S4      w_bak(m) <- w
@@ -24,8 +24,8 @@ they come (``MPI.ANY_SOURCE``).
 Deviations and readings:
 
 * Constant lambda (MXNet's default 0.04) unless ``--dc-adaptive``; no momentum (the listing
-  has none: ``--momentum`` must be 0). Coupled weight decay ``g_m + wd * w`` is added when
-  ``--weight-decay`` is given (MXNet's DCASGD does the same).
+  has none: ``--momentum`` does not apply). Coupled weight decay ``g_m + wd * w`` is added when
+  ``--weight-decay`` is given (MXNet's DCASGD does the same), never in frozen layers.
 * One server "iteration" takes N-1 pushes (in arrival order, so a fast worker may be served
   twice while a slow one waits); every worker pushes once per iteration. The run's bookkeeping
   collectives (loss check, evaluation, checkpoints) happen at iteration boundaries, where all
@@ -37,10 +37,12 @@ Deviations and readings:
   server waiting for a push).
 """
 
+import numba as nb
 import numpy as np
 from mpi4py import MPI
 
 from refsgd import RefsgdError
+from refsgd.optim import decay_mask
 
 PUSH, PULL = 11, 12
 EPS = 1e-7
@@ -58,20 +60,28 @@ def check(args, world):
         raise RefsgdError(f"--dc-ms-decay is the decay m of MeanSquare and must be in [0, 1), got {decay:g}")
 
 
-def compensated_step(w, g, w_bak, eta, lam, wd, scratch):
-    """S2: w <- w - eta * (g + wd*w + lam (.) g (.) g (.) (w - w_bak)), in place.
+def compensated_step(w, g, w_bak, eta, lam, wd):
+    """S2: w <- w - eta * (g + wd*w + lam (.) g (.) g (.) (w - w_bak)), in place, in one pass.
 
-    lam is a number or an array (the adaptive variant); scratch is a buffer like w.
+    lam is a number or an array (the adaptive variant); wd a number, or an array that is 0 in
+    frozen layers (refsgd.optim.decay_mask).
     """
-    np.subtract(w, w_bak, out=scratch)
-    scratch *= g
-    scratch *= g
-    scratch *= lam
-    scratch += g
-    if wd:
-        scratch += wd * w
-    scratch *= eta
-    w -= scratch
+    t = w.dtype.type
+    lam_a = np.asarray(lam, dtype=w.dtype).reshape(-1)
+    wd_a = np.asarray(wd, dtype=w.dtype).reshape(-1)
+    _compensated(w, g, w_bak, t(eta), lam_a, wd_a, bool(np.any(wd_a)))
+
+
+@nb.njit(cache=True, nogil=True)
+def _compensated(w, g, w_bak, eta, lam, wd, decayed):
+    """The element-wise form of S2, in the order of the NumPy passes it replaces; lam and wd
+    have one value for all elements or one per element."""
+    one_lam, one_wd = lam.size == 1, wd.size == 1
+    for j in range(w.size):
+        s = (w[j] - w_bak[j]) * g[j] * g[j] * (lam[0] if one_lam else lam[j]) + g[j]
+        if decayed:
+            s = s + (wd[0] if one_wd else wd[j]) * w[j]
+        w[j] = w[j] - s * eta
 
 
 def train(run):
@@ -92,9 +102,10 @@ def train(run):
         w_bak = run.register("w_bak", np.tile(w, (M, 1)))     # w_bak(m) = w0
         ms = run.register("mean_square", np.zeros_like(w)) if c.dc_adaptive else None
         g_m = np.empty_like(w)
-        scratch = np.empty_like(w)
         lam_buf = np.empty_like(w) if c.dc_adaptive else None
         status = MPI.Status()
+        mask = decay_mask(run.net)
+        wd = c.weight_decay if mask is None else c.weight_decay * mask  # frozen layers: no decay
         for t in run.iterations():
             eta = run.lr(t)
             for k in range(M):
@@ -113,7 +124,7 @@ def train(run):
                 else:
                     lam = c.dc_lambda
                 # S2: w <- w - eta (g_m + lambda g_m (.) g_m (.) (w - w_bak(m)))
-                compensated_step(w, g_m, w_bak[m - 1], eta, lam, c.weight_decay, scratch)
+                compensated_step(w, g_m, w_bak[m - 1], eta, lam, wd)
                 # S3: send w to m
                 with run.idle():
                     comm.Send(w, dest=m, tag=PULL)

@@ -26,12 +26,17 @@ computation an iteration costs max(compute, all-reduce) (eq. 14) instead of thei
 Deviations and readings:
 
 * U is momentum SGD in MXNet's form with its state v local to the worker,
-  ``v <- mu*v - eta*(g + wd*w); dw = v`` (``--momentum-form`` is ignored: the paper's toolkit
-  is MXNet). The weight decay follows the learning-rate schedule and is multiplied by k
+  ``v <- mu*v - eta*(g + wd*w); dw = v`` (the paper's toolkit is MXNet; ``--momentum-form`` and
+  ``--nesterov`` do not apply and are refused). The weight decay follows the learning-rate schedule and is multiplied by k
   (section IV-A): ``wd_t = k * weight_decay * lr(t) / lr_peak`` with k = ``--wd-k``
   (2.3 in the paper) and lr_peak the schedule's largest value.
-* The norms of eq. 17 are over the whole parameter vector; where ``g (.) g (.) D`` is zero the
-  correction is zero (no division by zero). ``--lambda0 0`` switches the compensation off.
+* The paper does not say over what eq. 17's norms run: over the whole parameter vector
+  (``--lambda-norm whole``, the default) or over each tensor of the layout, each with its own
+  lambda (``tensor``; the paper's MXNet KVStore updates one tensor at a time). The choice moves
+  dw_i by ~20% on a small MLP and is recorded in every output. Where ``g (.) g (.) D`` is zero
+  the correction is zero (no division by zero). ``--lambda0 0`` switches the compensation off.
+* Weight decay enters U after the eq. 10 correction, at the worker's own w_i, outside eq. 17's
+  norms, and never in frozen layers (their weights stay at their initial values).
 * The prologue L1-L3 is iteration 0 (it consumes one micro-batch like every iteration), so a
   run of T iterations computes T gradients; the loop body L5-L11 is iterations 1..T-1.
 * The listing leaves every worker with its own w_i. The model that is evaluated and returned
@@ -47,6 +52,8 @@ import numpy as np
 from mpi4py import MPI
 
 from refsgd import RefsgdError
+from refsgd.optim import decay_mask
+from refsgd.options import value
 
 
 def check(args, world):
@@ -73,25 +80,71 @@ def _eq17_norms(dw_i, g_i, dw_bar, N):
     return gg, ggDD
 
 
-@nb.njit(cache=True, nogil=True)
-def corrected_step(w_i, dw_i, v, g_i, dw_bar, N, lambda0, eta, mu, wd):
-    """L8-L11 (eq. 9-12, 17) element-wise, in two passes over the vectors; returns lambda_i.
+def corrected_step(w_i, dw_i, v, g_i, dw_bar, N, lambda0, eta, mu, wd, bounds=None, decay=None, lams=None):
+    """L8-L11 (eq. 9-12, 17) in place (see :func:`_corrected_step`); returns lams, each part's lambda_i.
+    Defaults: one part (the whole vector), every parameter decayed."""
+    if bounds is None:
+        bounds = np.array([0, w_i.size], dtype=np.int64)
+    if decay is None:
+        decay = np.zeros(0, w_i.dtype)
+    if lams is None:
+        lams = np.zeros(bounds.size - 1)
+    _corrected_step(w_i, dw_i, v, g_i, dw_bar, N, lambda0, eta, mu, wd, bounds, decay, lams)
+    return lams
 
-    The second pass needs eq. 17's norms of the whole vectors, which the first computes. NumPy
-    would take some fifteen passes with temporaries: on mnist_mlp that cost as much as the
-    gradient and ate the overlap.
+
+@nb.njit(cache=True, nogil=True)
+def _corrected_step(w_i, dw_i, v, g_i, dw_bar, N, lambda0, eta, mu, wd, bounds, decay, lams):
+    """L8-L11 (eq. 9-12, 17) element-wise, in two passes over each part of the vectors.
+
+    The parts are ``[bounds[k], bounds[k+1])``: the whole vector (``--lambda-norm whole``,
+    bounds = [0, d]) or each tensor of the layout (``tensor``); each part's lambda_i goes to
+    ``lams[k]``. The second pass needs eq. 17's norms over the part, which the first computes.
+    ``decay`` is 1 where a parameter is decayed and 0 in frozen layers (empty: all decayed).
+    NumPy would take some fifteen passes with temporaries: on mnist_mlp that cost as much as
+    the gradient and ate the overlap.
     """
-    gg, ggDD = _eq17_norms(dw_i, g_i, dw_bar, N)
-    lam = 0.0
-    if ggDD > 0 and lambda0 != 0:
-        lam = lambda0 * np.sqrt(gg) / np.sqrt(ggDD)     # eq. 17
+    for k in range(bounds.size - 1):
+        # views of the part: loops from 0 over a view vectorise, loops from lo do not
+        p = slice(bounds[k], bounds[k + 1])
+        gg, ggDD = _eq17_norms(dw_i[p], g_i[p], dw_bar[p], N)
+        lam = 0.0
+        if ggDD > 0 and lambda0 != 0:
+            lam = lambda0 * np.sqrt(gg) / np.sqrt(ggDD)     # eq. 17
+        lams[k] = lam
+        if decay.size == 0:
+            _update(w_i[p], dw_i[p], v[p], g_i[p], dw_bar[p], N, lam, eta, mu, wd)
+        else:
+            _update_masked(w_i[p], dw_i[p], v[p], g_i[p], dw_bar[p], N, lam, eta, mu, wd, decay[p])
+
+
+@nb.njit(cache=True, nogil=True)
+def _update(w_i, dw_i, v, g_i, dw_bar, N, lam, eta, mu, wd):
+    """L8-L11 with lambda_i = lam (every weight decayed)."""
     for j in range(w_i.size):
-        D = dw_bar[j] / N - dw_i[j]                     # L8: D_i = (1/N) dw_bar - dw_i
-        gt = g_i[j] + lam * g_i[j] * g_i[j] * D         # L9: g~_i = g_i + lambda_i g_i g_i D_i
-        v[j] = mu * v[j] - eta * (gt + wd * w_i[j])     # L10: dw_i = U(g~_i, eta, mu)
+        D = dw_bar[j] / N - dw_i[j]                         # L8: D_i = (1/N) dw_bar - dw_i
+        gt = g_i[j] + lam * g_i[j] * g_i[j] * D             # L9: g~_i = g_i + lambda_i g_i g_i D_i
+        v[j] = mu * v[j] - eta * (gt + wd * w_i[j])         # L10: dw_i = U(g~_i, eta, mu)
         dw_i[j] = v[j]
-        w_i[j] = w_i[j] + D + dw_i[j]                   # L11: w_i = w_i + D_i + dw_i
-    return lam
+        w_i[j] = w_i[j] + D + dw_i[j]                       # L11: w_i = w_i + D_i + dw_i
+
+
+@nb.njit(cache=True, nogil=True)
+def _update_masked(w_i, dw_i, v, g_i, dw_bar, N, lam, eta, mu, wd, decay):
+    """:func:`_update` with the weight decay where ``decay`` is 1 only (0 in frozen layers)."""
+    for j in range(w_i.size):
+        D = dw_bar[j] / N - dw_i[j]                         # L8
+        gt = g_i[j] + lam * g_i[j] * g_i[j] * D             # L9
+        v[j] = mu * v[j] - eta * (gt + (wd * decay[j]) * w_i[j])   # L10
+        dw_i[j] = v[j]
+        w_i[j] = w_i[j] + D + dw_i[j]                       # L11
+
+
+def parts(net, lambda_norm):
+    """The bounds of eq. 17's norms: [0, d] (whole) or every tensor's offsets (tensor)."""
+    if lambda_norm == "tensor":
+        return np.array([o for _, o, _ in net.layout] + [net.num_params], dtype=np.int64)
+    return np.array([0, net.num_params], dtype=np.int64)
 
 
 def weight_decay_schedule(run):
@@ -113,14 +166,19 @@ def train(run):
     g_i = np.empty_like(w_i)
     w_bar = np.empty_like(w_i)
     wd_at = weight_decay_schedule(run)
+    bounds = parts(run.net, value(run.cfg, "lambda_norm"))
+    lams = np.zeros(bounds.size - 1)
+    mask = decay_mask(run.net)
+    decay = np.zeros(0, w_i.dtype) if mask is None else mask
 
     def U(g, t):
-        """dw = U(g, eta, mu): v <- mu*v - eta*(g + wd_t*w_i), in place; returns v."""
+        """dw = U(g, eta, mu): v <- mu*v - eta*(g + wd_t*w_i), in place (no decay in frozen layers);
+        returns v."""
         eta, wd = run.lr(t), wd_at(t)
         np.multiply(v, mu, out=v)
         np.subtract(v, eta * g, out=v)
         if wd:
-            np.subtract(v, (eta * wd) * w_i, out=v)
+            np.subtract(v, (eta * wd) * (w_i if mask is None else mask * w_i), out=v)
         return v
 
     def average():
@@ -150,5 +208,5 @@ def train(run):
         # L9:  g~_i <- g_i + lambda_i g_i (.) g_i (.) D_i                     eq. 10, 17
         # L10: dw_i <- U(g~_i, eta, mu)                                      eq. 11
         # L11: w_i <- w_i + D_i + dw_i                                       eq. 12
-        corrected_step(w_i, dw_i, v, g_i, dw_bar, N, lambda0, run.lr(t), mu, wd_at(t))
+        _corrected_step(w_i, dw_i, v, g_i, dw_bar, N, lambda0, run.lr(t), mu, wd_at(t), bounds, decay, lams)
     return w_i

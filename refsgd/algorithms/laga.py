@@ -81,6 +81,7 @@ import numpy as np
 from mpi4py import MPI
 
 from refsgd import RefsgdError
+from refsgd.optim import decay_mask, fused_step
 
 
 def check(args, world):
@@ -100,15 +101,7 @@ def check(args, world):
 
 def _decay(run):
     """(wd, mask): coupled weight decay of the update; mask is None when every weight is decayed."""
-    wd = float(run.cfg.weight_decay)
-    mask = None if run.net.trainable.all() else run.net.trainable.astype(run.net.dtype)
-    return wd, mask
-
-
-def _add_decay(d, w, wd, mask):
-    """d <- d + wd * w (only where mask), in place."""
-    if wd > 0:
-        d += wd * w if mask is None else wd * mask * w
+    return float(run.cfg.weight_decay), decay_mask(run.net)
 
 
 def _accumulate(run, w, g_i, g_ij, req):
@@ -131,7 +124,6 @@ def train_laga_sgd(run):
     g_i = np.empty_like(x)                         # g_i^t(tau), this worker's send buffer ...
     g_i_sent = np.empty_like(x)                    # ... and the one still in flight
     g_ij = np.empty_like(x)                        # one micro-batch's gradient
-    d = np.empty_like(x)                           # the step direction (g^{t-1} + decay)
     req = None                                     # no request in flight (first step, resume)
     run.set_model(lambda: x)
 
@@ -143,10 +135,8 @@ def train_laga_sgd(run):
         # complete communication: g^{t-1}(tau) (implicit in the paper)
         if req is not None:
             run.wait(req)
-        # L2: x^{t+1} <- x^t - eta * g^{t-1}(tau)
-        np.copyto(d, g)
-        _add_decay(d, x, wd, mask)
-        x -= eta * d
+        # L2: x^{t+1} <- x^t - eta * g^{t-1}(tau)                      (one fused pass)
+        fused_step(x, g, None, eta, weight_decay=wd, mask=mask)
         # start communication
         # L3: non-blocking AllReduce g^t(tau) <- (1/N) sum_i g_i^t(tau)
         g_i /= N
@@ -168,7 +158,6 @@ def train_laga_sgdm(run):
     g_i = np.empty_like(x)
     g_i_sent = np.empty_like(x)
     g_ij = np.empty_like(x)
-    d = np.empty_like(x)
     req = None
     run.set_model(lambda: x)
 
@@ -181,12 +170,8 @@ def train_laga_sgdm(run):
         if req is not None:
             run.wait(req)
         # L2: m^t <- gamma * m^{t-1} + g^{t-1}(tau)
-        np.copyto(d, g)
-        _add_decay(d, x, wd, mask)
-        m *= gamma
-        m += d
-        # L3: x^{t+1} <- x^t - eta * m^t
-        x -= eta * m
+        # L3: x^{t+1} <- x^t - eta * m^t                                  (L2-L3 in one fused pass)
+        fused_step(x, g, m, eta, momentum=gamma, weight_decay=wd, mask=mask)
         # start communication
         # L4: non-blocking AllReduce g^t(tau) <- (1/N) sum_i g_i^t(tau)
         g_i /= N
@@ -208,7 +193,6 @@ def train_laga_sgdn(run):
     g_i = np.empty_like(y)
     g_i_sent = np.empty_like(y)
     g_ij = np.empty_like(y)
-    d = np.empty_like(y)
     req = None
     run.set_model(lambda: y)                       # the model is y (see the docstring)
 
@@ -221,13 +205,8 @@ def train_laga_sgdn(run):
         if req is not None:
             run.wait(req)
         # L2: m^t <- gamma * m^{t-1} + g^{t-1}(tau)
-        np.copyto(d, g)
-        _add_decay(d, y, wd, mask)
-        m *= gamma
-        m += d
-        # L3: y^{t+1} <- y^t - eta * (gamma * m^t + g^{t-1}(tau))
-        d += gamma * m
-        y -= eta * d
+        # L3: y^{t+1} <- y^t - eta * (gamma * m^t + g^{t-1}(tau))         (L2-L3 in one fused pass)
+        fused_step(y, g, m, eta, momentum=gamma, weight_decay=wd, mask=mask, nesterov=True)
         # start communication
         # L4: non-blocking AllReduce g^t(tau) <- (1/N) sum_i g_i^t(tau)
         g_i /= N

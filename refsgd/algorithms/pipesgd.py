@@ -33,20 +33,26 @@ computes iterations t+1 .. t+K-1, so with K >= 2 an iteration costs max(update +
 communication) (eq. 4) instead of their sum (eq. 2).
 
 D-Sync (``--algo d-sync``, the paper's decentralized synchronous baseline; docs/algorithms.md,
-section SSGD): per iteration, ``g <- grad``; ``g^c <- Compress(g)``; blocking AllReduce
-``g^c_sum <- sum_i g^c_i``; ``w <- w - gamma * Decompress(g^c_sum)``, all on one thread, so the
-compression and the reduction are on the critical path. With ``--compress t16`` / ``q8`` it is
-the paper's D-Sync+T / D-Sync+Q.
+section SSGD), all on one thread, so the compression and the reduction are on the critical
+path (with ``--compress t16`` / ``q8`` it is the paper's D-Sync+T / D-Sync+Q)::
+
+    L1  g_i <- grad F_i(w; xi_i)
+    L2  AllReduce  g_sum <- sum_i g_i                  (blocking; the wire carries Compress(g_i))
+    L3  w <- w - gamma * g_sum
 
 PS-Sync (``--algo ps-sync``, the paper's parameter-server baseline): rank 0 is the server and
-holds no data; per iteration every worker computes its gradient at w and sends it to the server
-(``Gather``), the server sums them in rank order, updates ``w <- w - gamma * g_sum`` and sends
-w back to every worker (``Bcast``).
+holds no data::
+
+    server:                                            worker m:
+      S1  receive every worker's g_m (Gather)            W1  g_m <- grad at w on the next batch
+      S2  g_sum <- g_1 + ... + g_{N-1} (rank order)      W2  push g_m to the server
+      S3  w <- w - gamma * g_sum                         W3  pull: w <- the server's w
+      S4  send w to every worker (Bcast)
 
 The three use the *sum* of the workers' gradients (each the mean over the worker's batch), not
 the mean: gamma (``--lr``) absorbs 1/N.
 
-Compression (``--compress none|t16|q8``, :mod:`refsgd.comm.codecs`): the wire carries the
+Compression (``--compress none|t16|bf16|fp16|q8``, :mod:`refsgd.comm.codecs`): the wire carries the
 compressed gradient and every reduction step decompresses, adds and compresses again
 (Figure 3b); T16 keeps the upper 16 bits of each float32 (truncation), Q8 is 8-bit
 quantisation with a float32 scale per block of 256 values. A float64 run rounds the gradient to
@@ -99,8 +105,7 @@ from mpi4py import MPI
 
 from refsgd import RankFailure, RefsgdError
 from refsgd.comm import codecs
-
-DEFAULT_DEPENDENCY = 2
+from refsgd.options import value
 
 
 def check(args, world):
@@ -185,8 +190,8 @@ class _Pipeline:
 def train_pipe_sgd(run):
     """Pipe-SGD, Li et al. 2018 Algorithm 1: a computation and a communication thread per rank."""
     c = run.cfg
-    K = c.dependency if c.dependency is not None else DEFAULT_DEPENDENCY
-    warmup = (c.warmup_epochs or 0) * run.iters_per_epoch
+    K = value(c, "dependency")
+    warmup = value(c, "warmup_epochs") * run.iters_per_epoch
     codec = _codec(run)
     t0 = run.t                                               # > 0 after --resume
 

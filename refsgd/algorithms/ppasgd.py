@@ -75,8 +75,8 @@ import numpy as np
 from mpi4py import MPI
 
 from refsgd import RankFailure, RefsgdError
-
-DEFAULT_THREADS = 2
+from refsgd.optim import momentum_predict
+from refsgd.options import value
 
 
 def check(args, world):
@@ -106,7 +106,7 @@ def horizon(mu, S):
 def train(run, predict=True):
     """PP-ASGD (predict=True) or naive ASGD (predict=False)."""
     c = run.cfg
-    G = c.threads if getattr(c, "threads", None) is not None else DEFAULT_THREADS
+    G = value(c, "threads")
     mu, b, n = c.momentum, c.batch, run.n_train
     fixed = getattr(c, "staleness", None)
     # L2: global w, w^ <- w_0; D_1..D_G, M <- 0; F <- true
@@ -126,15 +126,9 @@ def _update(run, t, w, M, w_hat, D_L, D_A, mu, S, predict):
     # L5: D_A <- MPI_Allreduce(D_L)                                         (blocking)
     run.allreduce_sum(run.comm, D_L, D_A)
     # L6: M <- mu*M - lambda*D_A
-    M *= mu
-    M -= run.lr(t) * D_A
     # L7: w <- w + M
-    w += M
     # L8: w^ <- f_S(w, M) = w + M * sum_{s=1}^{S+1} mu^s   (naive ASGD: w^ <- w)
-    if predict:
-        np.add(w, horizon(mu, S) * M, out=w_hat)
-    else:
-        w_hat[...] = w
+    momentum_predict(w, M, w_hat, D_A, run.lr(t), mu, horizon(mu, S) if predict else None)  # one pass
 
 
 def _deterministic(run, w, M, w_hat, D_L, D_A, G, mu, b, n, S, predict):

@@ -46,6 +46,8 @@ Deviations and readings:
 import numpy as np
 from mpi4py import MPI
 
+from refsgd.optim import momentum_predict
+
 
 def train_ssgd(run):
     """SSGD with tau-step accumulation, LAGA Algorithms 1 and 2."""
@@ -141,12 +143,9 @@ def train_ssgd_nag(run):
         # L12: D_A <- MPI_Allreduce(D_L)                                   (blocking)
         run.allreduce_sum(comm, D_L, D_A, wire)
         # L13: M <- mu*M - lambda*D_A
-        M *= mu
-        M -= lam * D_A
         # L14: w <- w + M
-        w += M
-        # L15: w^ <- w + mu*M
-        np.add(w, mu * M, out=w_hat)
+        # L15: w^ <- w + mu*M                                              (L13-L15 in one pass)
+        momentum_predict(w, M, w_hat, D_A, lam, mu, mu)
     if wire is not None:
         wire.close()
     return w

@@ -47,7 +47,7 @@ def _laga(net, data, cfg, schedule, N, T, variant):
                lr=np.array([schedule.lr(t) for t in range(T)]),
                states={k: np.empty((T, N, d), net.dtype) for k in names})
     for t in range(T):
-        eta = out["lr"][t]
+        eta = float(out["lr"][t])  # a Python float keeps float32 arrays float32, as in the MPI code
         G = _grads_at(net, stream, X, t, tau, out["batches"], out["loss"])
         gbar = G.mean(axis=0)                            # the all-reduce of step t (lands at t+1)
         D = g_prev[None, :] + decay[None, :] * X         # the lagged average, decayed

@@ -22,6 +22,7 @@ import numpy as np
 
 from refsgd import RefsgdError
 from refsgd.serial.codecs import allreduce_sum
+from refsgd.options import value
 from refsgd.serial.ssgd import _grads_at, _Stream
 
 
@@ -41,9 +42,9 @@ def _out(net, cfg, schedule, N, T, names, shapes):
 def pipe_sgd(net, data, cfg, schedule, N, T):
     """Pipe-SGD (Algorithm 1) with iteration dependency K, warm-up epochs of dependency 1."""
     _options(cfg, "pipe-sgd")
-    K = cfg.dependency or 2
+    K = value(cfg, "dependency")
     stream, d = _Stream(data, cfg, N), net.num_params
-    warmup = (cfg.warmup_epochs or 0) * stream.nb
+    warmup = value(cfg, "warmup_epochs") * stream.nb
     out = _out(net, cfg, schedule, N, T, ["w", "g_sum"], [(d,), (K, d)])
     w = out["w0"].copy()                                 # the same w on every worker
     S = {}                                               # S[t]: the all-reduced sum of step t
@@ -53,7 +54,7 @@ def pipe_sgd(net, data, cfg, schedule, N, T):
         s = t - k
         if s > applied:
             if s >= 0:
-                w = w - out["lr"][t] * S[s]
+                w = w - float(out["lr"][t]) * S[s]
             applied = s
         W = np.tile(w, (N, 1))
         G = _grads_at(net, stream, W, t, 1, out["batches"], out["loss"])
@@ -72,7 +73,7 @@ def d_sync(net, data, cfg, schedule, N, T):
     w = out["w0"].copy()
     for t in range(T):
         G = _grads_at(net, stream, np.tile(w, (N, 1)), t, 1, out["batches"], out["loss"])
-        w = w - out["lr"][t] * allreduce_sum(G, cfg.compress)
+        w = w - float(out["lr"][t]) * allreduce_sum(G, cfg.compress)
         out["states"]["w"][t] = w[None]
     return out
 
@@ -95,7 +96,7 @@ def ps_sync(net, data, cfg, schedule, N, T):
         g_sum = G[0].copy()
         for m in range(1, N - 1):
             g_sum += G[m]
-        w = w - out["lr"][t] * g_sum
+        w = w - float(out["lr"][t]) * g_sum
         out["states"]["w"][t] = w[None]
     return out
 

@@ -16,14 +16,15 @@ Every process holds the same w, M and w^. Traced: w, M, w_hat and the batches (T
 import numpy as np
 
 from refsgd import RefsgdError
-from refsgd.algorithms.ppasgd import DEFAULT_THREADS, horizon, randpick
+from refsgd.algorithms.ppasgd import horizon, randpick
+from refsgd.options import value
 
 
 def _render(net, data, cfg, schedule, N, T, predict):
     S = getattr(cfg, "staleness", None)
     if S is None:
         raise RefsgdError(f"the serial rendering of {cfg.algo} is the deterministic mode: give --staleness S")
-    G = getattr(cfg, "threads", None) or DEFAULT_THREADS
+    G = value(cfg, "threads")
     mu, b, n, d = cfg.momentum, cfg.batch, len(data.y_train), net.num_params
     w0 = net.init_params(cfg.seed)
     w, M = w0.copy(), np.zeros(d, net.dtype)
@@ -45,7 +46,7 @@ def _render(net, data, cfg, schedule, N, T, predict):
                 D_L = D_g if D_L is None else D_L + D_g
             D_A = D_L if r == 0 else D_A + D_L
             out["loss"][t, r] /= G
-        M = mu * M - lr[t] * D_A
+        M = mu * M - float(lr[t]) * D_A
         w = w + M
         V[t + 1] = w + horizon(mu, S) * M if predict else w.copy()
         V.pop(t - S, None)

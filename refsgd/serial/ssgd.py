@@ -98,7 +98,7 @@ def ssgd_nag(net, data, cfg, schedule, N, T):
     for t in range(T):
         D = _grads_at(net, stream, W_hat, t, tau, out["batches"], out["loss"]) * (tau * cfg.batch)
         D_A = allreduce_sum(D, getattr(cfg, "compress", "none"))
-        M = mu * M - out["lr"][t] * D_A
+        M = mu * M - float(out["lr"][t]) * D_A
         W = W + M
         W_hat = W + mu * M
         out["states"]["w"][t], out["states"]["M"][t], out["states"]["w_hat"][t] = W, M, W_hat

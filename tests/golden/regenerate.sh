@@ -9,6 +9,7 @@ $R golden --algo ssgd     --workers 2 --steps 10 --tau 2 --momentum 0.9 --lr 0.1
 $R golden --algo ssgd     --workers 4 --steps 10 --tau 1 --lr 0.2 --batch 8 --model digits_tiny --seed 2 --out ssgd-n4.h5 --force
 $R golden --algo ssgd-nag --workers 2 --steps 10 --tau 1 --momentum 0.9 --lr 0.002 --batch 16 --model digits_tiny --seed 3 --out ssgd-nag-n2.h5 --force
 $R golden --algo dcs3gd   --workers 4 --steps 10 --momentum 0.9 --lr 0.1 --lambda0 0.2 --weight-decay 0.001 --schedule warmup-linear:warmup_iters=3,total_iters=10 --batch 8 --model digits_tiny --seed 4 --out dcs3gd-n4.h5 --force
+$R golden --algo dcs3gd   --workers 4 --steps 10 --momentum 0.9 --lr 0.1 --lambda0 0.2 --lambda-norm tensor --weight-decay 0.001 --schedule warmup-linear:warmup_iters=3,total_iters=10 --batch 8 --model digits_tiny --seed 4 --out dcs3gd-tensor-n4.h5 --force
 $R golden --algo dcasgd   --workers 3 --steps 10 --ps-order round-robin --dc-lambda 0.04 --lr 0.1 --batch 16 --model digits_tiny --seed 5 --out dcasgd-n3.h5 --force
 $R golden --algo laga-sgdm --workers 2 --steps 10 --tau 2 --momentum 0.9 --lr 0.1 --batch 16 --model digits_tiny --seed 6 --out laga-sgdm-n2.h5 --force
 $R golden --algo laga-sgdn --workers 4 --steps 10 --tau 2 --momentum 0.9 --lr 0.1 --weight-decay 0.001 --batch 8 --model digits_tiny --seed 7 --out laga-sgdn-n4.h5 --force

@@ -1,0 +1,389 @@
+"""``refsgd.train``: run any method from Python, as ``refsgd train`` does (the CLI calls it).
+
+    import refsgd
+    result = refsgd.train("laga-sgdm", model="digits_mlp", epochs=2, tau=2)   # mpiexec -n N python ...
+    result.model           # the final model (flat weights), on every rank
+    result.evals           # the evaluations: iteration, epoch, train_loss, test_loss, test_acc, seconds
+    result.metrics         # {field: (ranks, iterations) array} on rank 0 (None elsewhere)
+
+Every keyword is an option of ``refsgd train`` with ``-`` written ``_`` (``weight_decay=1e-4``,
+``out="run.h5"``), checked as the command line checks it; ``comm`` is the communicator whose
+ranks are the workers (default ``MPI.COMM_WORLD``); ``log`` receives rank 0's lines (header,
+evaluations, summary; None: silent); ``progress`` shows the bar or the status lines.
+
+Every rank must call it with the same options: the ranks check their input before the first
+collective and agree on it (options, model, dataset content), so a bad input raises the same
+:class:`refsgd.AgreedError` on every rank, never a hang.
+"""
+
+import dataclasses
+import hashlib
+import json
+import os
+import warnings
+
+import numpy as np
+
+from refsgd import AgreedError, RefsgdError, __version__, options
+
+
+@dataclasses.dataclass
+class Result:
+    """What a training run returns (on every rank unless said otherwise)."""
+
+    model: np.ndarray           # the final model, the one evaluated (None if the method has none)
+    net: object                 # the network (refsgd.nn.Network): net.loss_and_grad(model, x, y), ...
+    evals: list                 # one dict per evaluation
+    events: list                # the method's regime changes (e.g. DASO's phases)
+    metrics: dict               # {field: (world, T) float64} of every rank, on rank 0; None elsewhere
+    config: dict                # the configuration recorded in every output
+    wall: float                 # seconds of the training loop
+    threads: int                # BLAS / Numba threads of this rank
+
+
+def train(algo="ssgd", *, comm=None, log=print, progress=False, **opts):
+    """Train with method ``algo`` (see the module docstring); returns a :class:`Result`."""
+    from refsgd.cli import train_namespace
+    args = train_namespace(algo=algo, progress=progress, **opts)
+    return run(args, comm, log)
+
+
+def run(args, comm=None, log=print):
+    """Train with the options of ``refsgd train`` in the namespace ``args`` (collective). NumPy's
+    floating-point warnings are silenced: refsgd detects a non-finite loss or state itself and
+    stops every rank with one message (NonFiniteLoss)."""
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return _run(args, comm, log)
+
+
+def _run(args, comm, log):
+    from mpi4py import MPI
+
+    from refsgd import metrics
+    from refsgd.algorithms import micro_batches, servers
+    from refsgd.comm.link import Traffic, wrap
+    from refsgd.run import Run
+
+    world_comm = MPI.COMM_WORLD if comm is None else comm
+    rank = world_comm.Get_rank()
+    say = (lambda line: None) if log is None else log
+    algo, link, net, data, schedule, restorer = on_every_rank(
+        world_comm, lambda: prepare(args, world_comm), lambda p: fingerprint(args, p[2], p[3]))
+    threads = set_threads(world_comm, args.blas_threads)
+    if rank == 0 and args.force and holds_other_run(args):
+        from refsgd import checkpoint
+        checkpoint.clear(args.checkpoint)  # --force: this folder now belongs to this run
+    comm = wrap(world_comm, link, traffic=Traffic())  # delayed by --link if given, its payload counted
+    cfg = options.config(args)
+    ns = _namespace(args)
+    ns.tau = micro_batches(args)  # PP-ASGD: the G threads' sub-batches of an update
+    ckpt = (args.checkpoint, args.checkpoint_every, cfg, args.keep_checkpoints) if args.checkpoint else None
+    r = Run(comm, net, data, ns, schedule, log=say, restorer=restorer, checkpoint=ckpt, servers=servers(args.algo))
+    for line in header(args, r, net, data, schedule, link, threads):
+        r.log(line)
+    if restorer:
+        r.log(f"  resumed from {restorer.path.rsplit(os.sep, 1)[0]} at iteration {r.t}")
+    algo(r)
+    model = r.final_model()  # on every rank: it may be a collective (an average of the workers)
+    if args.trace:
+        r.write_trace(args.trace, cfg)
+        r.log(f"trace written to {args.trace}")
+    gathered = metrics.gather(r)
+    rec = None
+    if rank == 0:
+        rec, nodes = gathered
+        shown = link_text(args, link)
+        say(metrics.summary(r.evals, rec, r.wall, shown, r.iterations_run, r.workers * args.batch * r.tau))
+        if args.out:
+            metrics.write(args.out, r, rec, nodes, cfg, shown, model=model, threads=threads)
+            say(f"metrics written to {args.out}")
+    return Result(model=None if model is None else np.array(model), net=net, evals=list(r.evals),
+                  events=list(r.events), metrics=rec, config=cfg, wall=r.wall, threads=threads)
+
+
+def _namespace(args):
+    import argparse
+    return argparse.Namespace(**vars(args))
+
+
+def header(args, run, net, data, schedule, link, threads):
+    """The lines that open a run: what runs, and every hyperparameter that shapes it."""
+    own = options.APPLIES[args.algo]
+    hyper = [f"lr {args.lr:g} ({options.lr_meaning(args.algo)})", f"schedule {schedule.describe()}"]
+    for k in own:
+        v = getattr(args, k)
+        if k == "momentum_form" and not getattr(args, "momentum", 0):
+            continue
+        shown = ("on" if v else "off") if isinstance(v, bool) else (f"{v:g}" if isinstance(v, float) else v)
+        hyper.append(f"{k.replace('_', ' ')} {shown}")
+    if args.algo == "dcs3gd":
+        hyper.append("U: MXNet momentum v = mu*v - eta*(g + wd*w)")
+    lines = [f"refsgd {__version__}: {args.algo} on {run.world} rank(s), {net.name} ({net.num_params:,d} parameters, "
+             f"{net.dtype.name}), {data.name} ({len(data.y_train)} train / {len(data.y_test)} test)",
+             f"  batch {args.batch} x tau {run.tau} per worker, {run.iters_per_epoch} iterations per epoch, "
+             f"{run.total} iterations, seed {args.seed}, {threads} BLAS/Numba thread(s) per rank",
+             "  " + "; ".join(hyper)]
+    if link:
+        lines.append(f"  {link} -- EMULATED, not the real network")
+    return lines
+
+
+def link_text(args, link):
+    """The link as the summary and the metrics file name it (DASO: both tiers)."""
+    if not args.local_link:
+        return link
+    from refsgd.comm.link import Link
+    return (f"between nodes: {link or 'the real network'}; within nodes: "
+            f"{Link.parse(args.local_link, '--local-link')}")
+
+
+# ---------------------------------------------------------------------------- threads per rank
+#: environment variables that set the BLAS / OpenMP / Numba threads explicitly
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS")
+
+
+def set_threads(comm, explicit=None):
+    """Give this rank its share of the node's cores for BLAS and Numba; returns the count.
+
+    ``explicit`` (--blas-threads) wins, then any of THREAD_VARIABLES set in the environment (the
+    libraries read them at start-up, so they are left as they are), else the cores this process
+    may use divided by the ranks of ``comm`` on this node (a collective: MPI_COMM_TYPE_SHARED).
+    """
+    from mpi4py import MPI
+    local = comm.Split_type(MPI.COMM_TYPE_SHARED)
+    on_node = local.Get_size()
+    local.Free()
+    if explicit is None:
+        for name in THREAD_VARIABLES:
+            if os.environ.get(name, "").strip().isdigit():
+                return max(1, int(os.environ[name]))
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+        n = max(1, cores // on_node)
+    else:
+        n = explicit
+    limit_threads(n)
+    return n
+
+
+def limit_threads(n):
+    """BLAS (and OpenMP) and Numba use at most n threads in this process from now on."""
+    try:
+        from threadpoolctl import threadpool_limits
+        threadpool_limits(limits=n)
+    except ImportError:  # the kernels' own control of OpenBLAS (refsgd.nn.kernels) still applies
+        pass
+    import numba
+    numba.set_num_threads(min(n, numba.config.NUMBA_NUM_THREADS))
+
+
+# ---------------------------------------------------------------------------- before the first collective
+def parse_schedule(text, lr, iters_per_epoch):
+    """``NAME[:key=value,...]`` -> a schedule object; ``lr`` fills ``lr`` or ``peak``."""
+    from refsgd.optim import make_schedule
+    name, _, rest = text.partition(":")
+    kwargs = {}
+    for item in filter(None, rest.split(",")):
+        key, eq, val = item.partition("=")
+        if not eq:
+            raise RefsgdError(f"--schedule {text}: expected key=value, got {item!r}")
+        key, val = key.strip(), _value(val.strip())
+        if key in kwargs:
+            raise RefsgdError(f"--schedule {text}: {key} is given twice")
+        if key in ("milestones", "milestone_epochs") and not isinstance(val, list):
+            val = [val]
+        kwargs[key] = val
+    if name in ("constant", "plateau"):
+        kwargs.setdefault("lr", lr)
+    else:
+        kwargs.setdefault("peak", lr)
+    return make_schedule(name, iters_per_epoch=iters_per_epoch, **kwargs)
+
+
+def _value(text):
+    if "/" in text:
+        return [_value(t) for t in text.split("/")]
+    for cast in (int, float):
+        try:
+            return cast(text)
+        except ValueError:
+            pass
+    return text
+
+
+def method(args, world):
+    """Resolve and check the method's options (refsgd.options, the method's own check)."""
+    from refsgd.algorithms import ALGORITHMS, check
+    if args.algo not in ALGORITHMS:
+        raise RefsgdError(f"unknown method --algo {args.algo!r}; `refsgd train --list` shows "
+                          f"{', '.join(ALGORITHMS)}")
+    options.resolve(args)
+    if args.momentum >= 1:
+        raise RefsgdError(f"--momentum must be in [0, 1), got {args.momentum}")
+    check(args.algo, args, world)
+
+
+def per_epoch(args, data, workers):
+    """Iterations per epoch (RefsgdError when the training set is too small for one)."""
+    from refsgd.algorithms import micro_batches
+    n = len(data.y_train) // (workers * args.batch * micro_batches(args))
+    if n == 0:
+        raise RefsgdError(f"the training set has {len(data.y_train)} samples: too few for {workers} workers x "
+                          f"batch {args.batch} x {micro_batches(args)} micro-batches")
+    return n
+
+
+def prepare(args, comm):
+    """Everything that can fail on bad input, done identically on every rank before any collective."""
+    from refsgd import datasets
+    from refsgd.algorithms import ALGORITHMS, servers
+    from refsgd.nn import load_model
+
+    world = comm.Get_size()
+    method(args, world)
+    link = None
+    if args.link:
+        from refsgd.comm.link import Link
+        link = Link.parse(args.link)
+    if args.local_link:
+        from refsgd.comm.link import Link
+        Link.parse(args.local_link, "--local-link")
+    dtype = np.dtype(args.dtype)
+    net = load_model(args.model, dtype=dtype)
+    data = datasets.load(args.data, dtype=dtype)
+    datasets.check_fits(data, net.input_shape, net.num_classes, model=net.name)
+    if len(data.y_test) == 0:
+        raise RefsgdError(f"dataset {data.name} has no test samples: refsgd train evaluates the model on the test set")
+    ipe = per_epoch(args, data, world - servers(args.algo))
+    schedule = parse_schedule(args.schedule, args.lr, ipe)
+    if args.checkpoint_every and not args.checkpoint:
+        raise RefsgdError("--checkpoint-every needs --checkpoint DIR")
+    if args.checkpoint and not args.checkpoint_every:
+        raise RefsgdError("--checkpoint DIR needs --checkpoint-every K")
+    if args.trace and args.resume:
+        raise RefsgdError("--trace records a run from its first step: it cannot be combined with --resume")
+    check_outputs(args)
+    restorer = None
+    if args.resume:
+        from refsgd import checkpoint
+        folder, meta = checkpoint.read_meta(args.resume, options.config(args), world, net.num_params)
+        restorer = checkpoint.Restorer(folder, comm.Get_rank(), meta["t"])
+    return ALGORITHMS[args.algo][0], link, net, data, schedule, restorer
+
+
+def check_outputs(args):
+    """Every output of `train` can be written, collides with no input or other output, and
+    replaces no file and no other run's checkpoints unless --force (before any work)."""
+    from refsgd.files import check_distinct, check_folder, check_output, same_path
+    model_file = args.model if os.path.isfile(args.model) else None
+    check_distinct([("--data", args.data), ("--model", model_file), ("--resume", args.resume)],
+                   [("--out", args.out), ("--trace", args.trace)])
+    # --checkpoint may be the folder --resume reads (the run goes on there)
+    check_distinct([("--data", args.data), ("--model", model_file), ("--out", args.out), ("--trace", args.trace)],
+                   [("--checkpoint", args.checkpoint)])
+    for flag, path in (("--out", args.out), ("--trace", args.trace)):
+        if path:
+            check_output(path, flag, args.force)
+    if args.checkpoint:
+        check_folder(args.checkpoint, "--checkpoint")
+        if holds_other_run(args) and not args.force:
+            raise RefsgdError(f"--checkpoint {args.checkpoint} holds the checkpoints of another run; continue that "
+                              f"run with --resume {args.checkpoint}, choose another folder, or give --force to "
+                              "replace them")
+        for flag, path in (("--data", args.data), ("--model", model_file)):
+            if path and same_path(os.path.dirname(os.path.abspath(path)), args.checkpoint):
+                raise RefsgdError(f"{flag} {path} is inside --checkpoint {args.checkpoint}, whose content refsgd "
+                                  "replaces")
+
+
+def holds_other_run(args):
+    """Whether --checkpoint holds checkpoints that are not the ones this run resumes from."""
+    from refsgd import checkpoint
+    from refsgd.files import same_path
+    root = args.checkpoint
+    if not root or not (checkpoint.checkpoints(root) or os.path.exists(os.path.join(root, "latest"))):
+        return False
+    return not (args.resume and (same_path(args.resume, root) or
+                                 same_path(os.path.dirname(os.path.abspath(args.resume)), root)))
+
+
+# ---------------------------------------------------------------------------- the ranks agree
+def on_every_rank(comm, prepare_fn, fingerprint_fn=None):
+    """prepare_fn() on every rank, and its result; AgreedError on every rank if it raised a
+    RefsgdError anywhere, or if the ranks' fingerprint_fn(prepared) differ (ranks launched with
+    different options, models or data). These are the first collectives, so a bad input never
+    leaves a rank waiting in another."""
+    try:
+        prepared, err = prepare_fn(), None
+    except RefsgdError as e:
+        prepared, err = None, str(e)
+    errors = comm.allgather(err)
+    if any(errors):
+        raise AgreedError(agreed_message(errors))
+    if fingerprint_fn is not None:
+        differ = _differences(comm.allgather(fingerprint_fn(prepared)))
+        if differ:
+            raise AgreedError("the ranks were launched with different settings, so their replicas would not be "
+                              "the same run: " + "; ".join(differ))
+    return prepared
+
+
+def agreed_message(errors):
+    """The first error of the ranks' errors, and the ranks it (or another) came from."""
+    bad = [r for r, e in enumerate(errors) if e]
+    first = errors[bad[0]]
+    return first + ("" if len(bad) == len(errors) else f" (on rank(s) {ranges(bad)})")
+
+
+def fingerprint(args, net, data):
+    """What every rank of a run must agree on: every option (paths of the data and a model spec
+    excepted, which may differ between nodes), the model and the dataset's content."""
+    from refsgd.trace import dataset_sha256
+    opts = {k: v for k, v in vars(args).items() if k not in ("data", "model", "progress")}
+    model = f"{net.name} ({net.num_params:,d} parameters, spec {_sha(json.dumps(net.spec, sort_keys=True))})"
+    content = dataset_sha256(data, net.dtype, test=True)
+    return dict(options=opts, model=model, data=f"{args.data or 'the embedded digits'} (sha256 {content[:12]})",
+                data_sha=content, version=__version__)
+
+
+def _sha(text):
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+def _differences(prints):
+    """Human-readable differences between the ranks' fingerprints (empty when they agree)."""
+    def by_value(values):
+        groups = {}
+        for r, v in enumerate(values):
+            groups.setdefault(repr(v), []).append(r)
+        return groups
+
+    def shown(values, fmt):
+        groups = by_value(values)
+        return ", ".join(f"{fmt(values[ranks[0]])} on rank(s) {ranges(ranks)}" for ranks in groups.values())
+
+    out = []
+    keys = sorted(set().union(*(p["options"] for p in prints)))
+    for k in keys:
+        values = [p["options"].get(k) for p in prints]
+        if len(by_value(values)) > 1:
+            out.append(f"--{k.replace('_', '-')} is " + shown(values, repr))
+    for key, what in (("model", "the model is"), ("data_sha", "the dataset is"), ("version", "refsgd is")):
+        values = [p[key] for p in prints]
+        if len(by_value(values)) > 1:
+            shown_key = "data" if key == "data_sha" else key
+            out.append(what + " " + shown([p[shown_key] for p in prints], str))
+    return out
+
+
+def ranges(ranks):
+    """[0, 1, 2, 5] -> '0-2, 5'."""
+    out, start = [], None
+    for i, r in enumerate(ranks):
+        if start is None:
+            start = r
+        if i + 1 == len(ranks) or ranks[i + 1] != r + 1:
+            out.append(str(start) if start == r else f"{start}-{r}")
+            start = None
+    return ", ".join(out)
+

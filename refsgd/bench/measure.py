@@ -1,0 +1,465 @@
+"""The measurements: ``bench step`` (one process) and ``bench overlap`` (in an MPI world), and
+the codecs' costs shared with ``experiments/codec_cost.py``."""
+
+import argparse
+import dataclasses
+import os
+import time
+
+import numpy as np
+
+from refsgd.bench import models
+from refsgd.bench.models import median_time
+from refsgd.nn import load_model
+
+
+# ------------------------------------------------------------------------------------------ step
+def step_flops(net, batch):
+    """Multiply-adds x 2 of one forward+backward pass (matrix products only; 3x the forward,
+    less the input gradient of the first layer)."""
+    first = True
+    total = 0
+    for layer in net.layers:
+        if layer.kind == "dense":
+            f = 2 * batch * layer.in_shape[0] * layer.units
+        elif layer.kind == "conv":
+            C, H, W = layer.in_shape
+            f = 2 * batch * H * W * layer.filters * C * layer.k * layer.k
+        else:
+            continue
+        total += f * (2 if first else 3)
+        first = False
+    return total
+
+
+def blas_peak(dtype, n=1024, repeat=10):
+    """FLOP/s of a square matrix product of size n (the machine's BLAS peak, as used)."""
+    a = np.random.default_rng(0).standard_normal((n, n)).astype(dtype)
+    t = median_time(lambda: a @ a, repeat)
+    return 2 * n ** 3 / t
+
+
+def step(model, batch, dtype=np.float32, repeat=20, seed=0, use_torch=True):
+    """Time loss_and_grad of ``model`` at ``batch``; returns a dict of measurements."""
+    net = load_model(model, dtype=dtype)
+    rng = np.random.default_rng(seed)
+    w = net.init_params(seed)
+    g = np.empty_like(w)
+    x = rng.standard_normal((batch,) + net.input_shape).astype(dtype)
+    y = rng.integers(0, net.num_classes, batch)
+    ours = median_time(lambda: net.loss_and_grad(w, x, y, out=g), repeat)
+    res = dict(model=net.name, batch=batch, dtype=np.dtype(dtype).name, refsgd_s=ours, num_params=net.num_params,
+               flops=step_flops(net, batch), blas_peak=blas_peak(dtype), torch_s=None,
+               torch_threads=None, torch_version=None, torch_skipped=not use_torch)
+    if use_torch:
+        try:
+            import torch
+            from refsgd import torch_twin
+        except ImportError:
+            torch = None
+        if torch is not None:
+            model_t = torch_twin.build_torch(net)
+            torch_twin.load_flat(model_t, net, w)
+            xt, yt = torch.from_numpy(x), torch.from_numpy(y)
+
+            def tstep():
+                model_t.zero_grad(set_to_none=True)
+                torch.nn.functional.cross_entropy(model_t(xt), yt).backward()
+
+            res.update(torch_s=median_time(tstep, repeat), torch_threads=torch.get_num_threads(),
+                       torch_version=torch.__version__)
+    return res
+
+
+def format_step(r):
+    lines = [f"model {r['model']}, batch {r['batch']}, {r['dtype']}, forward+backward, median of repeats",
+             f"  refsgd   {1e3 * r['refsgd_s']:9.2f} ms   {r['flops'] / r['refsgd_s'] / 1e9:7.1f} GFLOP/s"
+             f"   ({100 * r['flops'] / r['refsgd_s'] / r['blas_peak']:.0f}% of the BLAS peak"
+             f" {r['blas_peak'] / 1e9:.0f} GFLOP/s, 1024^2 GEMM)"]
+    if r.get("torch_skipped"):
+        lines.append("  pytorch  not timed (--no-torch)")
+    elif r["torch_s"] is None:
+        lines.append("  pytorch  not installed (pip install torch to compare)")
+    else:
+        lines.append(f"  pytorch  {1e3 * r['torch_s']:9.2f} ms   (torch {r['torch_version']}, "
+                     f"{r['torch_threads']} threads)")
+        lines.append(f"  ratio refsgd / pytorch = {r['refsgd_s'] / r['torch_s']:.2f}")
+    from refsgd.nn import kernels
+    lines.append(f"  threads: refsgd {kernels.chunk_threads()} (OpenBLAS and the conv chunks), "
+                 f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', 'unset')}, {os.cpu_count()} CPUs. "
+                 "Under MPI each rank gets one thread: compare with "
+                 "OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 refsgd bench step ...")
+    return "\n".join(lines)
+
+
+# ------------------------------------------------------------------------------------------ codecs
+#: the codecs of refsgd.comm.codecs, in the order of the tables
+CODEC_NAMES = ("t16", "q8", "bf16", "fp16")
+
+
+def timed_collective(comm, fn, repeat, warmup=3, wire=None):
+    """Median over ``repeat`` calls of fn() (barrier before each, after ``warmup`` calls) of the
+    slowest rank's seconds for that call; with ``wire``, also the median over the calls of the
+    slowest rank's operator seconds per operator call, and the operator calls per fn()."""
+    from mpi4py import MPI
+    for _ in range(warmup):
+        comm.Barrier()
+        fn()
+    times, ops, calls = np.empty(repeat), np.zeros(repeat), np.zeros(repeat)
+    for i in range(repeat):
+        if wire is not None:
+            s0, c0 = wire.op_seconds, wire.op_calls
+        comm.Barrier()
+        t0 = time.perf_counter()
+        fn()
+        times[i] = time.perf_counter() - t0
+        if wire is not None:
+            calls[i] = wire.op_calls - c0
+            ops[i] = (wire.op_seconds - s0) / max(calls[i], 1)
+    # the slowest rank sets the pace of a collective (and of the step that waits for all)
+    both = np.concatenate([times, ops, calls])
+    comm.Allreduce(MPI.IN_PLACE, both, op=MPI.MAX)
+    times, ops, calls = both[:repeat], both[repeat:2 * repeat], both[2 * repeat:]
+    return float(np.median(times)), float(np.median(ops)), float(np.mean(calls))
+
+
+def codec_costs(comm, n, repeat=20, names=CODEC_NAMES):
+    """The plain float32 all-reduce of n values and, per codec, encode, decode, the compressed
+    all-reduce of encoded buffers (``Wire.allreduce_wire``) and its operator per call, in this
+    MPI world (collective). Returns a list of dicts (seconds; the plain all-reduce first, with
+    None for what it lacks)."""
+    from mpi4py import MPI
+
+    from refsgd.comm import codecs
+    x = np.random.default_rng(comm.Get_rank()).standard_normal(n).astype(np.float32) * np.float32(1e-2)
+    out = np.empty_like(x)
+    plain = timed_collective(comm, lambda: comm.Allreduce(x, out, op=MPI.SUM), repeat)[0]
+    rows = [dict(codec="plain f32", wire_bytes=4 * n, encode=None, allreduce=plain, decode=None, op=None,
+                 calls=None)]
+    for name in names:
+        codec = codecs.get(name)
+        wire = codec.open()
+        try:
+            send, recv = wire.buffers(n)
+            codec.encode(x, send)
+            enc = timed_collective(comm, lambda: codec.encode(x, send), repeat)[0]
+            dec = timed_collective(comm, lambda: codec.decode(send, out), repeat)[0]
+            # the warm-up compiles / loads the operator's kernel
+            ared, op, calls = timed_collective(comm, lambda: wire.allreduce_wire(comm, send, recv), repeat,
+                                               wire=wire)
+            rows.append(dict(codec=name, wire_bytes=int(send.nbytes), encode=enc, allreduce=ared, decode=dec,
+                             op=op, calls=calls))
+        finally:
+            wire.close()
+    return rows
+
+
+# ------------------------------------------------------------------------------------------ overlap
+def synthetic_data(net, n_train, n_test=64, seed=0):
+    """Random inputs of the model's shape and random labels: the timing does not depend on values."""
+    from refsgd.datasets import Dataset
+    rng = np.random.default_rng(seed)
+    shape = tuple(net.input_shape)
+
+    def x(n):
+        return rng.standard_normal((n,) + shape).astype(net.dtype)
+
+    return Dataset(name="synthetic", num_classes=net.num_classes, image_shape=shape, x_train=x(n_train),
+                   y_train=rng.integers(0, net.num_classes, n_train), x_test=x(n_test),
+                   y_test=rng.integers(0, net.num_classes, n_test), mean=np.zeros(shape[0]),
+                   std=np.ones(shape[0]), provenance="random (refsgd bench)", licence="", citation="", path="")
+
+
+def synthetic_size(net, world, batch, tau, iterations, budget=64e6):
+    """Training samples for a timed run: one epoch longer than the run where that fits in
+    ``budget`` bytes, so that no epoch boundary (and its bookkeeping) falls inside it."""
+    per = world * batch * tau
+    sample = int(np.prod(net.input_shape)) * net.dtype.itemsize
+    return per * max(4, min(iterations + 1, int(budget // (per * sample))))
+
+
+def method_config(algo, *, batch, tau, iterations, lr, seed, poll=False, ranks_per_node=None, local_link=None,
+                  sync_every=None, dtype="float32"):
+    """The Run configuration of a timed run of ``algo``: every attribute of ``refsgd train``'s,
+    the options that apply to the method filled as ``refsgd.options`` does (momentum 0.9 where
+    the method takes the local optimizer U; Pipe-SGD K = 2; DASO cycling from the first batch,
+    no plateau, B = ``sync_every``)."""
+    want = {}
+    if algo in ("ssgd", "ssgd-opt", "daso"):
+        want["momentum"] = 0.9
+    if algo == "pipe-sgd":
+        want.update(dependency=2, warmup_epochs=0)
+    if algo == "daso":
+        want.update(warmup_epochs=0, cooldown_epochs=0, plateau_patience=10 ** 9,
+                    sync_every=sync_every or models.DASO_B, ranks_per_node=ranks_per_node, local_link=local_link)
+    ns = argparse.Namespace(algo=algo, model=None, data=None, batch=batch, tau=tau, lr=lr, schedule="constant",
+                            seed=seed, dtype=dtype, epochs=1, iterations=iterations, eval_every=10 ** 9, log_every=10,
+                            link=None, poll=poll, progress=False, trace=None, out=None, checkpoint=None, resume=None,
+                            force=False)
+    try:
+        from refsgd import options
+    except ImportError:  # before refsgd.options: every option, as the command line's defaults were
+        options = None
+    if options is not None and algo in getattr(options, "APPLIES", {}):
+        applies = options.APPLIES[algo]
+        for k, v in want.items():
+            if k in applies and v is not None:
+                setattr(ns, k, v)
+        options.resolve(ns)
+        return ns
+    base = dict(momentum=0.0, nesterov=False, momentum_form="pytorch", weight_decay=0.0, wd_k=2.3, lambda0=0.2,
+                dc_lambda=0.04, dc_adaptive=False, dc_ms_decay=0.95, ps_order="arrival", dependency=None,
+                warmup_epochs=None, cooldown_epochs=None, sync_every=None, plateau_patience=None,
+                plateau_threshold=None, ranks_per_node=None, local_link=None, threads=None, staleness=None,
+                compress="none")
+    base.update({k: v for k, v in want.items()})
+    if algo in ("dcs3gd", "laga-sgdm", "laga-sgdn"):
+        base["momentum"] = 0.9
+    if algo == "dcs3gd":
+        base["momentum_form"] = "mxnet"
+    for k, v in base.items():
+        setattr(ns, k, v)
+    return ns
+
+
+def _mean_over_ranks(comm, values, skip):
+    """Mean over ranks and over the iterations after the first ``skip`` (the last one, which
+    evaluates the model, left out when there are others), in seconds."""
+    hi = len(values) - 1 if len(values) - 1 > skip else len(values)
+    mine = float(np.mean(values[skip:hi]))
+    return comm.allreduce(mine) / comm.Get_size()
+
+
+def _allreduce_time(comm, n, dtype, repeat=20):
+    """Median seconds of a blocking Allreduce of n values (the slowest rank's median)."""
+    from mpi4py import MPI
+    a, b = np.ones(n, dtype), np.empty(n, dtype)
+    times = []
+    for _ in range(repeat + 3):
+        comm.Barrier()
+        t0 = time.perf_counter()
+        comm.Allreduce(a, b, op=MPI.SUM)
+        times.append(time.perf_counter() - t0)
+    return comm.allreduce(float(np.median(times[3:])), op=MPI.MAX)
+
+
+def _message_time(comm, n, dtype, repeat=20):
+    """Median seconds of one message of n values from rank 1 to rank 0 and back, halved
+    (ranks beyond 1 take no part); 0 on one rank."""
+    from mpi4py import MPI
+    if comm.Get_size() < 2:
+        return 0.0
+    a = np.ones(n, dtype)
+    rank, times = comm.Get_rank(), []
+    for _ in range(repeat + 3):
+        comm.Barrier()
+        t0 = time.perf_counter()
+        if rank == 0:
+            comm.Recv(a, source=1, tag=7)
+            comm.Send(a, dest=1, tag=8)
+        elif rank == 1:
+            comm.Send(a, dest=0, tag=7)
+            comm.Recv(a, source=0, tag=8)
+        times.append((time.perf_counter() - t0) / 2)
+    return comm.allreduce(float(np.median(times[3:])) if rank < 2 else 0.0, op=MPI.MAX)
+
+
+def _ranks_per_node(comm, given):
+    """DASO's G: --ranks-per-node, or the ranks that share memory with this one."""
+    if given:
+        return given
+    from mpi4py import MPI
+    local = comm.Split_type(MPI.COMM_TYPE_SHARED)
+    try:
+        return local.Get_size()
+    finally:
+        local.Free()
+
+
+def _run_method(comm, cfg, net, data, schedule, skip):
+    """Train ``cfg.algo`` for the configured iterations; (compute, idle, codec, wall) per
+    iteration, mean over ranks."""
+    from refsgd.algorithms import ALGORITHMS, servers
+    from refsgd.run import Run
+    run = Run(comm, net, data, cfg, schedule, log=lambda *a: None, servers=servers(cfg.algo))
+    ALGORITHMS[cfg.algo][0](run)
+    run.final_model()
+    return tuple(_mean_over_ranks(comm, run.records[k], skip) for k in ("compute", "idle", "codec", "wall"))
+
+
+def overlap(comm, args):
+    """Iteration time of each method against its timing model, in this MPI world (collective).
+
+    1. t_C: compute seconds per micro-batch of ``ssgd`` without a link; C: a blocking
+       all-reduce of the gradient without a link (the CPU work of the collective on this
+       machine); a message of the gradient between two ranks; gamma; each method's update t_up
+       (:func:`refsgd.bench.models.update_seconds`, mean over ranks);
+    2. for each link of the run: ``--link`` as given, or for each ``--ratio`` R one whose
+       Ring-AllReduce time for the gradient is R x t_C (latency ``--latency-us``; R = 0: no
+       link, the real network), or none;
+    3. T_comm: a blocking all-reduce of the gradient through that link, measured;
+    4. every method of ``--algos`` with that link; the model of its iteration time
+       (:data:`refsgd.bench.models.MODELS`) evaluated twice: with the compute measured in that
+       very run (``model``: does the method overlap what it computes?) and with t_C
+       (``model_at_t_c``: the compute of a quiet SSGD run; the gap shows how much the method's
+       own threads or waits slow its compute on this machine). Returns a dict (rank 0 prints it).
+    """
+    from refsgd.comm.link import Link, wrap
+    from refsgd.optim import Constant
+    net, tau, P = args.net, args.tau, comm.Get_size()
+    data = args.dataset
+    schedule = Constant(args.lr)
+    # SSGD-NAG's lambda multiplies a sum over all samples of all workers (Sato Alg. 4)
+    nag_schedule = Constant(args.lr / (P * args.batch * tau))
+    sync_every = getattr(args, "sync_every", None) or models.DASO_B
+    G = _ranks_per_node(comm, getattr(args, "ranks_per_node", None))
+    local_link = getattr(args, "local_link", None)
+
+    def cfg(algo, poll=False):
+        return method_config(algo, batch=args.batch, tau=tau, iterations=args.iterations, lr=args.lr,
+                             seed=args.seed, poll=poll, ranks_per_node=getattr(args, "ranks_per_node", None),
+                             local_link=str_link(local_link), sync_every=sync_every, dtype=net.dtype.name)
+
+    n = net.num_params
+    nbytes = n * net.dtype.itemsize
+    t_c = _run_method(comm, cfg("ssgd"), net, data, schedule, args.skip)[0] / tau
+    cpu_real = _allreduce_time(comm, n, net.dtype) if P > 1 else 0.0
+    p2p = _message_time(comm, n, net.dtype)
+    gamma = comm.allreduce(models.reduction_gamma(n, net.dtype)) / P
+    algos = sorted({name.partition("+")[0] for name in args.algos})
+    t_up = {a: comm.allreduce(models.update_seconds(a, n, net.dtype, world=P, B=sync_every)) / P for a in algos}
+    costs = models.Costs(t_c=t_c, tau=tau, t_up=t_up, G=G, B=sync_every, W=models.daso_wait(sync_every))
+
+    links = []
+    if getattr(args, "ratios", None):
+        for ratio in args.ratios:
+            links.append((ratio, None if ratio == 0 else Link.for_time(ratio * t_c, nbytes, P, args.latency_us)))
+    else:
+        links.append((None, args.link))
+    runs = []
+    for ratio, link in links:
+        lcomm = wrap(comm, link) if link else comm
+        t_comm = _allreduce_time(lcomm, n, net.dtype) if P > 1 else 0.0
+        if link is not None:
+            network = models.Network(nbytes, "emulated", link=link, local_link=local_link, gamma=gamma,
+                                     cpu_real=cpu_real, p2p_real=p2p)
+        else:
+            network = models.Network(nbytes, "real", local_link=local_link, gamma=gamma, cpu_real=cpu_real,
+                                     blocking_real=t_comm, p2p_real=p2p)
+        rows = []
+        for name in args.algos:
+            algo, _, flag = name.partition("+")
+            compute, idle, codec, wall = _run_method(lcomm, cfg(algo, flag == "poll"), net, data,
+                                                     nag_schedule if algo == "ssgd-nag" else schedule, args.skip)
+            model = models.MODELS[algo]
+            # the compute of one micro-batch in this very run (per worker: a server computes none)
+            own = compute * P / max(1, P - model.servers) / (tau if model.tau else 1)
+            rows.append(dict(method=name, algo=algo, compute=compute, idle=idle, codec=codec, wall=wall,
+                             other=wall - compute - idle, t_c_own=own,
+                             model=models.iteration_time(algo, dataclasses.replace(costs, t_c=own), network, P),
+                             model_at_t_c=models.iteration_time(algo, costs, network, P),
+                             model_text=model.text, update=costs.up(algo),
+                             samples=models.samples_per_iteration(algo, P, args.batch, tau)))
+        runs.append(dict(ratio=ratio, link=link, t_comm=t_comm, transfer=network.transfer(P),
+                         t_ar_model=network.allreduce(P), rows=rows))
+    codecs = codec_costs(comm, n, repeat=getattr(args, "codec_repeat", 20)) \
+        if getattr(args, "codecs", False) else None
+    from mpi4py import MPI
+    return dict(t_c=t_c, cpu_real=cpu_real, p2p=p2p, gamma=gamma, t_up=t_up, nbytes=nbytes, num_params=n, world=P,
+                G=G, B=costs.B, W=costs.W, local_link=local_link, runs=runs, codecs=codecs,
+                mpi_library=MPI.Get_library_version().splitlines()[0].strip(), model=net.name,
+                dtype=net.dtype.name, batch=args.batch, tau=tau, iterations=args.iterations, skip=args.skip,
+                data=data.name)
+
+
+def parse_ratios(text):
+    """``--ratio R[,R...]`` -> [float]; each a finite number >= 0 (0: no link)."""
+    from refsgd import RefsgdError
+    out = []
+    for part in str(text).split(","):
+        try:
+            v = float(part)
+        except ValueError:
+            v = None
+        if v is None or not np.isfinite(v) or v < 0:
+            raise RefsgdError(f"--ratio expects numbers >= 0 separated by commas, got {part!r}")
+        out.append(v)
+    return out
+
+
+def str_link(link):
+    """A Link as its --link spec ("LATENCY_US,GBIT_S"), None as None."""
+    return None if link is None else f"{link.latency_us:g},{link.gbit_s:g}"
+
+
+def overlap_json(r):
+    """The result of :func:`overlap` as plain JSON types (links as their spec and text)."""
+    out = {k: v for k, v in r.items() if k not in ("runs", "local_link")}
+    out["local_link"] = str_link(r["local_link"])
+    out["runs"] = []
+    for run in r["runs"]:
+        d = dict(run)
+        d["link_spec"] = str_link(run["link"])
+        d["link"] = str(run["link"]) if run["link"] else None
+        out["runs"].append(d)
+    return out
+
+
+def format_overlap(r):
+    ms = 1e3
+    ranks = f"{r['world']} rank{'s' if r['world'] > 1 else ''}"
+    lines = [f"{r['model']} ({r['nbytes'] / 1e6:.2f} MB gradient, {r['dtype']}), {ranks}, "
+             f"batch {r['batch']} x tau {r['tau']}, {r['iterations']} iterations (first {r['skip']} and the last "
+             f"dropped), data {r['data']}",
+             f"  t_C     = {ms * r['t_c']:.3f} ms   compute of one micro-batch (ssgd without a link)",
+             f"  C       = {ms * r['cpu_real']:.3f} ms   blocking all-reduce of the gradient without a link "
+             "(the CPU work of the collective on this machine)",
+             f"  T_msg   = {ms * r['p2p']:.3f} ms   one message of the gradient between two ranks, measured",
+             f"  gamma   = {1e9 * r['gamma']:.3f} ns/byte   CPU time of an element-wise addition",
+             f"  daso: {r['G']} rank(s) per node, B = {r['B']}, W = {r['W']}"
+             + (f", local {r['local_link']} -- EMULATED" if r["local_link"] else "")]
+    for run in r["runs"]:
+        link = f"{run['link']} -- EMULATED" if run["link"] else "none (the real network of this run)"
+        lines += ["", f"link: {link}" + (f" (ratio {run['ratio']:g})" if run["ratio"] else ""),
+                  f"  T_comm  = {ms * run['t_comm']:.3f} ms   blocking all-reduce of the gradient through the link, "
+                  f"measured (model {ms * run['t_ar_model']:.3f}, transfer X {ms * run['transfer']:.3f})",
+                  f"  {'method':<15} {'compute':>8} {'idle':>8} {'other':>8} {'iteration':>10} {'model':>8} "
+                  f"{'ratio':>6} {'update':>7} {'at t_C':>8}   (ms per iteration, mean over ranks; the model at "
+                  "this run's compute, measured / model, its t_up; the model at t_C)"]
+        for row in run["rows"]:
+            lines.append(f"  {row['method']:<15} {ms * row['compute']:8.3f} {ms * row['idle']:8.3f} "
+                         f"{ms * row['other']:8.3f} {ms * row['wall']:10.3f} {ms * row['model']:8.3f} "
+                         f"{row['wall'] / row['model']:6.2f} {ms * row['update']:7.3f} "
+                         f"{ms * row['model_at_t_c']:8.3f}   {row['model_text']}")
+        base = next((row for row in run["rows"] if row["method"] == "ssgd"), None)
+        if base is not None:
+            for row in run["rows"]:
+                if row is not base and row["samples"]:
+                    mine = row["samples"] / row["wall"] / (base["samples"] / base["wall"])
+                    model = row["samples"] / row["model_at_t_c"] / (base["samples"] / base["model_at_t_c"])
+                    lines.append(f"  speed-up of {row['method']} over ssgd in samples/s: {mine:.2f}x "
+                                 f"(models at t_C: {model:.2f}x)")
+    lines.append("'other' is the rest of the iteration: the update, posting requests, bookkeeping. A method "
+                 "overlaps when its idle time is below T_comm. dcasgd's Send/Recv are not delayed by an "
+                 "emulated link (it delays all-reduces, Gather and Bcast).")
+    if r.get("codecs"):
+        lines += ["", format_codecs(r["codecs"], r["world"])]
+    return "\n".join(lines)
+
+
+def format_codecs(rows, world):
+    mb = rows[0]["wire_bytes"] / 1e6
+    plain = rows[0]["allreduce"]
+    lines = [f"codecs on {world} rank(s), {mb:.2f} MB of float32, median of the slowest rank "
+             "(no link: shared memory on one machine)",
+             f"  {'codec':<10} {'wire bytes':>11} {'encode':>8} {'decode':>8} {'allreduce':>9} {'op/call':>8} "
+             f"{'enc GB/s':>8} {'dec GB/s':>8} {'(enc+ar+dec)/plain':>18}"]
+    for c in rows:
+        if c["encode"] is None:
+            lines.append(f"  {c['codec']:<10} {c['wire_bytes']:>11,} {'-':>8} {'-':>8} {1e3 * c['allreduce']:9.3f} "
+                         f"{'-':>8} {'-':>8} {'-':>8} {1.0:>18.2f}")
+            continue
+        lines.append(f"  {c['codec']:<10} {c['wire_bytes']:>11,} {1e3 * c['encode']:8.3f} {1e3 * c['decode']:8.3f} "
+                     f"{1e3 * c['allreduce']:9.3f} {1e3 * c['op']:8.3f} {mb / 1e3 / c['encode']:8.2f} "
+                     f"{mb / 1e3 / c['decode']:8.2f} {(c['encode'] + c['allreduce'] + c['decode']) / plain:18.2f}")
+    return "\n".join(lines)

@@ -1,0 +1,328 @@
+"""The timing models of one iteration: one table (:data:`MODELS`) for ``bench overlap`` and ``bench scale``.
+
+Each model turns the costs of a step (:class:`Costs`: compute, update) and of the network
+(:class:`Network`: the all-reduce, a parameter server's messages, DASO's two tiers) into the
+seconds of one iteration at ``p`` ranks. The formulas and their sources are in the package
+docstring (:mod:`refsgd.bench`) and in each function's docstring.
+"""
+
+import dataclasses
+import time
+
+import numpy as np
+
+#: DASO's cycling parameters when not given: B = 4 (the paper's B_max), W = max(1, B / 4)
+DASO_B = 4
+
+
+def daso_wait(B):
+    """DASO's W for a given B at the start of cycling (Coquelin et al. 2022, section 3.3)."""
+    return max(1, B // 4)
+
+
+@dataclasses.dataclass
+class Network:
+    """The communication times of a ``nbytes`` message (the gradient, or DASO's parameters).
+
+    ``kind``:
+
+    * ``"model"``: a cluster, from formulas only (``bench scale``): the all-reduce of p ranks
+      is Pipe-SGD's eq. 5 with S = 0, ``T_AR(p) = X(p) + R(p)``, the transfer
+      ``X(p) = 2(p-1) alpha + 2((p-1)/p) n beta`` (:meth:`Link.time`) and the CPU's reduction
+      ``R(p) = ((p-1)/p) n gamma``; a parameter server's one direction
+      ``(p-1)(alpha + n beta)`` (:meth:`Link.ps_time`); one message ``alpha + n beta``.
+    * ``"emulated"``: this machine with an emulated link (``bench overlap --link/--ratio``).
+      The real collective runs first and the link only delays its completion
+      (:mod:`refsgd.comm.link`), so a blocking all-reduce takes ``max(X(p), C)``, with C
+      (``cpu_real``) the measured real all-reduce of this machine: the CPU work of the
+      collective here (copies through shared memory and the reduction). A parameter
+      server's Gather/Bcast take ``max((p-1)(alpha + n beta), C)``; a Send/Recv is not delayed
+      by the link and takes the measured ``p2p_real``.
+    * ``"real"``: the real network, no link (``bench overlap`` without --link): the blocking
+      all-reduce is the measured ``blocking_real``, its CPU part ``R(p)`` from gamma, the
+      transfer the rest.
+
+    ``local_link``: DASO's link within a node (None: the real one, the CPU work C on this
+    machine; a "model" network needs one).
+    """
+
+    nbytes: int
+    kind: str = "model"
+    link: object = None          # refsgd.comm.link.Link between nodes (every flat all-reduce)
+    local_link: object = None    # within a node (DASO's local tier)
+    gamma: float = 0.0           # CPU seconds per byte of the reduction (eq. 5's gamma)
+    cpu_real: float = 0.0        # measured blocking all-reduce of the gradient without a link (this machine)
+    blocking_real: float = 0.0   # measured blocking all-reduce through the network used ("real")
+    p2p_real: float = 0.0        # measured one message of nbytes between two ranks (this machine)
+
+    # ------------------------------------------------------------- the flat all-reduce
+    def reduce_cpu(self, p):
+        """R(p): CPU seconds of the reduction of an all-reduce over p ranks."""
+        if p <= 1:
+            return 0.0
+        if self.kind == "emulated":
+            return self.cpu_real
+        r = (p - 1) / p * self.nbytes * self.gamma
+        return min(r, self.blocking_real) if self.kind == "real" else r
+
+    def transfer(self, p, link=None):
+        """X(p): seconds of the all-reduce's transfer over p ranks (no CPU work)."""
+        link = self.link if link is None else link
+        if p <= 1:
+            return 0.0
+        if self.kind == "real":
+            return max(0.0, self.blocking_real - self.reduce_cpu(p))
+        return 0.0 if link is None else link.time(self.nbytes, p)
+
+    def allreduce(self, p):
+        """T_AR(p): a blocking all-reduce over p ranks."""
+        if p <= 1:
+            return 0.0
+        if self.kind == "model":
+            return self.transfer(p) + self.reduce_cpu(p)
+        if self.kind == "emulated":
+            return max(self.transfer(p), self.cpu_real)
+        return self.blocking_real
+
+    # ------------------------------------------------------------- parameter server
+    def ps(self, p):
+        """T_PS(p): one direction of a parameter server's exchange (Gather or Bcast) of p - 1
+        messages of nbytes through the server's one link."""
+        if p <= 1:
+            return 0.0
+        if self.kind == "model":
+            return self.link.ps_time(self.nbytes, p)
+        real = (p - 1) * self.p2p_real
+        return real if self.link is None else max(self.link.ps_time(self.nbytes, p), real)
+
+    def message(self):
+        """T_msg: one message of nbytes (Send/Recv)."""
+        if self.kind == "model":
+            return self.link.alpha + self.nbytes * self.link.beta
+        return self.p2p_real  # the emulated link does not delay Send/Recv
+
+    def add_cpu(self, k):
+        """k element-wise additions of a vector of nbytes (a server's sum)."""
+        return max(0, k) * self.nbytes * self.gamma
+
+    # ------------------------------------------------------------- DASO's node-local tier
+    def local_allreduce(self, G):
+        """A blocking all-reduce of the G ranks of a node (through ``local_link``)."""
+        if G <= 1:
+            return 0.0
+        if self.kind == "model":
+            return self.local_link.time(self.nbytes, G) + (G - 1) / G * self.nbytes * self.gamma
+        if self.local_link is None:
+            return self.cpu_real
+        return max(self.local_link.time(self.nbytes, G), self.cpu_real)
+
+    def local_bcast(self, G):
+        """A Bcast within a node of G ranks: the parameter-server model through the local link,
+        as the emulated link delays it, ``(G-1)(alpha_l + n beta_l)``."""
+        if G <= 1:
+            return 0.0
+        if self.kind == "model":
+            return self.local_link.ps_time(self.nbytes, G)
+        real = (G - 1) * self.p2p_real
+        return real if self.local_link is None else max(self.local_link.ps_time(self.nbytes, G), real)
+
+
+@dataclasses.dataclass
+class Costs:
+    """The per-rank costs of a step, in seconds: ``t_c`` one micro-batch's forward and
+    backward pass, ``tau`` micro-batches per iteration, ``t_up`` the update of each method
+    (method -> seconds; DC-ASGD: the server's step per push), DASO's ranks per node ``G`` and
+    cycling parameters ``B``, ``W``."""
+
+    t_c: float
+    tau: int = 1
+    t_up: dict = dataclasses.field(default_factory=dict)
+    G: int = 1
+    B: int = DASO_B
+    W: int = 1
+
+    def up(self, algo):
+        return float(self.t_up.get(algo, 0.0))
+
+
+# ------------------------------------------------------------------------------ the models
+def sequential(c, net, p, algo):
+    """tau t_C + T_AR(p) + t_up: compute, then the blocking all-reduce, then the update.
+
+    SSGD: Rigazzi 2019 eq. 13, LAGA (Hakimi et al. 2021) eq. 3; SSGD-NAG: Sato et al. 2017
+    Algorithm 4; D-Sync: Pipe-SGD (Li et al. 2018) eq. 2. T_AR(p) = 2(p-1) alpha +
+    2((p-1)/p) n beta + ((p-1)/p) n gamma, Pipe-SGD eq. 5 with S = 0."""
+    return c.tau * c.t_c + net.allreduce(p) + c.up(algo)
+
+
+def per_layer(c, net, p, algo):
+    """tau t_C + max(R(p), X(p) - T_bwd) + t_up, T_bwd = 2/3 t_C: each layer's all-reduce
+    starts in the last backward pass, so its transfer overlaps that pass (SSGD-OPT, LAGA eq. 4,
+    psi = max(0, T_comm - T_bwd); the backward pass taken as 2/3 of a forward+backward). As in
+    :func:`overlapped` the reduction's CPU work R stays on the computation's side; the
+    latency of the extra segments, 2(p-1)(L-1) alpha (Pipe-SGD eq. 6), is left out."""
+    return c.tau * c.t_c + max(net.reduce_cpu(p), net.transfer(p) - 2 * c.t_c / 3) + c.up(algo)
+
+
+def overlapped(c, net, p, algo):
+    """max(tau t_C + R(p), X(p)) + t_up: the all-reduce's transfer beside the next compute.
+
+    DC-S3GD: Rigazzi 2019 eq. 14; LAGA: eq. 6. The reduction's CPU work R(p) stays on the
+    computation's side (an MPI library without a progress thread performs it inside Test/Wait,
+    on this core), and the update follows the wait (issue 15, item 2)."""
+    return max(c.tau * c.t_c + net.reduce_cpu(p), net.transfer(p)) + c.up(algo)
+
+
+def pipelined(c, net, p, algo):
+    """max(t_up + t_C, T_AR(p)): Pipe-SGD with K >= 2, limited resources (Li et al. 2018
+    eq. 4, with eq. 5's all-reduce); the communication thread carries transfer and reduction."""
+    return max(c.up(algo) + c.t_c, net.allreduce(p))
+
+
+def hierarchical(c, net, p, algo):
+    """DASO's cycling phase, P = p / G nodes of G ranks (Coquelin et al. 2022, section 3,
+    Figures 2-4; each tier's all-reduce by Pipe-SGD eq. 5, the local Bcast by the
+    parameter-server model)::
+
+        base = t_C + T_AR_local(G) + t_up                  every batch: local gradient sync
+        iter = base + (T_bcast_local(G) + max(R_g(P), X_g(P) - W base)) / B
+
+    Every B batches one group sends its parameters (a non-blocking all-reduce over the P
+    nodes), received W batches later; only the part of its transfer not hidden by those W
+    batches stalls, and its CPU work R_g stays on the computation's side, as in
+    :func:`overlapped`. P = 1: no global syncs."""
+    G = max(1, c.G)
+    P = max(1, p // G)
+    base = c.t_c + net.local_allreduce(G) + c.up(algo)
+    if P <= 1:
+        return base
+    stall = max(net.reduce_cpu(P), net.transfer(P) - c.W * base)
+    return base + (net.local_bcast(G) + stall) / max(1, c.B)
+
+
+def ps_sync(c, net, p, algo):
+    """t_C + 2 T_PS(p) + (p-2) n gamma + t_up: PS-Sync (Pipe-SGD's baseline), a worker's
+    gradient to the server (Gather), the server's sum of p - 1 gradients, its update and w back
+    (Bcast); T_PS(p) = (p-1)(alpha + n beta), every message through the server's one link
+    (docs/algorithms.md, Pipe-SGD; refsgd/comm/link.py)."""
+    return c.t_c + 2 * net.ps(p) + net.add_cpu(p - 2) + c.up(algo)
+
+
+def ps_async(c, net, p, algo):
+    """max(t_C + 2 T_msg + t_up, (p-1)(2 T_msg + t_up)): DC-ASGD (Zheng et al. 2017, the
+    baseline of Rigazzi 2019 section II), p - 1 workers and a server that serves one push at a
+    time, T_msg = alpha + n beta. A worker's cycle is its compute and its round trip; the
+    server's link and update serve p - 1 round trips per iteration, whichever is longer."""
+    rtt = 2 * net.message() + c.up(algo)
+    return max(c.t_c + rtt, (p - 1) * rtt)
+
+
+@dataclasses.dataclass(frozen=True)
+class Model:
+    text: str          # the model in words, with its source
+    time: object       # (Costs, Network, p, algo) -> seconds of one iteration
+    servers: int = 0   # ranks without data (parameter servers)
+    tau: bool = False  # accumulates tau micro-batches per iteration (else one)
+
+
+#: method -> its timing model
+MODELS = {
+    "ssgd": Model("tau t_C + T_AR + t_up (Rigazzi eq. 13, LAGA eq. 3)", sequential, tau=True),
+    "ssgd-nag": Model("tau t_C + T_AR + t_up (Sato Alg. 4)", sequential, tau=True),
+    "ssgd-opt": Model("tau t_C + max(R, X - 2/3 t_C) + t_up (LAGA eq. 4)", per_layer, tau=True),
+    "d-sync": Model("t_C + T_AR + t_up (Pipe-SGD eq. 2, 5)", sequential),
+    "dcs3gd": Model("max(t_C + R, X) + t_up (Rigazzi eq. 14)", overlapped),
+    "laga-sgd": Model("max(tau t_C + R, X) + t_up (LAGA eq. 6)", overlapped, tau=True),
+    "laga-sgdm": Model("max(tau t_C + R, X) + t_up (LAGA eq. 6)", overlapped, tau=True),
+    "laga-sgdn": Model("max(tau t_C + R, X) + t_up (LAGA eq. 6)", overlapped, tau=True),
+    "pipe-sgd": Model("max(t_up + t_C, T_AR), K = 2 (Pipe-SGD eq. 4, 5)", pipelined),
+    "daso": Model("t_C + T_loc + t_up + (T_bc + max(R_g, X_g - W it))/B (DASO sec. 3)", hierarchical),
+    "ps-sync": Model("t_C + 2 T_PS + (p-2) n gamma + t_up (PS, Pipe-SGD's baseline)", ps_sync, servers=1),
+    "dcasgd": Model("max(t_C + 2 T_msg + t_up, (p-1)(2 T_msg + t_up)) (PS, async)", ps_async, servers=1),
+}
+
+
+def iteration_time(algo, costs, net, p):
+    """Seconds of one iteration of ``algo`` at p ranks (tau = 1 for a method that does not
+    accumulate micro-batches)."""
+    model = MODELS[algo]
+    if not model.tau and costs.tau != 1:
+        costs = dataclasses.replace(costs, tau=1)
+    return model.time(costs, net, p, algo)
+
+
+def samples_per_iteration(algo, p, batch, tau=1):
+    """Samples of one iteration over all workers (a parameter server's rank computes none)."""
+    model = MODELS[algo]
+    return max(0, p - model.servers) * batch * (tau if model.tau else 1)
+
+
+def speedup(algo, costs, net, p, batch, base="ssgd"):
+    """Samples per second of ``algo`` over those of ``base`` at p ranks (the models')."""
+    mine = samples_per_iteration(algo, p, batch, costs.tau) / iteration_time(algo, costs, net, p)
+    theirs = samples_per_iteration(base, p, batch, costs.tau) / iteration_time(base, costs, net, p)
+    return mine / theirs
+
+
+# ------------------------------------------------------------------------------ measured inputs
+def median_time(fn, repeat, warmup=3):
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(repeat):
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    return float(np.median(times))
+
+
+def reduction_gamma(n, dtype=np.float32, repeat=20):
+    """gamma: seconds per byte of an element-wise addition of two vectors of n values."""
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal(n).astype(dtype), rng.standard_normal(n).astype(dtype)
+    return median_time(lambda: np.add(a, b, out=a), repeat) / a.nbytes
+
+
+def update_seconds(algo, n, dtype=np.float32, world=2, B=DASO_B, repeat=20):
+    """t_up: seconds of ``algo``'s update of n parameters, timed on random vectors with the
+    method's own step where it has one (refsgd.optim.SGD, DC-S3GD's corrected_step, DC-ASGD's
+    compensated_step, DASO's merge), else its NumPy lines."""
+    from refsgd.optim import SGD
+    rng = np.random.default_rng(1)
+    dt = np.dtype(dtype)
+
+    def vec(scale=1e-2):
+        return (rng.standard_normal(n) * scale).astype(dt)
+
+    w, g, h, m = vec(1.0), vec(), vec(), vec()
+    lr = 1e-3
+    if algo in ("ssgd", "ssgd-opt", "laga-sgd", "laga-sgdm", "laga-sgdn", "daso"):
+        mu = 0.0 if algo == "laga-sgd" else 0.9
+        opt = SGD(n, dt, momentum=mu, nesterov=algo == "laga-sgdn")
+        div = world if algo != "daso" else 1
+
+        def step():
+            np.divide(g, div, out=h)
+            opt.step(w, h, lr)
+        base = median_time(step, repeat)
+        if algo == "daso":  # eq. 1's merge every B batches
+            from refsgd.algorithms import daso
+            base += median_time(lambda: daso.merge(w, g, 1, 2), repeat) / max(1, B)
+        return base
+    if algo == "ssgd-nag":
+        from refsgd.optim import momentum_predict
+        return median_time(lambda: momentum_predict(w, m, h, g, lr, 0.99, 0.99), repeat)
+    if algo in ("pipe-sgd", "d-sync", "ps-sync"):
+        def step():
+            np.multiply(g, lr, out=h)
+            w.__isub__(h)
+        return median_time(step, repeat)
+    if algo == "dcs3gd":
+        from refsgd.algorithms import dcs3gd
+        dw, v, bar = vec(), vec(), vec()
+        return median_time(lambda: dcs3gd.corrected_step(w, dw, v, g, bar, world, 0.2, lr, 0.9, 0.0), repeat)
+    if algo == "dcasgd":
+        from refsgd.algorithms import dcasgd
+        bak = vec(1.0)
+        return median_time(lambda: dcasgd.compensated_step(w, g, bak, lr, 0.04, 0.0), repeat)
+    raise KeyError(algo)

@@ -1,0 +1,236 @@
+"""``bench scale``: each method's iteration time and speed-up over SSGD at 8 to 4096 ranks, from
+the measured compute of one rank and a modelled link (the formulas: :mod:`refsgd.bench`)."""
+
+import dataclasses
+import os
+
+import numpy as np
+
+from refsgd.bench import models
+
+#: the world sizes of the table when --ranks is not given
+RANKS = tuple(2 ** k for k in range(3, 13))
+#: the methods of the table, in this order
+METHODS = tuple(models.MODELS)
+
+
+@dataclasses.dataclass
+class Inputs:
+    """What the predictions are made from."""
+
+    model: str
+    batch: int
+    nbytes: int
+    num_params: int
+    dtype: str
+    t_c: float
+    t_c_measured: bool
+    gamma: float
+    t_up: dict
+    link: object
+    local_link: object
+    G: int
+    B: int
+
+    def costs(self, G=None, t_c=None, t_up=None):
+        return models.Costs(t_c=self.t_c if t_c is None else t_c, tau=1, t_up=self.t_up if t_up is None else t_up,
+                            G=self.G if G is None else G, B=self.B, W=models.daso_wait(self.B))
+
+    def network(self):
+        return models.Network(self.nbytes, "model", link=self.link, local_link=self.local_link, gamma=self.gamma)
+
+
+def prepare_args(args):
+    """Check every option of ``bench scale`` (parsed by the command line) before anything is
+    measured; links become Link objects and --ranks a list. RefsgdError on bad input."""
+    from refsgd import RefsgdError, failure
+    from refsgd.comm.link import Link
+    from refsgd.nn import load_model
+    if (failure.launcher_size() or 1) > 1:
+        raise RefsgdError("bench scale runs in one process (--check launches its own mpiexec): run it without mpiexec")
+    args.link = Link.parse(args.link)
+    args.local_link = Link.parse(args.local_link, "--local-link")
+    if args.t_c is not None and not (np.isfinite(args.t_c) and args.t_c > 0):
+        raise RefsgdError(f"--t-c expects seconds > 0, got {args.t_c:g}")
+    G = args.ranks_per_node
+    if args.ranks is None:
+        args.ranks = [p for p in RANKS if p % G == 0]
+    else:
+        try:
+            args.ranks = [int(t) for t in args.ranks.split(",")]
+        except ValueError:
+            raise RefsgdError(f"--ranks expects integers separated by commas, got {args.ranks!r}") from None
+    bad = [p for p in args.ranks if p < 2 or p % G]
+    if bad or not args.ranks:
+        raise RefsgdError(f"--ranks: every world size must be >= 2 and a multiple of --ranks-per-node {G}, "
+                          f"got {', '.join(map(str, bad)) or 'none'}")
+    if args.plot:
+        from refsgd.files import check_output
+        check_output(args.plot, "--plot", args.force)
+    load_model(args.model, dtype=np.dtype(args.dtype))  # an unknown model: one line, before measuring
+    return args
+
+
+def measure_inputs(model, batch, link, local_link, G, B=models.DASO_B, t_c=None, dtype=np.float32, repeat=20):
+    """t_C (one forward+backward at ``batch``, one BLAS/Numba thread, unless given), gamma and
+    every method's t_up, measured in this process."""
+    from refsgd.bench.measure import step
+    from refsgd.nn import load_model
+    net = load_model(model, dtype=dtype)
+    with one_thread():
+        measured = t_c is None
+        if measured:
+            t_c = step(model, batch, dtype, repeat=repeat, use_torch=False)["refsgd_s"]
+        n = net.num_params
+        gamma = models.reduction_gamma(n, dtype)
+        t_up = {a: models.update_seconds(a, n, dtype, world=2, B=B) for a in METHODS}
+    return Inputs(model=net.name, batch=batch, nbytes=n * net.dtype.itemsize, num_params=n, dtype=net.dtype.name,
+                  t_c=t_c, t_c_measured=measured, gamma=gamma, t_up=t_up, link=link, local_link=local_link, G=G, B=B)
+
+
+class one_thread:
+    """BLAS, Numba and torch at one thread inside the block (as one MPI rank per core runs)."""
+
+    def __enter__(self):
+        self._undo = []
+        try:
+            from threadpoolctl import threadpool_limits
+            self._undo.append(threadpool_limits(limits=1).restore_original_limits)
+        except ImportError:
+            pass
+        import numba
+        before = numba.get_num_threads()
+        numba.set_num_threads(1)
+        self._undo.append(lambda: numba.set_num_threads(before))
+        try:
+            import torch
+        except ImportError:
+            torch = None
+        if torch is not None:
+            t = torch.get_num_threads()
+            torch.set_num_threads(1)
+            self._undo.append(lambda: torch.set_num_threads(t))
+        return self
+
+    def __exit__(self, *exc):
+        for undo in reversed(self._undo):
+            undo()
+        return False
+
+
+def predict(inputs, ranks, methods=METHODS):
+    """{method: [(seconds per iteration, speed-up over ssgd in samples/s) per world size]}."""
+    costs, net = inputs.costs(), inputs.network()
+    return {a: [(models.iteration_time(a, costs, net, p), models.speedup(a, costs, net, p, inputs.batch))
+                for p in ranks] for a in methods}
+
+
+def link_text(link):
+    return f"latency {link.latency_us:g} us, {link.gbit_s:g} Gbit/s (MODELLED, not measured)"
+
+
+def format_scale(inputs, ranks, table):
+    ms = 1e3
+    src = "measured, 1 thread" if inputs.t_c_measured else "given"
+    lines = [f"predicted iteration time and speed-up over SSGD: {inputs.model} ({inputs.nbytes / 1e6:.2f} MB gradient,"
+             f" {inputs.dtype}), batch {inputs.batch} per worker",
+             f"  t_C = {ms * inputs.t_c:.3f} ms ({src}); gamma = {1e9 * inputs.gamma:.3f} ns/byte (measured); "
+             "t_up per method measured (ms): " + ", ".join(f"{a} {ms * inputs.t_up[a]:.3f}" for a in inputs.t_up),
+             f"  link between nodes: {link_text(inputs.link)}",
+             f"  within a node (daso): {link_text(inputs.local_link)}; {inputs.G} ranks per node; B = {inputs.B}, "
+             f"W = {models.daso_wait(inputs.B)}",
+             "  T_AR(p) = 2(p-1) alpha + 2((p-1)/p) n beta + ((p-1)/p) n gamma (Pipe-SGD eq. 5, S = 0); "
+             "T_PS(p) = (p-1)(alpha + n beta)",
+             "", "ms per iteration"]
+    head = f"  {'method':<10}" + "".join(f"{p:>9}" for p in ranks)
+    lines.append(head)
+    for a, vals in table.items():
+        lines.append(f"  {a:<10}" + "".join(f"{ms * t:9.2f}" for t, _ in vals))
+    lines += ["", "speed-up over ssgd (samples per second; a parameter server's rank computes none)", head]
+    for a, vals in table.items():
+        lines.append(f"  {a:<10}" + "".join(f"{s:9.2f}" for _, s in vals))
+    lines.append("  model per method: " + "; ".join(f"{a}: {models.MODELS[a].text}" for a in table))
+    return "\n".join(lines)
+
+
+def plot(inputs, ranks, table, path):
+    """Iteration time and speed-up against the world size, written atomically to ``path``."""
+    from refsgd.bench.suite import save_figure
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, (a, b) = plt.subplots(1, 2, figsize=(13, 5))
+    colors = [plt.cm.tab10(i) for i in range(10)] + ["k", "0.55"]
+    for i, (m, vals) in enumerate(table.items()):
+        style = "--" if models.MODELS[m].servers else "-"
+        kw = dict(marker="o", ms=3, label=m, color=colors[i % len(colors)])
+        a.plot(ranks, [1e3 * t for t, _ in vals], style, **kw)
+        b.plot(ranks, [s for _, s in vals], style, **kw)
+    a.set(xscale="log", yscale="log", xlabel="ranks", ylabel="ms per iteration (model)",
+          title=f"{inputs.model}, batch {inputs.batch}, t_C {1e3 * inputs.t_c:.2f} ms")
+    b.set(xscale="log", xlabel="ranks", ylabel="speed-up over SSGD (samples/s)",
+          title=f"link {inputs.link.latency_us:g} us, {inputs.link.gbit_s:g} Gbit/s (modelled); "
+                f"{inputs.G} ranks per node")
+    for ax in (a, b):
+        ax.set_xticks(ranks)
+        ax.set_xticklabels([str(p) for p in ranks], fontsize=7)
+        ax.grid(alpha=0.3)
+    b.axhline(1.0, color="k", lw=0.8)
+    b.legend(fontsize=7, ncol=2)
+    fig.tight_layout()
+    save_figure(fig, path)
+
+
+# ------------------------------------------------------------------------------ --check
+def check(inputs, iterations=60, skip=10, worlds=(2, 4), methods=METHODS, log=print):
+    """Run ``bench overlap`` with the same link at 2 and 4 ranks (launched with mpiexec) and
+    compare each method's measured iteration time with the prediction; returns the rows."""
+    import json
+    import tempfile
+
+    from refsgd.bench.measure import str_link
+    from refsgd.bench.suite import launch
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="refsgd-scale-") as tmp:
+        for p in worlds:
+            G = 1 if p <= 2 else min(max(1, inputs.G), p // 2)
+            out = os.path.join(tmp, f"check-{p}.json")
+            argv = ["bench", "overlap", "--model", inputs.model, "--batch", str(inputs.batch), "--dtype",
+                    inputs.dtype, "--iterations", str(iterations), "--skip", str(skip), "--algos", ",".join(methods),
+                    "--link", str_link(inputs.link), "--ranks-per-node", str(G), "--sync-every", str(inputs.B),
+                    "--json", out]
+            if G > 1 and inputs.local_link is not None:
+                argv += ["--local-link", str_link(inputs.local_link)]
+            log(f"  measuring {p} ranks: mpiexec -n {p} refsgd {' '.join(argv[:-2])} ...")
+            launch(p, argv)
+            with open(out) as f:
+                r = json.load(f)
+            net = inputs.network()
+            ours = inputs.costs(G=G)
+            theirs = inputs.costs(G=G, t_c=r["t_c"], t_up=r["t_up"])
+            for row in r["runs"][0]["rows"]:
+                a = row["algo"]
+                rows.append(dict(method=row["method"], ranks=p, measured=row["wall"],
+                                 predicted=models.iteration_time(a, ours, net, p),
+                                 at_run=models.iteration_time(a, theirs, net, p), emulated_model=row["model"],
+                                 t_c_run=r["t_c"], G=G))
+    return rows
+
+
+def format_check(rows, inputs):
+    ms = 1e3
+    lines = [f"check against runs on this machine with the same link EMULATED ({inputs.link.latency_us:g} us, "
+             f"{inputs.link.gbit_s:g} Gbit/s), ms per iteration:",
+             f"  {'method':<12} {'ranks':>5} {'measured':>9} {'predicted':>9} {'meas/pred':>9} {'at run t_C':>10} "
+             f"{'meas/that':>9} {'emulated':>9} {'meas/emul':>9} {'run t_C':>8}"]
+    for r in rows:
+        lines.append(f"  {r['method']:<12} {r['ranks']:>5} {ms * r['measured']:9.3f} {ms * r['predicted']:9.3f} "
+                     f"{r['measured'] / r['predicted']:9.2f} {ms * r['at_run']:10.3f} "
+                     f"{r['measured'] / r['at_run']:9.2f} {ms * r['emulated_model']:9.3f} "
+                     f"{r['measured'] / r['emulated_model']:9.2f} {ms * r['t_c_run']:8.3f}")
+    lines.append("  predicted: this table's model with its t_C; 'at run t_C': the same formulas with the t_C and "
+                 "t_up measured in that run (ranks share this machine's cores); 'emulated': bench overlap's model of "
+                 "that run (the compute measured in the method's own run, the emulated link's semantics: the real "
+                 "collective first, then the link's delay). daso at 2 ranks: 2 virtual nodes of 1; at 4: 2 of 2. "
+                 "dcasgd: the emulated link does not delay Send/Recv, so its runs lack the link's 2 T_msg per push.")
+    return "\n".join(lines)

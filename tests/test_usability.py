@@ -1,0 +1,252 @@
+"""What a newcomer meets first (issue 14): options that apply, defaults that learn, threads per
+rank, progress under mpiexec, the metrics file, the Python entry point, frozen layers."""
+
+import json
+import os
+import subprocess
+import sys
+
+import h5py
+import numpy as np
+import pytest
+from conftest import MPIEXEC, ONE_THREAD, ROOT, cli
+
+from refsgd.options import APPLIES
+
+ALL = sorted(APPLIES)
+
+
+def _final_acc(stdout):
+    final = [line for line in stdout.splitlines() if line.startswith("final:")][0]
+    return float(final.split("test accuracy", 1)[1].split("%")[0])
+
+
+# ---------------------------------------------------------------------------- options that apply
+@pytest.mark.parametrize("algo,flags,flag", [
+    ("ssgd-nag", ["--weight-decay", "0.1"], "--weight-decay"),
+    ("ssgd-nag", ["--nesterov"], "--nesterov"),
+    ("ssgd-nag", ["--momentum-form", "mxnet"], "--momentum-form"),
+    ("dcs3gd", ["--momentum-form", "mxnet"], "--momentum-form"),
+    ("ssgd", ["--lambda0", "0.1"], "--lambda0"),
+    ("ssgd", ["--dc-adaptive"], "--dc-adaptive"),
+    ("laga-sgd", ["--momentum", "0.9"], "--momentum"),
+    ("pipe-sgd", ["--weight-decay", "0.1"], "--weight-decay"),
+    ("pp-asgd", ["--sync-every", "2"], "--sync-every"),
+])
+def test_an_option_that_does_not_apply_is_refused(tmp_path, algo, flags, flag):
+    r = cli("golden", "--algo", algo, "--workers", "2", "--steps", "2", *flags, "--out", str(tmp_path / "g.h5"))
+    assert r.returncode == 2 and f"{flag} does not apply to --algo {algo}" in r.stderr, r.stderr
+    assert not (tmp_path / "g.h5").exists()
+
+
+def test_the_configuration_records_only_the_options_that_apply(tmp_path):
+    out = tmp_path / "g.h5"
+    r = cli("golden", "--algo", "ssgd-nag", "--workers", "2", "--steps", "2", "--out", str(out))
+    assert r.returncode == 0, r.stderr
+    with h5py.File(out) as f:
+        cfg = json.loads(f.attrs["config"])
+    assert set(cfg) == {"algo", "model", "data", "batch", "tau", "lr", "schedule", "seed", "dtype", "workers",
+                        "steps", "momentum", "compress"}
+    assert cfg["momentum"] == 0.99 and cfg["lr"] == 2e-5  # Sato et al.'s mu; lambda times a sum
+
+
+def test_verify_compares_only_the_options_of_the_method(tmp_path):
+    """Two dcs3gd traces whose config differs in an option dcs3gd does not use verify; one that
+    differs in lambda_norm (which it uses) does not."""
+    a, b, c = (str(tmp_path / f"{x}.h5") for x in "abc")
+    common = ["--algo", "dcs3gd", "--workers", "2", "--steps", "3", "--model", "digits_tiny", "--batch", "8"]
+    assert cli("golden", *common, "--out", a).returncode == 0
+    assert cli("golden", *common, "--out", c, "--lambda-norm", "tensor").returncode == 0
+    with h5py.File(a) as f, h5py.File(b, "w") as g:
+        for k, v in f.attrs.items():
+            g.attrs[k] = v
+        cfg = json.loads(f.attrs["config"])
+        g.attrs["config"] = json.dumps({**cfg, "momentum_form": "pytorch", "dc_lambda": 0.5})
+        for k in f:
+            f.copy(k, g)
+    r = cli("verify", a, b)
+    assert r.returncode == 0 and "OK: 3 steps" in r.stdout, r.stdout
+    r = cli("verify", a, c)
+    assert r.returncode == 1 and "lambda_norm ('whole' vs 'tensor')" in r.stdout, r.stdout
+
+
+@pytest.mark.parametrize("algo", ALL)
+def test_golden_in_float32_keeps_float32(tmp_path, algo):
+    """Every serial rendering runs in float32 (a NumPy float64 scalar must not promote the state)."""
+    out = tmp_path / "g.h5"
+    extra = {"daso": ["--ranks-per-node", "1"], "pp-asgd": ["--staleness", "1"], "asgd": ["--staleness", "1"],
+             "ssgd-opt": None}.get(algo, [])
+    if extra is None:
+        pytest.skip("ssgd-opt has the serial rendering of ssgd")
+    r = cli("golden", "--algo", algo, "--workers", "3", "--steps", "3", "--dtype", "float32", *extra, "--out", str(out))
+    assert r.returncode == 0, r.stderr
+    with h5py.File(out) as f:
+        assert f.attrs["dtype"] == "float32"
+        assert all(f["state"][k].dtype == np.float32 for k in f["state"])
+
+
+def test_golden_dcasgd_is_round_robin(tmp_path):
+    out = tmp_path / "g.h5"
+    r = cli("golden", "--algo", "dcasgd", "--workers", "3", "--steps", "2", "--ps-order", "arrival", "--out", str(out))
+    assert r.returncode == 2 and "round-robin" in r.stderr
+    r = cli("golden", "--algo", "dcasgd", "--workers", "3", "--steps", "2", "--out", str(out))
+    assert r.returncode == 0, r.stderr
+    with h5py.File(out) as f:
+        assert json.loads(f.attrs["config"])["ps_order"] == "round-robin"
+
+
+# ---------------------------------------------------------------------------- defaults that learn
+@pytest.mark.parametrize("algo", ["ssgd-nag", "laga-sgdm", "laga-sgdn", "dcs3gd", "pp-asgd"])
+def test_the_default_of_a_method_learns(algo):
+    """The method's own defaults (the papers' momentum, SSGD-NAG's and PP-ASGD's lambda of a sum)
+    train the embedded digits: before, ssgd-nag diverged and laga-sgdm was silently laga-sgd."""
+    r = cli("train", "--algo", algo, "--epochs", "6", "--no-progress", n=2, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert _final_acc(r.stdout) > 85.0, r.stdout
+    header = r.stdout.splitlines()[2]
+    assert header.startswith("  lr ") and "momentum 0.9" in header, header
+
+
+def test_help_says_what_lr_means():
+    r = cli("train", "--help")
+    text = " ".join(r.stdout.split()).replace("- ", "-")  # argparse wraps at hyphens
+    assert "the sum of the gradients over samples, sub-batches and workers (ssgd-nag, pp-asgd, asgd)" in text
+    assert "the mean gradient over workers and samples" in text
+
+
+# ---------------------------------------------------------------------------- threads, progress
+def test_threads_per_rank_follow_the_ranks_on_the_node():
+    env = {k: v for k, v in os.environ.items() if k not in ONE_THREAD}
+    cores = len(os.sched_getaffinity(0))
+    cmd = [MPIEXEC, "-n", "2", sys.executable, "-m", "refsgd", "train", "--epochs", "1", "--no-progress"]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=env, cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    assert f"{max(1, cores // 2)} BLAS/Numba thread(s) per rank" in r.stdout, r.stdout
+    r = subprocess.run(cmd + ["--blas-threads", "3"], capture_output=True, text=True, timeout=120, env=env, cwd=ROOT)
+    assert "3 BLAS/Numba thread(s) per rank" in r.stdout, r.stdout  # an explicit setting wins
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env={**env, "OMP_NUM_THREADS": "1"}, cwd=ROOT)
+    assert "1 BLAS/Numba thread(s) per rank" in r.stdout, r.stdout
+
+
+def test_progress_under_mpiexec_is_whole_status_lines():
+    """stdout is a pipe under mpiexec: status lines (no carriage return), evaluations on their own lines."""
+    r = cli("train", "--epochs", "3", "--log-every", "1", n=2, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "\r" not in r.stdout
+    status = [line for line in r.stdout.splitlines() if line.startswith("iter ") and "/69 (" in line]
+    assert status and status[-1].startswith("iter 69/69 (100.0%)  loss ") and "samples/s  ETA" in status[-1]
+    evals = [line for line in r.stdout.splitlines() if "test acc " in line]
+    assert len(evals) == 3 and all(line.startswith("iter ") and "epoch" in line for line in evals), r.stdout
+
+
+def test_eval_every_in_iterations(tmp_path):
+    out = tmp_path / "m.h5"
+    r = cli("train", "--iterations", "25", "--eval-every", "10it", "--no-progress", "--out", str(out))
+    assert r.returncode == 0, r.stderr
+    with h5py.File(out) as f:
+        assert list(f["evals/iteration"][...]) == [10, 20, 25]
+    r = cli("train", "--eval-every", "0it")
+    assert r.returncode == 2 and "expected E (epochs) or Nit (iterations)" in r.stderr
+
+
+# ---------------------------------------------------------------------------- the metrics file
+def test_metrics_file_says_what_it_is(tmp_path):
+    out = tmp_path / "m.h5"
+    r = cli("train", "--epochs", "2", "--schedule", "warmup-linear:warmup_epochs=1,total_epochs=2", "--no-progress",
+            "--out", str(out))
+    assert r.returncode == 0, r.stderr
+    from refsgd import datasets
+    from refsgd.trace import dataset_sha256
+    with h5py.File(out) as f:
+        a = dict(f.attrs)
+        lr = f["lr"][...]
+        T = f["iterations/wall"].shape[1]
+    assert a["format"] == "refsgd-metrics" and a["format_version"] == 2
+    assert a["model"] == "digits_mlp" and json.loads(a["model_spec"])["classes"] == 10
+    assert json.loads(a["layout"])[0][:2] == ["dense_1.weight", 0] or json.loads(a["layout"])[0][1] == 0
+    assert a["dataset_sha256"] == dataset_sha256(datasets.load(None, dtype=np.float32), np.float32)
+    assert lr.shape == (T,) and lr[0] < lr.max() and lr[-1] < lr.max()  # the warm-up and the decrease
+
+
+def test_throughput_after_resume_counts_this_process_only(tmp_path):
+    ck = tmp_path / "ck"
+    r = cli("train", "--iterations", "40", "--checkpoint", str(ck), "--checkpoint-every", "20", "--no-progress")
+    assert r.returncode == 0, r.stderr
+    r = cli("train", "--iterations", "60", "--checkpoint", str(ck), "--checkpoint-every", "20", "--resume", str(ck),
+            "--no-progress")
+    assert r.returncode == 0, r.stderr
+    line = [x for x in r.stdout.splitlines() if x.startswith("throughput")][0]
+    assert "(the 20 iterations since --resume)" in line, line
+
+
+# ---------------------------------------------------------------------------- the Python entry point
+def test_python_entry_point_trains_and_checks_its_options():
+    code = ("import refsgd, numpy as np\n"
+            "r = refsgd.train('laga-sgdm', epochs=2, log=None, blas_threads=1)\n"
+            "print(r.model.shape, r.metrics['wall'].shape, r.config['momentum'], round(r.evals[-1]['test_acc'], 2))\n"
+            "for bad in (dict(lamda0=1), dict(epochs=0), dict(nesterov='yes'), dict(lambda0=0.1)):\n"
+            "    try:\n"
+            "        refsgd.train('ssgd', log=None, **bad)\n"
+            "    except refsgd.RefsgdError as e:\n"
+            "        print('refused:', e)\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                       env={**os.environ, **ONE_THREAD}, cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0].startswith("(4810,) (1, 92) 0.9 0.9"), lines[0]
+    assert "unknown option 'lamda0' (did you mean 'lambda0'?)" in lines[1]
+    assert "epochs=0: expected a positive integer" in lines[2]
+    assert "--nesterov is a flag" in lines[3]
+    assert "--lambda0 does not apply to --algo ssgd" in lines[4]
+
+
+# ---------------------------------------------------------------------------- frozen layers
+FROZEN_SPEC = """
+name = "digits_frozen"
+input = [1, 8, 8]
+classes = 10
+layers = [
+  { type = "flatten" },
+  { type = "dense", units = 16, frozen = true },
+  { type = "relu" },
+  { type = "dense", units = 10 },
+]
+"""
+FROZEN = slice(0, 64 * 16 + 16)
+
+
+@pytest.mark.parametrize("algo", ALL)
+def test_a_frozen_layer_never_moves(tmp_path, algo):
+    """With weight decay and momentum where the method has them, the frozen layer's parameters stay
+    at w0 in every state array of every step, in the MPI run and in the serial rendering."""
+    spec = tmp_path / "frozen.toml"
+    spec.write_text(FROZEN_SPEC)
+    opts = ["--algo", algo, "--model", str(spec), "--batch", "8", "--lr", "0.05" if "asgd" not in algo else "0.002"]
+    if algo == "ssgd-nag":
+        opts[-1] = "0.002"
+    if "weight_decay" in APPLIES[algo]:
+        opts += ["--weight-decay", "0.05"]
+    extra = {"daso": ["--ranks-per-node", "1", "--warmup-epochs", "0"], "pp-asgd": ["--staleness", "1"],
+             "asgd": ["--staleness", "1"]}.get(algo, [])
+    files = []
+    if algo != "ssgd-opt":
+        files.append(tmp_path / "serial.h5")
+        r = cli("golden", *opts, *extra, "--workers", "2", "--steps", "6", "--out", str(files[-1]))
+        assert r.returncode == 0, r.stderr
+    if algo not in ("ps-sync", "dcasgd"):  # a server + one worker at 2 ranks: the serial rendering covers them
+        files.append(tmp_path / "mpi.h5")
+        r = cli("train", *opts, *extra, "--iterations", "6", "--dtype", "float64", "--no-progress", "--trace",
+                str(files[-1]), n=2)
+        assert r.returncode == 0, r.stderr
+    for path in files:
+        with h5py.File(path) as f:
+            w0 = f["w0"][...]
+            moved = False
+            for k in f["state"]:
+                s = f["state"][k][...]
+                frozen = s[..., FROZEN]
+                assert np.array_equal(frozen, np.broadcast_to(frozen[:1], frozen.shape)), (path.name, k)
+                if k in ("x", "y", "w", "w_i", "w_hat"):
+                    assert np.array_equal(frozen[0], np.broadcast_to(w0[FROZEN], frozen[0].shape)), (path.name, k)
+                    moved |= not np.array_equal(s[-1][..., FROZEN.stop:], np.broadcast_to(w0[FROZEN.stop:], s[-1][..., FROZEN.stop:].shape))
+            assert moved, f"{path.name}: the trainable layer never moved"
