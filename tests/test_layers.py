@@ -149,3 +149,167 @@ def test_shape_mismatches():
         Conv2d("c", 3).build((10,))
     with pytest.raises(RefsgdError, match="does not fit"):
         MaxPool2d("p", 4).build((1, 3, 3))
+
+
+# ---------------------------------------------------------------------- Winograd, fusion, threads
+def _conv_block(C, F, shape, act, pool, winograd, chunk_bytes, seed=0, need_dx=True, dtype=np.float64):
+    """(out, arg, dx, gW, gb) of a conv [+ fused activation] [+ fused 2x2 max pool] layer."""
+    rng = np.random.default_rng(seed)
+    layer = Conv2d("conv", F)
+    layer.build((C,) + shape)
+    if act is not None:
+        layer.fuse(act)
+    if pool:
+        layer.fuse_pool(MaxPool2d("pool", 2))
+    params = (rng.standard_normal((F, C, 3, 3)).astype(dtype), rng.standard_normal(F).astype(dtype))
+    x = rng.standard_normal((C, 5) + shape).astype(dtype)
+    old = Conv2d.WINOGRAD, Conv2d.CHUNK_BYTES
+    try:
+        Conv2d.WINOGRAD, Conv2d.CHUNK_BYTES = winograd, chunk_bytes
+        out, cache = layer.forward(x, params)
+        out = out.copy()
+        dy = np.random.default_rng(seed + 1).standard_normal(out.shape).astype(dtype)
+        grads = (np.full((F, C, 3, 3), np.nan, dtype), np.full(F, np.nan, dtype))
+        dx = layer.backward(dy, cache, grads, need_dx, params)
+    finally:
+        Conv2d.WINOGRAD, Conv2d.CHUNK_BYTES = old
+    return out, (cache[2].copy() if pool else None), dx, grads[0], grads[1]
+
+
+@pytest.mark.parametrize("shape", [(6, 8), (5, 4), (7, 7), (1, 1), (2, 3)])
+@pytest.mark.parametrize("act", [None, "leaky", "relu"])
+@pytest.mark.parametrize("pool", [False, True])
+def test_winograd_matches_im2col(shape, act, pool):
+    """Winograd F(2x2, 3x3) (with the activation and pooling fused) against im2col, float64,
+    in chunks of a few tile rows (several chunks and reduction parts), with and without dx."""
+    if pool and (shape[0] % 2 or shape[1] % 2):
+        pytest.skip("pooling fuses for even sizes only")
+    for C, need_dx in [(3, True), (9, True), (9, False), (2, False)]:
+        make = {None: lambda: None, "leaky": lambda: LeakyReLU("act", 0.1), "relu": lambda: ReLU("act")}[act]
+        a = _conv_block(C, 4, shape, make(), pool, True, 3000, need_dx=need_dx)
+        b = _conv_block(C, 4, shape, make(), pool, False, 3000, need_dx=need_dx)
+        np.testing.assert_allclose(a[0], b[0], rtol=1e-12, atol=1e-12)
+        if pool:
+            np.testing.assert_array_equal(a[1], b[1])
+        if need_dx:
+            np.testing.assert_allclose(a[2], b[2], rtol=1e-12, atol=1e-12)
+        else:
+            assert a[2] is None and b[2] is None
+        for u, v in zip(a[3:], b[3:]):
+            assert not np.isnan(u).any()
+            np.testing.assert_allclose(u, v, rtol=1e-11, atol=1e-11)
+
+
+def test_fused_conv_block_equals_separate_layers():
+    """conv -> leaky ReLU -> 2x2 max pool fused into the convolution = the three layers apart."""
+    rng = np.random.default_rng(5)
+    conv, act, pool = Conv2d("conv", 6), LeakyReLU("act", 0.01), MaxPool2d("pool", 2)
+    conv.build((4, 6, 8)), act.build((6, 6, 8)), pool.build((6, 6, 8))
+    params = (rng.standard_normal((6, 4, 3, 3)), rng.standard_normal(6))
+    x = rng.standard_normal((4, 3, 6, 8))
+    y1, c1 = conv.forward(x, params)
+    y2, c2 = act.forward(y1, ())
+    y3, c3 = pool.forward(y2, ())
+    dy = rng.standard_normal(y3.shape)
+    g1 = (np.empty((6, 4, 3, 3)), np.empty(6))
+    dx = conv.backward(act.backward(pool.backward(dy, c3, ()), c2, ()), c1, g1, True, params)
+
+    fused = Conv2d("conv", 6)
+    fused.build((4, 6, 8))
+    fused.fuse(LeakyReLU("act", 0.01))
+    fused.fuse_pool(MaxPool2d("pool", 2))
+    z, cache = fused.forward(x, params)
+    np.testing.assert_allclose(z, y3, rtol=1e-13, atol=1e-13)
+    g2 = (np.empty((6, 4, 3, 3)), np.empty(6))
+    dz = fused.backward(dy, cache, g2, True, params)
+    np.testing.assert_allclose(dz, dx, rtol=1e-12, atol=1e-12)
+    for u, v in zip(g1, g2):
+        np.testing.assert_allclose(u, v, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("threads", [2, 3])
+def test_gradients_do_not_depend_on_the_thread_count(monkeypatch, threads):
+    """The convolutions split their chunks between threads; the weight and bias gradients are
+    summed over parts fixed independently of the threads, so every bit agrees (float32)."""
+    from refsgd.nn import kernels, load_model
+    if kernels._blas is None:
+        pytest.skip("the chunk threads need an OpenBLAS whose thread count refsgd can set")
+    net = load_model("cifar10_cnn", dtype=np.float32)
+    rng = np.random.default_rng(0)
+    w = net.init_params(0)
+    x = rng.standard_normal((6,) + net.input_shape).astype(np.float32)
+    y = rng.integers(0, 10, 6)
+    out = {}
+    for t in (1, threads):
+        monkeypatch.setattr(kernels, "chunk_threads", lambda t=t: t)
+        monkeypatch.setattr(Conv2d, "CHUNK_BYTES", 1 << 16)  # many chunks and parts
+        g = np.empty_like(w)
+        loss = net.loss_and_grad(w, x, y, out=g)
+        out[t] = (loss, g)
+    assert out[1][0] == out[threads][0]
+    np.testing.assert_array_equal(out[1][1], out[threads][1])
+
+
+def test_loss_and_grad_from_inside_on_segment():
+    """A call made from the on_segment callback gets its own arrays (the workspace is busy)."""
+    from refsgd.nn import load_model
+    net = load_model("digits_cnn", dtype=np.float64)
+    rng = np.random.default_rng(1)
+    w = net.init_params(0)
+    x = rng.standard_normal((4,) + net.input_shape)
+    y = rng.integers(0, 10, 4)
+    g0 = np.empty_like(w)
+    l0 = net.loss_and_grad(w, x, y, out=g0)
+    inner = []
+
+    def on_segment(name, lo, hi):
+        g1 = np.empty_like(w)
+        inner.append((net.loss_and_grad(w, x, y, out=g1), g1))
+
+    g = np.empty_like(w)
+    assert net.loss_and_grad(w, x, y, out=g, on_segment=on_segment) == l0
+    np.testing.assert_array_equal(g, g0)
+    for loss, g1 in inner:
+        assert loss == l0
+        np.testing.assert_array_equal(g1, g0)
+
+
+SPECS = {
+    "conv-relu-conv": [{"type": "conv", "filters": 4}, {"type": "relu"}, {"type": "conv", "filters": 5}],
+    "conv-conv": [{"type": "conv", "filters": 4}, {"type": "conv", "filters": 3}],
+    "conv-lrelu-pool-conv": [{"type": "conv", "filters": 4}, {"type": "leaky_relu", "slope": 0.1},
+                             {"type": "maxpool", "size": 2}, {"type": "conv", "filters": 3},
+                             {"type": "leaky_relu", "slope": 0.1}],
+    "frozen-conv-lrelu-conv": [{"type": "conv", "filters": 4, "frozen": True}, {"type": "leaky_relu", "slope": 0.1},
+                               {"type": "conv", "filters": 6}, {"type": "relu"}],
+    "conv-relu-relu-conv": [{"type": "conv", "filters": 4}, {"type": "relu"}, {"type": "relu"},
+                            {"type": "conv", "filters": 3}],
+}
+
+
+@pytest.mark.parametrize("name", sorted(SPECS))
+@pytest.mark.parametrize("size", [(6, 8), (5, 7)])
+def test_fused_networks_match_plain_im2col(name, size):
+    """Networks whose convolutions fuse their activation and pooling, and hand maps over in the
+    planar layout (even sizes), against the same networks on the plain im2col path, float64."""
+    from refsgd.nn import build
+    spec = {"name": name, "input": [2, *size], "classes": 3,
+            "layers": SPECS[name] + [{"type": "flatten"}, {"type": "dense", "units": 3}]}
+    rng = np.random.default_rng(7)
+    net = build(spec, dtype=np.float64)
+    w = net.init_params(1) + 0.05 * rng.standard_normal(net.num_params)
+    x = rng.standard_normal((5, 2, *size))
+    y = rng.integers(0, 3, 5)
+    out = []
+    for winograd in (True, False):
+        old = Conv2d.WINOGRAD, Conv2d.CHUNK_BYTES
+        try:
+            Conv2d.WINOGRAD, Conv2d.CHUNK_BYTES = winograd, 4000
+            g = np.empty_like(w)
+            out.append((net.loss_and_grad(w, x, y, out=g), g, net.forward(w, x)))
+        finally:
+            Conv2d.WINOGRAD, Conv2d.CHUNK_BYTES = old
+    (l1, g1, z1), (l2, g2, z2) = out
+    assert l1 == pytest.approx(l2, rel=1e-12)
+    np.testing.assert_allclose(g1, g2, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(z1, z2, rtol=1e-10, atol=1e-12)

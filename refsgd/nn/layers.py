@@ -17,12 +17,24 @@ Shapes: batch-first for vectors, ``(N, D)``; channel-major for feature maps, ``(
 
 Activations work in place on their input (the previous layer's fresh output), which the
 network guarantees is safe; their cache is their own output, from which the derivative follows.
+The network fuses an activation that follows a convolution into it (``Conv2d.fuse``): the
+convolution then applies it to its output blocks while they are in cache, and its derivative
+to dy as it reads it, and the activation layer passes values and gradients through untouched.
+
+``forward`` and ``backward`` take an optional ``ws``: a function ``ws(tag, shape, dtype)``
+giving the layer's arrays (outputs, input gradients) from memory kept between calls by the
+network (see ``kernels.Arena``); without it they allocate.
 """
 
 import numpy as np
 
 from refsgd import RefsgdError
 from refsgd.nn import kernels
+
+
+def _new(ws, tag, shape, dtype):
+    """An uninitialised array: from the workspace ``ws`` when given, else fresh."""
+    return np.empty(shape, dtype=dtype) if ws is None else ws(tag, shape, dtype)
 
 
 def _is_int(v):
@@ -90,19 +102,21 @@ class Dense(Layer):
         W[...] = rng.standard_normal(W.shape) * np.sqrt(2.0 / W.shape[1])
         b[...] = 0
 
-    def forward(self, x, params):
+    def forward(self, x, params, ws=None):
         W, b = params
-        y = np.matmul(x, W.T)
+        kernels.restore_blas()  # after convolutions, which may have left it at one thread
+        y = np.matmul(x, W.T, out=_new(ws, "y", (x.shape[0], self.units), x.dtype))
         y += b
         return y, x
 
-    def backward(self, dy, x, grads, need_dx=True, params=None):
+    def backward(self, dy, x, grads, need_dx=True, params=None, ws=None):
         gW, gb = grads
+        kernels.restore_blas()
         np.matmul(dy.T, x, out=gW)
         np.sum(dy, axis=0, out=gb)
         if not need_dx:
             return None
-        return np.matmul(dy, params[0])
+        return np.matmul(dy, params[0], out=_new(ws, "dx", x.shape, dy.dtype))
 
     def describe(self):
         return f"dense {self.units}"
@@ -112,26 +126,40 @@ class Conv2d(Layer):
     """k x k convolution, stride 1, 'same' zero padding (p = (k-1)/2, k odd).
 
     params: weight (F, C, k, k), bias (F,)  (PyTorch's nn.Conv2d layout; cross-correlation)
-    forward:  x (C, N, H, W) -> y (F, N, H, W)
-              y = W_mat @ im2col(x) + b,  W_mat = weight.reshape(F, C*k*k)
-    backward: db = sum over (N, H, W) of dy, and, with cols_dy = im2col(dy) (F*k*k rows),
-              dx = Wf_mat @ cols_dy,  Wf = weight flipped in (k, k), channel axes swapped
-              dW[f, c, a, b] = (cols_dy @ x_mat^T)[(f, k-1-a, k-1-b), c]
-              (when dx is not needed, e.g. for the first layer: dW_mat = dy_mat @ im2col(x)^T,
-              cheaper when C < F)
+    forward:  x (C, N, H, W) -> y (F, N, H, W), y = conv(x, W) + b, then the fused activation
+              f if any (``fuse``)
+    backward: with dz = f'(y) * dy (dy: the gradient of the activation's output),
+              db = sum over (N, H, W) of dz;  dW[f, c] = correlation of x[c] with dz[f];
+              dx = the 'same' convolution of dz with the kernel flipped in space and with its
+              channel axes swapped, Wf[c, f, a, b] = W[f, c, k-1-a, k-1-b]
     init:     W ~ N(0, 2/(C*k*k)) (He et al. 2015), b = 0
 
-    The N*H image rows are processed in chunks whose unfolded block fits in the L2 cache
-    (``CHUNK_BYTES``), and the chunks are shared between the cores (``kernels.run_split``):
-    each thread runs its own im2col -> GEMM pipelines with a one-thread BLAS. The backward
-    pass unfolds again rather than keeping a (C*k*k, N*H*W) matrix from the forward pass,
-    which is faster (memory traffic dominates). Taking dx as a convolution of dy means a
-    single im2col serves both backward products and dx is written once, where the direct
-    adjoint needs im2col(x) plus a col2im scatter-add.
+    3x3 kernels (every bundled model) use Winograd's F(2x2, 3x3) (``kernels.wino_*``): per 2x2
+    output tile, 16 products per channel pair instead of 36, i.e. 16 matrix products
+    U[p] (F, C) @ V[p] (C, tiles) with 2.25x fewer flops than im2col. The backward pass uses the
+    same transforms: dx is that forward algorithm applied to dz with Wf, and dW the adjoint of
+    the forward's last two steps, dU[p] = dM[p] @ V[p]^T with dM = A dz A^T per tile, then
+    dW = G^T dU G. Other sizes use im2col + GEMM (``WINOGRAD = False`` forces it everywhere).
+
+    The network fuses the activation after a convolution (``fuse``) and a 2x2 max pool after
+    that (``fuse_pool``: the pool windows are the Winograd tiles, so only each tile's maximum is
+    written, and the backward pass reads the pooled gradient directly), and hands a map from one
+    3x3 convolution to the next in the planar layout of ``kernels`` (``in_planar``,
+    ``out_planar``). Used alone, a layer has none of these.
+
+    The work goes in chunks of image rows (tile rows for Winograd) whose blocks fit in the L2
+    cache (``CHUNK_BYTES``), shared between the cores (``kernels.run_split``): each thread runs
+    its own transform -> GEMM -> transform pipelines with a one-thread BLAS. The weight and bias
+    gradients are summed per fixed part of the chunks (``kernels.run_parts``) and then over the
+    parts in order, so they do not depend on the number of threads.
     """
 
     kind = "conv"
     CHUNK_BYTES = 1 << 20
+    WINOGRAD = True
+    pool = False  # a fused 2x2 max pool (``fuse_pool``)
+    in_planar = False  # x (and dx) in the planar layout of ``kernels`` (set by the network)
+    out_planar = False  # y (and dy) in it
 
     def __init__(self, name, filters, kernel=3):
         super().__init__(name)
@@ -142,6 +170,8 @@ class Conv2d(Layer):
                 f"layer {name}: conv 'kernel' must be a positive odd integer ('same' padding), got {kernel!r}")
         self.filters = filters
         self.k = kernel
+        self.act = 0  # fused activation: 0 none, 1 leaky ReLU (self.slope), 2 ReLU
+        self.slope = 0.0
 
     def build(self, in_shape):
         if len(in_shape) != 3:
@@ -159,17 +189,103 @@ class Conv2d(Layer):
         W[...] = rng.standard_normal(W.shape) * np.sqrt(2.0 / fan_in)
         b[...] = 0
 
+    def fuse(self, act):
+        """Take over the activation layer ``act`` (ReLU or LeakyReLU) that follows this layer."""
+        if isinstance(act, LeakyReLU):
+            self.act, self.slope = 1, act.slope
+        else:
+            self.act, self.slope = 2, 0.0
+        act.fused = True
+
+    def fuse_pool(self, pool):
+        """Take over the 2x2 max pool that follows this layer (or its fused activation); the
+        output is then the pooled map. Needs an even height and width."""
+        assert pool.k == 2 and self.out_shape[1] % 2 == 0 and self.out_shape[2] % 2 == 0
+        self.pool = True
+        pool.fused = True
+
+    def _winograd(self):
+        return self.WINOGRAD and self.k == 3
+
+    def _planar(self):
+        """Whether x and y are planar now (only on the Winograd path: a producer and a consumer
+        of a planar map are both 3x3 convolutions, so they agree)."""
+        w = self._winograd()
+        return self.in_planar and w, self.out_planar and w
+
+    def _input_size(self, x, planar_in):
+        """(C, N, H, W) of the input x."""
+        if not planar_in:
+            return x.shape
+        C, H, W = self.in_shape
+        return C, x.shape[2] // ((H // 2) * (W // 2)), H, W
+
     def _step(self, rows, W, itemsize):
         """Image rows per chunk: as many as keep a (rows, step*W) block within CHUNK_BYTES."""
         return max(1, self.CHUNK_BYTES // (rows * W * itemsize))
 
-    def forward(self, x, params):
+    def forward(self, x, params, ws=None):
         Wt, b = params
-        x = np.ascontiguousarray(x)  # im2col copies whole rows out of x's memory
+        x = np.ascontiguousarray(x)  # the kernels read whole rows out of x's memory
+        pin, pout = self._planar()
+        C, N, H, Wd = self._input_size(x, pin)
+        F = self.filters
+        mode, slope = self.act, x.dtype.type(self.slope)
+        if self.pool:
+            yp = _new(ws, "yp", (F, N, H // 2, Wd // 2), x.dtype)
+            arg = _new(ws, "arg", (F, N, H // 2, Wd // 2), np.uint8)
+            if self._winograd():
+                self._forward_winograd(x, Wt, b, mode, slope, ws, (yp.reshape(F, -1), arg.reshape(F, -1)))
+            else:
+                y = self._forward_im2col(x, Wt, b, mode, slope, _new(ws, "y", (F, N, H, Wd), x.dtype))
+                kernels.maxpool2_forward(y, yp, arg)
+            return yp, (x, yp, arg)
+        if pout:
+            y = _new(ws, "y", (F, 4, N * (H // 2) * (Wd // 2)), x.dtype)
+        else:
+            y = _new(ws, "y", (F, N, H, Wd), x.dtype)
+        if self._winograd():
+            self._forward_winograd(x, Wt, b, mode, slope, ws, y)
+        else:
+            self._forward_im2col(x, Wt, b, mode, slope, y)
+        return y, (x, y, None)
+
+    def _forward_winograd(self, x, Wt, b, mode, slope, ws, out):
+        """y (out) = act(conv(x) + b), or with ``out = (yp, arg)`` its 2x2 max pool."""
+        pin, pout = self._planar()
+        C, N, H, Wd = self._input_size(x, pin)
+        F = self.filters
+        th, tw = (H + 1) // 2, (Wd + 1) // 2
+        U = _new(ws, "U", (16, F, C), x.dtype)
+        kernels.wino_weights(Wt, False, U)
+        step = max(1, self.CHUNK_BYTES // (16 * (C + F) * tw * x.itemsize))
+
+        def work(lo, hi):  # tile rows lo..hi-1
+            Vb = kernels.scratch("wV", (16 * C * step * tw,), x.dtype)
+            Mb = kernels.scratch("wM", (16 * F * step * tw,), x.dtype)
+            for r0 in range(lo, hi, step):
+                r1 = min(hi, r0 + step)
+                T = (r1 - r0) * tw
+                V = Vb[:16 * C * T].reshape(16, C, T)
+                M = Mb[:16 * F * T].reshape(16, F, T)
+                if pin:
+                    kernels.wino_input_planar(x, th, tw, r0, r1, V)
+                else:
+                    kernels.wino_input(x, r0, r1, V)
+                np.matmul(U, V, out=M)
+                if self.pool:
+                    kernels.wino_output_pool(M, r0, r1, tw, out[0], out[1], b, slope, mode)
+                elif pout:
+                    kernels.wino_output_planar(M, r0, r1, tw, out, b, slope, mode)
+                else:
+                    kernels.wino_output(M, r0, r1, out, b, slope, mode)
+
+        kernels.run_split(work, N * th, step)
+
+    def _forward_im2col(self, x, Wt, b, mode, slope, y):
         C, N, H, Wd = x.shape
         F, k = self.filters, self.k
         W_mat = Wt.reshape(F, -1)
-        y = np.empty((F, N, H, Wd), dtype=x.dtype)
         y_mat = y.reshape(F, N * H * Wd)
         rows = C * k * k
         step = self._step(rows, Wd, x.itemsize)
@@ -183,15 +299,47 @@ class Conv2d(Layer):
                 out = y_mat[:, r0 * Wd:r1 * Wd]
                 np.matmul(W_mat, cols, out=out)
                 kernels.add_channel_bias(out, b)  # while the block is still in cache
+                kernels.activate(out, mode, slope)
 
         kernels.run_split(work, N * H, step)
-        return y, x
+        return y
 
-    def backward(self, dy, x, grads, need_dx=True, params=None):
+    def backward(self, dy, cache, grads, need_dx=True, params=None, ws=None):
         gW, gb = grads
+        x, ya, arg = cache
+        pin, pout = self._planar()
+        C, N, H, Wd = self._input_size(x, pin)
+        F = self.filters
+        dy = np.ascontiguousarray(dy)
+        mode, slope = self.act, x.dtype.type(self.slope)
+        if self._winograd() and (need_dx or C >= 8 or pout):
+            # (the first layer's weight gradient alone, from few channels, is cheaper by im2col:
+            # Winograd would transform dy's F channels for a product with only C rows; unless dy
+            # is planar, when the transform is cheap and im2col would need dy's rows rebuilt)
+            return self._backward_winograd(dy, x, ya, arg, gW, gb, need_dx, params, ws)
+        # im2col (so need_dx is False if the maps are planar): dz = f'(y) dy in full, then the
+        # plain backward
+        if pin:
+            xc = _new(ws, "xc", (C, N, H, Wd), x.dtype)
+            kernels.from_planar(x, xc, x, slope, 0)
+            x = xc
+        if pout:
+            dz = _new(ws, "dz", (F, N, H, Wd), dy.dtype)
+            kernels.from_planar(dy, dz, ya, slope, mode)
+        elif self.pool:
+            dp = _new(ws, "dp", dy.shape, dy.dtype)
+            np.copyto(dp, dy)
+            kernels.activation_mask(dp.reshape(-1), ya.reshape(-1), mode, slope)
+            dz = _new(ws, "dz", (F, N, H, Wd), dy.dtype)
+            kernels.maxpool2_backward(dp, arg, dz)
+        else:
+            dz = dy
+            kernels.activation_mask(dz.reshape(-1), ya.reshape(-1), mode, slope)
+        return self._backward_im2col(dz, x, gW, gb, need_dx, params, ws)
+
+    def _backward_im2col(self, dy, x, gW, gb, need_dx, params, ws):
         C, N, H, Wd = x.shape
         F, k = self.filters, self.k
-        dy = np.ascontiguousarray(dy)
         dy_mat = dy.reshape(F, -1)
         x_mat = x.reshape(C, -1)
         if need_dx:
@@ -201,7 +349,7 @@ class Conv2d(Layer):
             # adjoint would need a col2im scatter-add), and dW, since the (f, a', b') row of
             # cols_dy dotted with x[c] is dW[f, c, k-1-a', k-1-b'].
             Wf = np.ascontiguousarray(params[0][:, :, ::-1, ::-1].transpose(1, 0, 2, 3)).reshape(C, -1)
-            dx = np.empty_like(x)
+            dx = _new(ws, "dx", x.shape, x.dtype)
             dx_mat = dx.reshape(C, -1)
             rows = F * k * k
             acc_shape = (rows, C)
@@ -210,17 +358,19 @@ class Conv2d(Layer):
             rows = C * k * k
             acc_shape = (F, rows)
         step = self._step(rows, Wd, x.itemsize)
+        bounds = kernels.part_bounds(N * H, step)
+        accs = np.empty((len(bounds),) + acc_shape, dtype=x.dtype)
+        dbs = np.zeros((len(bounds), F), dtype=np.float64)
 
-        def work(lo, hi):  # image rows lo..hi-1; returns this part's dW terms and db
+        def work(p, lo, hi):  # image rows lo..hi-1 into the part p's sums
             buf = kernels.scratch("cols", (rows * step * Wd,), x.dtype)
             part = kernels.scratch("part", acc_shape, x.dtype)
-            acc = np.empty(acc_shape, dtype=x.dtype)
-            db = np.zeros(F, dtype=x.dtype)
+            acc = accs[p]
             for r0 in range(lo, hi, step):
                 r1 = min(hi, r0 + step)
                 cols = buf[:rows * (r1 - r0) * Wd].reshape(rows, -1)
                 d = dy_mat[:, r0 * Wd:r1 * Wd]
-                db += d.sum(axis=1)
+                dbs[p] += d.sum(axis=1)
                 if need_dx:
                     kernels.im2col(dy, k, r0, r1, cols)
                     np.matmul(cols, x_mat[:, r0 * Wd:r1 * Wd].T, out=acc if r0 == lo else part)
@@ -230,22 +380,90 @@ class Conv2d(Layer):
                     np.matmul(d, cols.T, out=acc if r0 == lo else part)
                 if r0 != lo:
                     acc += part
-            return acc, db
 
-        results = kernels.run_split(work, N * H, step)
-        acc, db = results[0]
-        for a, d in results[1:]:
-            acc += a
-            db += d
-        gb[...] = db
+        kernels.run_parts(work, bounds)
+        acc = _sum_parts(accs)
+        gb[...] = _sum_parts(dbs)
         if need_dx:
             gW[...] = acc.reshape(F, k, k, C)[:, ::-1, ::-1, :].transpose(0, 3, 1, 2)
             return dx
         gW[...] = acc.reshape(gW.shape)
         return None
 
+    def _backward_winograd(self, dy, x, ya, arg, gW, gb, need_dx, params, ws):
+        pin, pout = self._planar()
+        C, N, H, Wd = self._input_size(x, pin)
+        F = self.filters
+        mode, slope = self.act, x.dtype.type(self.slope)
+        th, tw = (H + 1) // 2, (Wd + 1) // 2
+        if self.pool:
+            dp, yp, ap = dy.reshape(F, -1), ya.reshape(F, -1), arg.reshape(F, -1)
+        elif not mode:
+            ya = dy  # unread (the kernels take an array of dy's type)
+        # the chunks of the forward pass; per chunk dM and V (the weight gradient), and with dx the
+        # transformed dz and its product: up to twice the forward's working set (measured best)
+        step = max(1, self.CHUNK_BYTES // (16 * (C + F) * tw * x.itemsize))
+        bounds = kernels.part_bounds(N * th, step)
+        dU = _new(ws, "dU", (len(bounds), 16, F, C), x.dtype)
+        dbs = np.zeros((len(bounds), F), dtype=np.float64)
+        if need_dx:
+            Uf = _new(ws, "Uf", (16, C, F), x.dtype)
+            kernels.wino_weights(params[0], True, Uf)
+            dx = _new(ws, "dx", x.shape, x.dtype)  # planar when x is
+            nobias = np.empty(0, dtype=x.dtype)
+
+        def work(p, lo, hi):  # tile rows lo..hi-1 into the part p's sums
+            dMb = kernels.scratch("wdM", (16 * F * step * tw,), x.dtype)
+            Vb = kernels.scratch("wV", (16 * C * step * tw,), x.dtype)
+            part = kernels.scratch("wdU", (16, F, C), x.dtype)
+            Vdb = kernels.scratch("wVd", (16 * F * step * tw,) if need_dx else (0,), x.dtype)
+            if need_dx:
+                Mxb = kernels.scratch("wMx", (16 * C * step * tw,), x.dtype)
+            acc = dU[p]
+            for r0 in range(lo, hi, step):
+                r1 = min(hi, r0 + step)
+                T = (r1 - r0) * tw
+                dM = dMb[:16 * F * T].reshape(16, F, T)
+                V = Vb[:16 * C * T].reshape(16, C, T)
+                Vd = Vdb[:16 * F * T].reshape(16, F, T) if need_dx else Vdb.reshape(16, F, 0)
+                if self.pool:
+                    kernels.wino_grad_pool(dp, yp, ap, th, tw, slope, mode, r0, r1, dM, dbs[p], Vd, need_dx)
+                elif pout:
+                    kernels.wino_grad_planar(dy, ya, th, tw, slope, mode, r0, r1, dM, dbs[p], Vd, need_dx)
+                else:
+                    kernels.wino_grad(dy, ya, slope, mode, r0, r1, dM, dbs[p], Vd, need_dx)
+                if pin:
+                    kernels.wino_input_planar(x, th, tw, r0, r1, V)
+                else:
+                    kernels.wino_input(x, r0, r1, V)
+                if r0 == lo:
+                    np.matmul(dM, V.transpose(0, 2, 1), out=acc)
+                else:
+                    np.matmul(dM, V.transpose(0, 2, 1), out=part)
+                    acc += part
+                if need_dx:
+                    Mx = Mxb[:16 * C * T].reshape(16, C, T)
+                    np.matmul(Uf, Vd, out=Mx)
+                    if pin:
+                        kernels.wino_output_planar(Mx, r0, r1, tw, dx, nobias, slope, 0)
+                    else:
+                        kernels.wino_output(Mx, r0, r1, dx, nobias, slope, 0)
+
+        kernels.run_parts(work, bounds)
+        kernels.wino_weight_grad(dU, gW)
+        gb[...] = _sum_parts(dbs)
+        return dx if need_dx else None
+
     def describe(self):
         return f"conv {self.k}x{self.k} x{self.filters}"
+
+
+def _sum_parts(parts):
+    """Sum of the rows of ``parts`` in order (a fixed order, whatever the thread count)."""
+    total = parts[0].copy()
+    for p in parts[1:]:
+        total += p
+    return total
 
 
 class MaxPool2d(Layer):
@@ -285,27 +503,39 @@ class MaxPool2d(Layer):
         else:
             work(0, C)
 
-    def forward(self, x, params):
+    fused = False  # set by Conv2d.fuse_pool: the convolution before does the pooling
+
+    def forward(self, x, params, ws=None):
+        if self.fused:
+            return x, None
         C, N, H, W = x.shape
         oshape = (C, N, H // self.k, W // self.k)
-        y = np.empty(oshape, dtype=x.dtype)
-        arg = np.empty(oshape, dtype=np.uint8)
+        y = _new(ws, "y", oshape, x.dtype)
+        arg = _new(ws, "arg", oshape, np.uint8)
 
         def work(c0, c1):
-            kernels.maxpool_forward(x[c0:c1], self.k, y[c0:c1], arg[c0:c1])
+            if self.k == 2:
+                kernels.maxpool2_forward(x[c0:c1], y[c0:c1], arg[c0:c1])
+            else:
+                kernels.maxpool_forward(x[c0:c1], self.k, y[c0:c1], arg[c0:c1])
 
         self._run(work, C, x.size)
         return y, (arg, x.shape)
 
-    def backward(self, dy, cache, grads, need_dx=True, params=None):
+    def backward(self, dy, cache, grads, need_dx=True, params=None, ws=None):
         if not need_dx:
             return None
+        if self.fused:
+            return dy
         arg, xshape = cache
         dy = np.ascontiguousarray(dy)
-        dx = np.empty(xshape, dtype=dy.dtype)
+        dx = _new(ws, "dx", xshape, dy.dtype)
 
         def work(c0, c1):
-            kernels.maxpool_backward(dy[c0:c1], arg[c0:c1], self.k, dx[c0:c1])
+            if self.k == 2:
+                kernels.maxpool2_backward(dy[c0:c1], arg[c0:c1], dx[c0:c1])
+            else:
+                kernels.maxpool_backward(dy[c0:c1], arg[c0:c1], self.k, dx[c0:c1])
 
         self._run(work, xshape[0], dx.size)
         return dx
@@ -318,15 +548,19 @@ class ReLU(Layer):
     """y = max(x, 0), in place.  backward: dx = dy * (y > 0)."""
 
     kind = "relu"
+    fused = False  # set by Conv2d.fuse: the convolution before applies it
 
-    def forward(self, x, params):
+    def forward(self, x, params, ws=None):
+        if self.fused:
+            return x, None
         np.maximum(x, 0, out=x)
         return x, x
 
-    def backward(self, dy, y, grads, need_dx=True, params=None):
+    def backward(self, dy, y, grads, need_dx=True, params=None, ws=None):
         if not need_dx:
             return None
-        kernels.relu_backward_inplace(dy.reshape(-1), y.reshape(-1))
+        if not self.fused:
+            kernels.relu_backward_inplace(dy.reshape(-1), y.reshape(-1))
         return dy
 
 
@@ -341,14 +575,19 @@ class LeakyReLU(Layer):
             raise RefsgdError(f"layer {name}: leaky_relu 'slope' must be in (0, 1), got {slope!r}")
         self.slope = float(slope)
 
-    def forward(self, x, params):
+    fused = False  # set by Conv2d.fuse: the convolution before applies it
+
+    def forward(self, x, params, ws=None):
+        if self.fused:
+            return x, None
         kernels.leaky_relu_inplace(x.reshape(-1), x.dtype.type(self.slope))
         return x, x
 
-    def backward(self, dy, y, grads, need_dx=True, params=None):
+    def backward(self, dy, y, grads, need_dx=True, params=None, ws=None):
         if not need_dx:
             return None
-        kernels.leaky_relu_backward_inplace(dy.reshape(-1), y.reshape(-1), dy.dtype.type(self.slope))
+        if not self.fused:
+            kernels.leaky_relu_backward_inplace(dy.reshape(-1), y.reshape(-1), dy.dtype.type(self.slope))
         return dy
 
     def describe(self):
@@ -371,29 +610,33 @@ class Flatten(Layer):
         self.out_shape = (int(np.prod(in_shape)),)
         return self.out_shape
 
-    def forward(self, x, params):
+    def forward(self, x, params, ws=None):
         if self.batch_first_input or x.ndim == 2:
             return x.reshape(x.shape[0], -1), x.shape
-        C, N = x.shape[:2]
-        return np.ascontiguousarray(x.transpose(1, 0, 2, 3)).reshape(N, -1), x.shape
+        C, N, H, W = x.shape
+        y = _new(ws, "y", (N, C, H, W), x.dtype)
+        np.copyto(y, x.transpose(1, 0, 2, 3))
+        return y.reshape(N, -1), x.shape
 
-    def backward(self, dy, xshape, grads, need_dx=True, params=None):
+    def backward(self, dy, xshape, grads, need_dx=True, params=None, ws=None):
         if not need_dx:
             return None
         if self.batch_first_input or len(xshape) == 2:
             return dy.reshape(xshape)
         C, N, H, W = xshape
-        return np.ascontiguousarray(dy.reshape(N, C, H, W).transpose(1, 0, 2, 3))
+        dx = _new(ws, "dx", xshape, dy.dtype)
+        np.copyto(dx, dy.reshape(N, C, H, W).transpose(1, 0, 2, 3))
+        return dx
 
 
-def softmax_cross_entropy(z, y):
+def softmax_cross_entropy(z, y, out=None):
     """Mean softmax cross-entropy.
 
-    z: logits (N, K);  y: int labels (N,)
+    z: logits (N, K);  y: int labels (N,);  out: optional array like z for dz
     returns (loss, dz) with loss = mean_n [log sum_j exp z_nj - z_n,y_n] and dz = dloss/dz,
     i.e. (softmax(z) - onehot(y)) / N.
     """
-    dz = np.empty_like(z)
+    dz = np.empty_like(z) if out is None else out
     loss = kernels.softmax_xent(z, y, dz)
     return loss, dz
 
