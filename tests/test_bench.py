@@ -201,3 +201,12 @@ def test_bench_bad_input_one_line(args, msg):
 def test_bench_overlap_bad_input_one_line(args, msg):
     r = cli("bench", "overlap", *args, n=2, timeout=120)
     assert r.returncode == 2 and msg in r.stderr and r.stderr.count("refsgd: error:") == 1, r.stderr
+
+
+def test_ratio_link_lowers_a_latency_that_alone_takes_the_time():
+    from refsgd.bench.measure import _ratio_link
+    fast = _ratio_link(0.06e-3, 19240, 2, 50.0)      # a tiny model on a fast machine
+    assert fast.latency_us == pytest.approx(7.5)
+    assert fast.time(19240, 2) == pytest.approx(0.06e-3, rel=1e-3)
+    slow = _ratio_link(6e-3, 2_600_000, 2, 50.0)
+    assert slow.latency_us == 50.0 and slow.time(2_600_000, 2) == pytest.approx(6e-3, rel=1e-3)

@@ -287,6 +287,17 @@ def _run_method(comm, cfg, net, data, schedule, skip):
     return tuple(_mean_over_ranks(comm, run.records[k], skip) for k in ("compute", "idle", "codec", "wall"))
 
 
+def _ratio_link(seconds, nbytes, p, latency_us):
+    """The link whose Ring-AllReduce of the gradient takes ``seconds``, with ``latency_us`` or,
+    where the latency alone would take half of that time or more (a tiny model on a fast
+    machine), with the latency lowered to a quarter of it, so every ratio can be measured."""
+    from refsgd.comm.link import Link
+    steps = 2 * (p - 1)
+    if p > 1 and steps * latency_us * 1e-6 >= 0.5 * seconds:
+        latency_us = float(f"{0.25 * seconds / steps * 1e6:.3g}")
+    return Link.for_time(seconds, nbytes, p, latency_us)
+
+
 def overlap(comm, args):
     """Iteration time of each method against its timing model, in this MPI world (collective).
 
@@ -295,8 +306,9 @@ def overlap(comm, args):
        machine); a message of the gradient between two ranks; gamma; each method's update t_up
        (:func:`refsgd.bench.models.update_seconds`, mean over ranks);
     2. for each link of the run: ``--link`` as given, or for each ``--ratio`` R one whose
-       Ring-AllReduce time for the gradient is R x t_C (latency ``--latency-us``; R = 0: no
-       link, the real network), or none;
+       Ring-AllReduce time for the gradient is R x t_C (latency ``--latency-us``, lowered to a
+       quarter of that time where it would take half of it; R = 0: no link, the real network),
+       or none;
     3. T_comm: a blocking all-reduce of the gradient through that link, measured;
     4. every method of ``--algos`` with that link; the model of its iteration time
        (:data:`refsgd.bench.models.MODELS`) evaluated twice: with the compute measured in that
@@ -333,7 +345,7 @@ def overlap(comm, args):
     links = []
     if getattr(args, "ratios", None):
         for ratio in args.ratios:
-            links.append((ratio, None if ratio == 0 else Link.for_time(ratio * t_c, nbytes, P, args.latency_us)))
+            links.append((ratio, None if ratio == 0 else _ratio_link(ratio * t_c, nbytes, P, args.latency_us)))
     else:
         links.append((None, args.link))
     runs = []
