@@ -6,7 +6,8 @@ Schema (HDF5, written by rank 0, atomically)::
     /iterations/idle     float64 (world, T)  seconds blocked on communication
     /iterations/comm     float64 (world, T)  time with communication in flight (union of the
                                              collectives' start -> observed completion)
-    /iterations/wall     float64 (world, T)  the iteration's wall time
+    /iterations/wall     float64 (world, T)  the iteration's wall time, the bookkeeping at its end
+                                             included (not evaluation or checkpoints)
     /iterations/loss     float64 (world, T)  mean training loss of the iteration's micro-batches
     /iterations/codec    float64 (world, T)  seconds compressing / decompressing on the computation
                                              path (--compress; 0 otherwise)

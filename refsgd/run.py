@@ -28,7 +28,9 @@ An algorithm's ``train(run)`` receives a :class:`Run` and uses
   the method's communication;
 * ``for t in run.iterations():``: the loop; at iteration boundaries it records the times and
   the loss, checks for a non-finite loss on all ranks, shows progress, evaluates the model
-  given by ``run.set_model(fn)`` on the test set, and stops after the last iteration.
+  given by ``run.set_model(fn)`` on the test set, and stops after the last iteration. An
+  iteration's recorded wall time runs from its start to the end of that bookkeeping (not
+  evaluation or checkpoints): wall - compute - idle - codec is everything else it cost.
 
 Data: rank r's micro-batch k is row ``k % nb`` of ``epoch_batches(seed, k // nb, r, world,
 batch, n)`` (nb micro-batches per epoch and rank), a continuous stream across epochs;
@@ -39,6 +41,7 @@ import contextlib
 import threading
 import time
 
+import numba as nb
 import numpy as np
 from mpi4py import MPI
 
@@ -354,6 +357,10 @@ class Run:
                     mean_loss = self._check(t)
                     if progress is not None:
                         progress.show(t + 1, mean_loss)
+                # the boundary's bookkeeping (records, trace, loss check, status line) belongs to
+                # the iteration's wall time; evaluation and checkpoints do not
+                self.records["wall"][-1] = time.perf_counter() - t0
+                self.records["idle"][-1] = self._idle
                 if eval_at(t + 1) or last:
                     self.evaluate(t)
                 if ckpt:
@@ -459,7 +466,7 @@ class Run:
     def state_finite(self):
         """Whether this rank's state is valid: the traced arrays (the worker's state of the
         listing) finite, the bookkeeping arrays free of NaN (they may hold an infinite "best so far")."""
-        return all(not np.any(np.isnan(v)) if name in self._untraced else bool(np.all(np.isfinite(v)))
+        return all(_no_nan(v.reshape(-1)) if name in self._untraced else _all_finite(v.reshape(-1))
                    for name, v in self.state.items() if v.dtype.kind == "f")
 
     def _complete_pending(self):
@@ -570,6 +577,25 @@ def _clock(seconds):
 
 #: the per-iteration records of every run (a method may add its own with Run.record)
 FIELDS = ("compute", "idle", "comm", "wall", "loss", "codec", "global_bytes", "local_bytes", "lr")
+
+
+@nb.njit(cache=True, nogil=True)
+def _all_finite(v):
+    """Whether every element is finite, in one pass without a temporary: x * 0 is 0 for a finite
+    x and NaN for an infinite or NaN one (an integer count, so that the loop vectorises)."""
+    bad = 0
+    for j in range(v.size):
+        bad += v[j] * 0 != 0
+    return bad == 0
+
+
+@nb.njit(cache=True, nogil=True)
+def _no_nan(v):
+    """Whether no element is NaN (infinities allowed), in one pass without a temporary."""
+    bad = 0
+    for j in range(v.size):
+        bad += v[j] != v[j]
+    return bad == 0
 
 
 def _union_length(spans):

@@ -578,9 +578,11 @@ def test_against_torch_sgd(momentum, nesterov):
                                 dict(weight_decay=0.01), dict(form="mxnet"), dict(form="mxnet", momentum=0.9),
                                 dict(form="mxnet", momentum=0.9, weight_decay=0.01)])
 @pytest.mark.parametrize("masked", [False, True])
-def test_fused_step_equals_the_numpy_passes_bit_for_bit(dtype, kw, masked):
+@pytest.mark.parametrize("divide", [1, 3])
+def test_fused_step_equals_the_numpy_passes_bit_for_bit(dtype, kw, masked, divide):
     """SGD.step (one Numba pass) and SGD._step_numpy (the readable NumPy form) agree exactly, over
-    steps with a changing lr, in float32 and float64, with and without a frozen part."""
+    steps with a changing lr, in float32 and float64, with and without a frozen part; with
+    divide = 3 both equal ``g /= 3`` followed by the step, and g is left as it was."""
     rng = np.random.default_rng(0)
     n = 257
     mask = (np.arange(n) % 3 != 0) if masked else None
@@ -592,8 +594,21 @@ def test_fused_step_equals_the_numpy_passes_bit_for_bit(dtype, kw, masked):
         if masked:
             g[~mask] = 0
         lr = 0.1 / (t + 1)
-        a.step(w1, g, lr)
-        b._step_numpy(w2, g, lr)
+        g0 = g.copy()
+        a.step(w1, g, lr, divide=divide)
+        np.testing.assert_array_equal(g, g0)
+        if divide == 1:
+            b._step_numpy(w2, g, lr)
+        else:
+            g /= divide
+            b._step_numpy(w2, g, lr)
         np.testing.assert_array_equal(w1, w2)
         for k in a.state:
             np.testing.assert_array_equal(a.state[k], b.state[k])
+
+
+@pytest.mark.parametrize("bad", [0, -2, 1.5, True, "2"])
+def test_step_refuses_a_divide_that_is_not_a_positive_integer(bad):
+    opt = SGD(4, np.float64)
+    with pytest.raises(RefsgdError, match="divide must be a positive integer"):
+        opt.step(np.zeros(4), np.ones(4), 0.1, divide=bad)

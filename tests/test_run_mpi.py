@@ -75,3 +75,17 @@ def test_compute_is_the_time_in_grad_and_requests_count_as_comm():
 @pytest.mark.parametrize("n", [2, 4])
 def test_under_mpiexec(n):
     launch_under_mpiexec(__file__, n)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_state_checks_find_every_non_finite_value(dtype):
+    """The loss check's scans of the state (one pass, no temporary): infinities and NaN for the
+    method's state, NaN only for bookkeeping arrays (which may hold an infinite best-so-far)."""
+    from refsgd.run import _all_finite, _no_nan
+    v = np.full(1001, np.finfo(dtype).max, dtype)
+    assert _all_finite(v) and _no_nan(v) and _all_finite(v[:0])
+    for j, bad in [(0, np.inf), (500, -np.inf), (1000, np.nan)]:
+        w = v.copy()
+        w[j] = bad
+        assert not _all_finite(w)
+        assert _no_nan(w) == (not np.isnan(bad))

@@ -267,9 +267,8 @@ def train(run):
             # L2: local sync: g <- Allreduce_local(g) / G
             with run.idle():
                 local.Allreduce(g, g_node, op=MPI.SUM)
-            g_node /= G
-            # L3: local optimizer step with g
-            U.step(x, g_node, run.lr(t))
+            # L3: local optimizer step with g (U divides by G within its one pass)
+            U.step(x, g_node, run.lr(t), divide=G)
             if P == 1:
                 pass                            # one node: no global network, no global sync
             elif phase != CYCLING:

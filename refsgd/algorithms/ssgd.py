@@ -71,9 +71,9 @@ def train_ssgd(run):
                 g_i /= tau
             # L2: AllReduce g^t(tau) <- (1/N) sum_i g_i^t(tau)                  (blocking)
             run.allreduce_sum(comm, g_i, g, wire)
-            g /= N
             # L3: x^{t+1} <- x^t - eta * g^t(tau)                              (U)
-            U.step(x, g, run.lr(t))
+            #     with L2's 1/N: U divides each element of the sum by N in its one pass
+            U.step(x, g, run.lr(t), divide=N)
     finally:
         if wire is not None:
             wire.close()
@@ -85,35 +85,39 @@ def train_ssgd_opt(run):
     comm, N, tau = run.comm, run.world, run.tau
     x = run.register("x", run.init_params())
     U = run.optimizer()
-    g_i = np.zeros_like(x)
+    g_i = np.empty_like(x)
     g_ij = np.empty_like(x)
     g = np.empty_like(x)
     run.set_model(lambda: x)
 
     for t in run.iterations():
         # L1, first tau - 1 micro-batches: accumulate                       (compute)
-        g_i[:] = 0
-        for j in range(tau - 1):
-            run.grad(x, g_ij)
-            g_i += g_ij
+        if tau > 1:
+            run.grad(x, g_i)
+            for j in range(1, tau - 1):
+                run.grad(x, g_ij)
+                g_i += g_ij
         reqs = []
 
         def segment_final(name, lo, hi):
             # L1 completes for this layer's segment ...
-            np.add(g_i[lo:hi], g_ij[lo:hi], out=g_i[lo:hi])
             if tau > 1:
+                np.add(g_i[lo:hi], g_ij[lo:hi], out=g_i[lo:hi])
                 g_i[lo:hi] /= tau
+                mine = g_i[lo:hi]
+            else:
+                mine = g_ij[lo:hi]  # tau = 1: the micro-batch's gradient is g_i itself
             # L2, start communication: Iallreduce of the segment, last layer first
-            reqs.append(run.started(comm.Iallreduce(g_i[lo:hi], g[lo:hi], op=MPI.SUM)))
+            reqs.append(run.started(comm.Iallreduce(mine, g[lo:hi], op=MPI.SUM)))
 
         # L1, last micro-batch; its backward pass starts the all-reduces     (compute)
         # (with --poll, the segments already started are tested at each later layer boundary)
         run.grad(x, g_ij, on_segment=segment_final, progress=reqs)
         # L2, complete communication: wait for every segment
         run.waitall(reqs)
-        g /= N
         # L3: x^{t+1} <- x^t - eta * g^t(tau)                              (U)
-        U.step(x, g, run.lr(t))
+        #     with L2's 1/N: U divides each element of the sum by N in its one pass
+        U.step(x, g, run.lr(t), divide=N)
     return x
 
 

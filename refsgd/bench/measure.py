@@ -304,7 +304,8 @@ def overlap(comm, args):
     1. t_C: compute seconds per micro-batch of ``ssgd`` without a link; C: a blocking
        all-reduce of the gradient without a link (the CPU work of the collective on this
        machine); a message of the gradient between two ranks; gamma; each method's update t_up
-       (:func:`refsgd.bench.models.update_seconds`, mean over ranks);
+       (:func:`refsgd.bench.models.update_seconds`, mean over ranks), each timing right after
+       a forward/backward pass of the model, so that its vectors come from memory as in a run;
     2. for each link of the run: ``--link`` as given, or for each ``--ratio`` R one whose
        Ring-AllReduce time for the gradient is R x t_C (latency ``--latency-us``, lowered to a
        quarter of that time where it would take half of it; R = 0: no link, the real network),
@@ -339,7 +340,14 @@ def overlap(comm, args):
     p2p = _message_time(comm, n, net.dtype)
     gamma = comm.allreduce(models.reduction_gamma(n, net.dtype)) / P
     algos = sorted({name.partition("+")[0] for name in args.algos})
-    t_up = {a: comm.allreduce(models.update_seconds(a, n, net.dtype, world=P, B=sync_every)) / P for a in algos}
+    # each update timed as a run meets it: right after a forward/backward pass of the model
+    w0, g0 = net.init_params(args.seed), np.empty(n, net.dtype)
+    xb, yb = data.x_train[:args.batch], data.y_train[:args.batch]
+
+    def after_a_step():
+        net.loss_and_grad(w0, xb, yb, out=g0)
+    t_up = {a: comm.allreduce(models.update_seconds(a, n, net.dtype, world=P, B=sync_every, before=after_a_step)) / P
+            for a in algos}
     costs = models.Costs(t_c=t_c, tau=tau, t_up=t_up, G=G, B=sync_every, W=models.daso_wait(sync_every))
 
     links = []

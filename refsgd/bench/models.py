@@ -265,14 +265,16 @@ def speedup(algo, costs, net, p, batch, base="ssgd"):
 
 
 # ------------------------------------------------------------------------------ measured inputs
-def median_time(fn, repeat, warmup=3):
-    for _ in range(warmup):
-        fn()
+def median_time(fn, repeat, warmup=3, before=None):
+    """Median seconds of fn(); ``before()``, when given, runs untimed before each call."""
     times = []
-    for _ in range(repeat):
+    for i in range(warmup + repeat):
+        if before is not None:
+            before()
         t = time.perf_counter()
         fn()
-        times.append(time.perf_counter() - t)
+        if i >= warmup:
+            times.append(time.perf_counter() - t)
     return float(np.median(times))
 
 
@@ -283,10 +285,12 @@ def reduction_gamma(n, dtype=np.float32, repeat=20):
     return median_time(lambda: np.add(a, b, out=a), repeat) / a.nbytes
 
 
-def update_seconds(algo, n, dtype=np.float32, world=2, B=DASO_B, repeat=20):
+def update_seconds(algo, n, dtype=np.float32, world=2, B=DASO_B, repeat=20, before=None):
     """t_up: seconds of ``algo``'s update of n parameters, timed on random vectors with the
     method's own step where it has one (refsgd.optim.SGD, DC-S3GD's corrected_step, DC-ASGD's
-    compensated_step, DASO's merge), else its NumPy lines."""
+    compensated_step, DASO's merge), else its NumPy lines. ``before()`` runs untimed before
+    each timing: a forward/backward pass of the model leaves the caches as a run's update
+    finds them (the vectors are then read from memory, not from cache: 2-4x slower)."""
     from refsgd.optim import SGD
     rng = np.random.default_rng(1)
     dt = np.dtype(dtype)
@@ -299,30 +303,33 @@ def update_seconds(algo, n, dtype=np.float32, world=2, B=DASO_B, repeat=20):
     if algo in ("ssgd", "ssgd-opt", "laga-sgd", "laga-sgdm", "laga-sgdn", "daso"):
         mu = 0.0 if algo == "laga-sgd" else 0.9
         opt = SGD(n, dt, momentum=mu, nesterov=algo == "laga-sgdn")
-        div = world if algo != "daso" else 1
-
-        def step():
-            np.divide(g, div, out=h)
-            opt.step(w, h, lr)
-        base = median_time(step, repeat)
+        if algo.startswith("laga"):
+            def step():  # L3/L4's 1/N before the send, then the fused L2(-L3)
+                np.divide(g, world, out=h)
+                opt.step(w, h, lr)
+        else:        # SSGD and DASO divide within the step
+            def step():
+                opt.step(w, g, lr, divide=world)
+        base = median_time(step, repeat, before=before)
         if algo == "daso":  # eq. 1's merge every B batches
             from refsgd.algorithms import daso
-            base += median_time(lambda: daso.merge(w, g, 1, 2), repeat) / max(1, B)
+            base += median_time(lambda: daso.merge(w, g, 1, 2), repeat, before=before) / max(1, B)
         return base
     if algo == "ssgd-nag":
         from refsgd.optim import momentum_predict
-        return median_time(lambda: momentum_predict(w, m, h, g, lr, 0.99, 0.99), repeat)
+        return median_time(lambda: momentum_predict(w, m, h, g, lr, 0.99, 0.99), repeat, before=before)
     if algo in ("pipe-sgd", "d-sync", "ps-sync"):
         def step():
             np.multiply(g, lr, out=h)
             w.__isub__(h)
-        return median_time(step, repeat)
+        return median_time(step, repeat, before=before)
     if algo == "dcs3gd":
         from refsgd.algorithms import dcs3gd
         dw, v, bar = vec(), vec(), vec()
-        return median_time(lambda: dcs3gd.corrected_step(w, dw, v, g, bar, world, 0.2, lr, 0.9, 0.0), repeat)
+        return median_time(lambda: dcs3gd.corrected_step(w, dw, v, g, bar, world, 0.2, lr, 0.9, 0.0), repeat,
+                           before=before)
     if algo == "dcasgd":
         from refsgd.algorithms import dcasgd
         bak = vec(1.0)
-        return median_time(lambda: dcasgd.compensated_step(w, g, bak, lr, 0.04, 0.0), repeat)
+        return median_time(lambda: dcasgd.compensated_step(w, g, bak, lr, 0.04, 0.0), repeat, before=before)
     raise KeyError(algo)
