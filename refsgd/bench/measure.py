@@ -317,7 +317,7 @@ def overlap(comm, args):
        (``model_at_t_c``: the compute of a quiet SSGD run; the gap shows how much the method's
        own threads or waits slow its compute on this machine). Returns a dict (rank 0 prints it).
     """
-    from refsgd.comm.link import Link, wrap
+    from refsgd.comm.link import wrap
     from refsgd.optim import Constant
     net, tau, P = args.net, args.tau, comm.Get_size()
     data = args.dataset
