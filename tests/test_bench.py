@@ -112,8 +112,13 @@ def test_overlap_json_rows_for_the_new_methods(tmp_path):
         assert row["compute"] > 0 and row["idle"] >= 0 and row["wall"] > 0
         assert row["other"] == pytest.approx(row["wall"] - row["compute"] - row["idle"])
     T_AR = max(X, C)
+
+    def pipe(compute):  # Pipe-SGD eq. 4; with one core per rank the reduction takes compute's time
+        if res["cores_per_rank"] < 2:
+            return max(up["pipe-sgd"] + compute + C, X)
+        return max(up["pipe-sgd"] + compute, T_AR)
     expect = {"ssgd": t_c + T_AR + up["ssgd"], "d-sync": t_c + T_AR + up["d-sync"],
-              "pipe-sgd": max(up["pipe-sgd"] + t_c, T_AR),
+              "pipe-sgd": pipe(t_c),
               "daso": t_c + up["daso"] + max(C, X - (t_c + up["daso"])) / 4,
               "ps-sync": t_c + 2 * max(link.ps_time(n, 2), res["p2p"]) + up["ps-sync"],
               "dcasgd": max(t_c + 2 * res["p2p"] + up["dcasgd"], 2 * res["p2p"] + up["dcasgd"])}
@@ -121,7 +126,7 @@ def test_overlap_json_rows_for_the_new_methods(tmp_path):
         assert rows[name]["model_at_t_c"] == pytest.approx(value, rel=1e-9), name
     # the model at the run's own compute: per worker (ps-sync's server computes none)
     own = rows["pipe-sgd"]["compute"]
-    assert rows["pipe-sgd"]["model"] == pytest.approx(max(up["pipe-sgd"] + own, T_AR), rel=1e-9)
+    assert rows["pipe-sgd"]["model"] == pytest.approx(pipe(own), rel=1e-9)
     own = 2 * rows["ps-sync"]["compute"]
     assert rows["ps-sync"]["t_c_own"] == pytest.approx(own)
     assert rows["ps-sync"]["model"] == pytest.approx(own + expect["ps-sync"] - t_c, rel=1e-9)
@@ -210,3 +215,15 @@ def test_ratio_link_lowers_a_latency_that_alone_takes_the_time():
     assert fast.time(19240, 2) == pytest.approx(0.06e-3, rel=1e-3)
     slow = _ratio_link(6e-3, 2_600_000, 2, 50.0)
     assert slow.latency_us == 50.0 and slow.time(2_600_000, 2) == pytest.approx(6e-3, rel=1e-3)
+
+
+def test_pipe_sgd_model_puts_the_reduction_on_the_compute_side_without_a_spare_core():
+    """Pipe-SGD eq. 4 with a core for the communication thread; without one (2 ranks on 2
+    cores) the reduction's CPU work R delays the computation: max(t_up + t_C + R, X)."""
+    link = Link(50.0, 10.0)
+    net = models.Network(4_000_000, "emulated", link=link, cpu_real=2e-3)
+    X = link.time(4_000_000, 2)
+    spare = models.Costs(t_c=3e-3, t_up={"pipe-sgd": 0.5e-3}, cores_per_rank=8)
+    shared = models.Costs(t_c=3e-3, t_up={"pipe-sgd": 0.5e-3}, cores_per_rank=1)
+    assert models.iteration_time("pipe-sgd", spare, net, 2) == pytest.approx(max(3.5e-3, max(X, 2e-3)))
+    assert models.iteration_time("pipe-sgd", shared, net, 2) == pytest.approx(max(5.5e-3, X))

@@ -105,7 +105,9 @@ from mpi4py import MPI
 
 from refsgd import RankFailure, RefsgdError
 from refsgd.comm import codecs
+from refsgd.optim import fused_step
 from refsgd.options import value
+from refsgd.run import prompt_handover
 
 
 def check(args, world):
@@ -255,51 +257,51 @@ def train_pipe_sgd(run):
     run.on_settle(settle)
 
     thread = threading.Thread(target=communicate, name=f"pipe-sgd-comm-{run.rank}", daemon=True)
-    thread.start()
-    applied = max((s - dependency_at(s, K, warmup) for s in range(t0)), default=-1)  # last sum applied
-    try:
-        # L2: for t = 1..T do
-        for t in run.iterations():
-            k = dependency_at(t, K, warmup)
-            # L3: wait until g^c_sum[t-K] is ready                              (complete communication)
-            if t - k >= t0:
-                with run.idle():
-                    pipe.wait_sum(t - k)
+    with prompt_handover():                  # the two threads pass the GIL to each other promptly
+        thread.start()
+        applied = max((s - dependency_at(s, K, warmup) for s in range(t0)), default=-1)  # last sum applied
+        try:
+            # L2: for t = 1..T do
+            for t in run.iterations():
+                k = dependency_at(t, K, warmup)
+                # L3: wait until g^c_sum[t-K] is ready                              (complete communication)
+                if t - k >= t0:
+                    with run.idle():
+                        pipe.wait_sum(t - k)
+                while pipe.spans:
+                    run.note_comm(*pipe.spans.pop(0))
+                if t - k > applied:
+                    # L4: g_sum[t-K] <- Decompress(g^c_sum[t-K])     (without compression: the slot itself)
+                    if codec is None:
+                        src = summ[(t - k) % K] if t - k >= t0 else decompressed(t - k, g_sum)
+                    else:
+                        with run.codec():
+                            src = decompressed(t - k, g_sum)
+                    # L5: w[t] <- w[t-1] - gamma * g_sum[t-K]                          (one fused pass)
+                    fused_step(w, src, None, run.lr(t))
+                    applied = t - k
+                # L6-L8: load a batch, forward pass, backward pass: g_local[t] <- d f_B / d w[t]   (compute)
+                if codec is None:
+                    run.grad(w, local[t % K])                        # L9: no compression: g^c = g
+                else:
+                    run.grad(w, g_local)
+                    # L9: g^c_local[t] <- Compress(g_local[t])
+                    with run.codec():
+                        codec.encode(g_local, local[t % K])
+                # L10: mark g^c_local[t] ready                                       (start communication)
+                pipe.mark_local(t)
+            # the last K all-reduces complete (their sums are not applied: the listing ends)
+            pipe.wait_sum(run.total - 1)
             while pipe.spans:
                 run.note_comm(*pipe.spans.pop(0))
-            if t - k > applied:
-                # L4: g_sum[t-K] <- Decompress(g^c_sum[t-K])        (a copy without compression)
-                if codec is None:
-                    decompressed(t - k, g_sum)
-                else:
-                    with run.codec():
-                        decompressed(t - k, g_sum)
-                # L5: w[t] <- w[t-1] - gamma * g_sum[t-K]
-                g_sum *= run.lr(t)
-                w -= g_sum
-                applied = t - k
-            # L6-L8: load a batch, forward pass, backward pass: g_local[t] <- d f_B / d w[t]   (compute)
-            if codec is None:
-                run.grad(w, local[t % K])                        # L9: no compression: g^c = g
-            else:
-                run.grad(w, g_local)
-                # L9: g^c_local[t] <- Compress(g_local[t])
-                with run.codec():
-                    codec.encode(g_local, local[t % K])
-            # L10: mark g^c_local[t] ready                                       (start communication)
-            pipe.mark_local(t)
-        # the last K all-reduces complete (their sums are not applied: the listing ends)
-        pipe.wait_sum(run.total - 1)
-        while pipe.spans:
-            run.note_comm(*pipe.spans.pop(0))
-    except BaseException:
-        # stop the communication thread; if it cannot finish (another rank will never join its
-        # all-reduce), the command line aborts every rank
+        except BaseException:
+            # stop the communication thread; if it cannot finish (another rank will never join its
+            # all-reduce), the command line aborts every rank
+            pipe.stop()
+            thread.join(timeout=5.0)
+            raise
         pipe.stop()
-        thread.join(timeout=5.0)
-        raise
-    pipe.stop()
-    thread.join()
+        thread.join()
     comm.Free()
     if wire is not None:
         wire.close()
@@ -320,9 +322,8 @@ def train_d_sync(run):
             # L2: AllReduce g_sum <- sum_i g_i (blocking); with --compress: g^c <- Compress(g),
             #     the all-reduce decompresses, adds and compresses at every step, g_sum <- Decompress
             run.allreduce_sum(run.comm, g, g_sum, wire)
-            # L3: w <- w - gamma * g_sum
-            g_sum *= run.lr(t)
-            w -= g_sum
+            # L3: w <- w - gamma * g_sum                                        (one fused pass)
+            fused_step(w, g_sum, None, run.lr(t))
     finally:
         if wire is not None:
             wire.close()
@@ -347,9 +348,8 @@ def train_ps_sync(run):
             np.copyto(g_sum, G[1])
             for m in range(2, P):
                 g_sum += G[m]
-            # S3: w <- w - gamma * g_sum
-            g_sum *= run.lr(t)
-            w -= g_sum
+            # S3: w <- w - gamma * g_sum                                        (one fused pass)
+            fused_step(w, g_sum, None, run.lr(t))
             # S4: send w to every worker
             with run.idle():
                 comm.Bcast(w, root=0)

@@ -77,6 +77,7 @@ from mpi4py import MPI
 from refsgd import RankFailure, RefsgdError
 from refsgd.optim import momentum_predict
 from refsgd.options import value
+from refsgd.run import prompt_handover
 
 
 def check(args, world):
@@ -216,48 +217,49 @@ def _threaded(run, w, M, w_hat, D_L, D_A, G, mu, b, n, predict):
 
     threads = [threading.Thread(target=grad_thread, args=(g,), name=f"pp-asgd-grad-{rank}-{g}", daemon=True)
                for g in range(G)]
-    for th in threads:
-        th.start()
-    try:
-        for t in run.iterations():
-            # an update consumes at least one gradient of this process (see the docstring)
-            with sh.ready:
-                sh.ready.wait_for(lambda: sh.error is not None or any(sh.count))
-            if sh.error is not None:
-                g, exc = sh.error
-                raise RankFailure(f"rank {rank}: gradient thread {g} of {run.cfg.algo} failed: "
-                                  f"{type(exc).__name__}: {exc}")
-            # L3: D_L <- D_1 + ... + D_G;  L4: D_1, ..., D_G <- 0 (each taken by a swap under its lock)
-            D_L[...] = 0
-            count = vsum = 0
-            for g in range(G):
-                with sh.locks[g]:
-                    sh.D[g], sh.spare[g] = sh.spare[g], sh.D[g]
-                    count, vsum = count + sh.count[g], vsum + sh.vsum[g]
-                    sh.count[g] = sh.vsum[g] = 0
-                D_L += sh.spare[g]
-                sh.spare[g][...] = 0
-            # staleness of this update's gradients: t - version, summed over every process
-            mine = np.array([count, count * t - vsum], dtype=np.float64)
-            every = np.empty(2)
-            with run.idle():
-                run.control_comm.Allreduce(mine, every, op=MPI.SUM)
-            stats += every
-            S_bar = stats[1] / max(stats[0], 1.0)
-            S = int(np.floor(S_bar))
-            _update(run, t, w, M, w_hat, D_L, D_A, mu, S, predict)
-            with sh.lock:                                 # publish w^ as version t+1
-                np.copyto(sh.w_hat, w_hat)
-                sh.version = t + 1
-            run.record("gradients", every[0])
-            run.record("staleness", every[1] / max(every[0], 1.0))
-            run.record("S_bar", S_bar)
-            run.record("S", S)
-            run.progress_info["S_bar"] = f"{S_bar:.2f}"
-    finally:
-        sh.F = False                                      # L9: F <- false
+    with prompt_handover():                          # the threads pass the GIL to each other promptly
         for th in threads:
-            th.join(timeout=60.0)
+            th.start()
+        try:
+            for t in run.iterations():
+                # an update consumes at least one gradient of this process (see the docstring)
+                with sh.ready:
+                    sh.ready.wait_for(lambda: sh.error is not None or any(sh.count))
+                if sh.error is not None:
+                    g, exc = sh.error
+                    raise RankFailure(f"rank {rank}: gradient thread {g} of {run.cfg.algo} failed: "
+                                      f"{type(exc).__name__}: {exc}")
+                # L3: D_L <- D_1 + ... + D_G;  L4: D_1, ..., D_G <- 0 (each taken by a swap under its lock)
+                D_L[...] = 0
+                count = vsum = 0
+                for g in range(G):
+                    with sh.locks[g]:
+                        sh.D[g], sh.spare[g] = sh.spare[g], sh.D[g]
+                        count, vsum = count + sh.count[g], vsum + sh.vsum[g]
+                        sh.count[g] = sh.vsum[g] = 0
+                    D_L += sh.spare[g]
+                    sh.spare[g][...] = 0
+                # staleness of this update's gradients: t - version, summed over every process
+                mine = np.array([count, count * t - vsum], dtype=np.float64)
+                every = np.empty(2)
+                with run.idle():
+                    run.control_comm.Allreduce(mine, every, op=MPI.SUM)
+                stats += every
+                S_bar = stats[1] / max(stats[0], 1.0)
+                S = int(np.floor(S_bar))
+                _update(run, t, w, M, w_hat, D_L, D_A, mu, S, predict)
+                with sh.lock:                                 # publish w^ as version t+1
+                    np.copyto(sh.w_hat, w_hat)
+                    sh.version = t + 1
+                run.record("gradients", every[0])
+                run.record("staleness", every[1] / max(every[0], 1.0))
+                run.record("S_bar", S_bar)
+                run.record("S", S)
+                run.progress_info["S_bar"] = f"{S_bar:.2f}"
+        finally:
+            sh.F = False                                      # L9: F <- false
+            for th in threads:
+                th.join(timeout=60.0)
     return w
 
 

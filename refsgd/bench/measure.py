@@ -264,6 +264,20 @@ def _message_time(comm, n, dtype, repeat=20):
     return comm.allreduce(float(np.median(times[3:])) if rank < 2 else 0.0, op=MPI.MAX)
 
 
+def _cores_per_rank(comm):
+    """The cores each rank of this node may use: its affinity set, or the machine's cores shared
+    by the ranks on the node, whichever is fewer (the same on every rank: the minimum)."""
+    import os
+    from mpi4py import MPI
+    local = comm.Split_type(MPI.COMM_TYPE_SHARED)
+    try:
+        on_node = local.Get_size()
+    finally:
+        local.Free()
+    mine = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return comm.allreduce(min(float(mine), (os.cpu_count() or 1) / on_node), op=MPI.MIN)
+
+
 def _ranks_per_node(comm, given):
     """DASO's G: --ranks-per-node, or the ranks that share memory with this one."""
     if given:
@@ -348,7 +362,8 @@ def overlap(comm, args):
         net.loss_and_grad(w0, xb, yb, out=g0)
     t_up = {a: comm.allreduce(models.update_seconds(a, n, net.dtype, world=P, B=sync_every, before=after_a_step)) / P
             for a in algos}
-    costs = models.Costs(t_c=t_c, tau=tau, t_up=t_up, G=G, B=sync_every, W=models.daso_wait(sync_every))
+    costs = models.Costs(t_c=t_c, tau=tau, t_up=t_up, G=G, B=sync_every, W=models.daso_wait(sync_every),
+                         cores_per_rank=_cores_per_rank(comm))
 
     links = []
     if getattr(args, "ratios", None):
@@ -386,7 +401,8 @@ def overlap(comm, args):
         if getattr(args, "codecs", False) else None
     from mpi4py import MPI
     return dict(t_c=t_c, cpu_real=cpu_real, p2p=p2p, gamma=gamma, t_up=t_up, nbytes=nbytes, num_params=n, world=P,
-                G=G, B=costs.B, W=costs.W, local_link=local_link, runs=runs, codecs=codecs,
+                G=G, B=costs.B, W=costs.W, cores_per_rank=costs.cores_per_rank, local_link=local_link, runs=runs,
+                codecs=codecs,
                 mpi_library=MPI.Get_library_version().splitlines()[0].strip(), model=net.name,
                 dtype=net.dtype.name, batch=args.batch, tau=tau, iterations=args.iterations, skip=args.skip,
                 data=data.name)
@@ -436,6 +452,8 @@ def format_overlap(r):
              "(the CPU work of the collective on this machine)",
              f"  T_msg   = {ms * r['p2p']:.3f} ms   one message of the gradient between two ranks, measured",
              f"  gamma   = {1e9 * r['gamma']:.3f} ns/byte   CPU time of an element-wise addition",
+             f"  cores   = {r.get('cores_per_rank', 2.0):g} per rank"
+             + (" (a communication thread shares its rank's core)" if r.get("cores_per_rank", 2.0) < 2 else ""),
              f"  daso: {r['G']} rank(s) per node, B = {r['B']}, W = {r['W']}"
              + (f", local {r['local_link']} -- EMULATED" if r["local_link"] else "")]
     for run in r["runs"]:

@@ -132,7 +132,9 @@ class Costs:
     """The per-rank costs of a step, in seconds: ``t_c`` one micro-batch's forward and
     backward pass, ``tau`` micro-batches per iteration, ``t_up`` the update of each method
     (method -> seconds; DC-ASGD: the server's step per push), DASO's ranks per node ``G`` and
-    cycling parameters ``B``, ``W``."""
+    cycling parameters ``B``, ``W``; ``cores_per_rank``: the cores each rank may use (below 2,
+    a communication thread shares its rank's core: Pipe-SGD's reduction then takes time from
+    the computation)."""
 
     t_c: float
     tau: int = 1
@@ -140,6 +142,7 @@ class Costs:
     G: int = 1
     B: int = DASO_B
     W: int = 1
+    cores_per_rank: float = 2.0
 
     def up(self, algo):
         return float(self.t_up.get(algo, 0.0))
@@ -175,7 +178,12 @@ def overlapped(c, net, p, algo):
 
 def pipelined(c, net, p, algo):
     """max(t_up + t_C, T_AR(p)): Pipe-SGD with K >= 2, limited resources (Li et al. 2018
-    eq. 4, with eq. 5's all-reduce); the communication thread carries transfer and reduction."""
+    eq. 4, with eq. 5's all-reduce); the communication thread carries transfer and reduction.
+    When that thread has no core of its own (``cores_per_rank`` < 2, e.g. 2 ranks on 2 cores),
+    the reduction's CPU work R(p) takes its time from the computation instead:
+    max(t_up + t_C + R(p), X(p))."""
+    if c.cores_per_rank < 2:
+        return max(c.up(algo) + c.t_c + net.reduce_cpu(p), net.transfer(p))
     return max(c.up(algo) + c.t_c, net.allreduce(p))
 
 
@@ -235,7 +243,8 @@ MODELS = {
     "laga-sgd": Model("max(tau t_C + R, X) + t_up (LAGA eq. 6)", overlapped, tau=True),
     "laga-sgdm": Model("max(tau t_C + R, X) + t_up (LAGA eq. 6)", overlapped, tau=True),
     "laga-sgdn": Model("max(tau t_C + R, X) + t_up (LAGA eq. 6)", overlapped, tau=True),
-    "pipe-sgd": Model("max(t_up + t_C, T_AR), K = 2 (Pipe-SGD eq. 4, 5)", pipelined),
+    "pipe-sgd": Model("max(t_up + t_C, T_AR), K = 2 (Pipe-SGD eq. 4, 5; one core per rank: "
+                      "max(t_up + t_C + R, X))", pipelined),
     "daso": Model("t_C + T_loc + t_up + (T_bc + max(R_g, X_g - W it))/B (DASO sec. 3)", hierarchical),
     "ps-sync": Model("t_C + 2 T_PS + (p-2) n gamma + t_up (PS, Pipe-SGD's baseline)", ps_sync, servers=1),
     "dcasgd": Model("max(t_C + 2 T_msg + t_up, (p-1)(2 T_msg + t_up)) (PS, async)", ps_async, servers=1),
@@ -318,11 +327,9 @@ def update_seconds(algo, n, dtype=np.float32, world=2, B=DASO_B, repeat=20, befo
     if algo == "ssgd-nag":
         from refsgd.optim import momentum_predict
         return median_time(lambda: momentum_predict(w, m, h, g, lr, 0.99, 0.99), repeat, before=before)
-    if algo in ("pipe-sgd", "d-sync", "ps-sync"):
-        def step():
-            np.multiply(g, lr, out=h)
-            w.__isub__(h)
-        return median_time(step, repeat, before=before)
+    if algo in ("pipe-sgd", "d-sync", "ps-sync"):  # w <- w - gamma g_sum, one fused pass
+        from refsgd.optim import fused_step
+        return median_time(lambda: fused_step(w, g, None, lr), repeat, before=before)
     if algo == "dcs3gd":
         from refsgd.algorithms import dcs3gd
         dw, v, bar = vec(), vec(), vec()

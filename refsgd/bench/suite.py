@@ -196,7 +196,10 @@ def markdown(r):
           f"of the {two['nbytes'] / 1e6:.2f} MB gradient, no link: its CPU work here), T_msg = {_ms(two['p2p'], 3)} "
           f"ms, gamma = {1e9 * two['gamma']:.3f} ns/byte; {two['iterations']} iterations per method, the first "
           f"{two['skip']} and the last left out; daso as {two['world'] // two['G']} virtual nodes of {two['G']} "
-          f"(B = {two['B']}, W = {two['W']}, cycling from the first batch).", ""]
+          f"(B = {two['B']}, W = {two['W']}, cycling from the first batch); {two.get('cores_per_rank', 2.0):g} "
+          "core(s) per rank" + (" (Pipe-SGD's communication thread shares its rank's core, so its model puts the "
+                                "reduction R on the computation's side)" if two.get("cores_per_rank", 2.0) < 2 else "")
+          + ".", ""]
     linked = [run for run in two["runs"] if run["link"]]
     for run in linked:
         L.append(f"- ratio {run['ratio']:g}: {run['link']}; T_comm measured {_ms(run['t_comm'], 3)} ms "
