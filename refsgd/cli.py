@@ -77,10 +77,12 @@ def _add_training_options(p):
     p.add_argument("--blas-threads", type=_positive_int, default=None, metavar="N",
                    help="BLAS and Numba threads per rank (default: OMP_NUM_THREADS or the like if set, else "
                         "the cores available divided by the ranks on the node)")
-    p.add_argument("--poll", action="store_true",
+    p.add_argument("--poll", action=argparse.BooleanOptionalAction, default=True,
                    help="call Test() on the requests in flight at every layer boundary of the backward "
-                        "pass, so that an MPI library without an asynchronous progress thread advances "
-                        "them during computation (overlapped methods; see README 'Overlap')")
+                        "pass, so that an MPI library without an asynchronous progress thread (MPICH and "
+                        "Open MPI by default) advances them during computation; on by default, --no-poll "
+                        "leaves progress to the MPI library (overlapped methods; timing only, the numbers "
+                        "are the same; see README 'Overlap')")
     p.add_argument("--link", default=None, metavar="LATENCY_US,GBIT_S",
                    help="emulated link: every all-reduce completes no earlier than the Ring-AllReduce "
                         "model (Pipe-SGD eq. 5) for its size; off by default, and every output says so")

@@ -22,6 +22,9 @@ COMMON = ("algo", "model", "data", "batch", "tau", "lr", "schedule", "seed", "dt
 #: options of a run that do not change its trajectory (recorded, never compared by verify)
 RUN = ("epochs", "iterations", "eval_every", "log_every", "link", "poll")
 
+#: the methods whose backward pass has a request in flight, tested between layers unless --no-poll
+POLLED = ("ssgd-opt", "dcs3gd", "laga-sgd", "laga-sgdm", "laga-sgdn", "daso")
+
 _U = ("momentum", "nesterov", "momentum_form", "weight_decay")  # the local optimizer U (refsgd.optim.SGD)
 
 #: method -> the options that apply to it besides COMMON

@@ -164,7 +164,7 @@ def test_poll_changes_timing_not_numbers(tmp_path, algo):
               "--iterations", "12", "--no-progress", "--link", "20,50"]
     if algo == "ssgd-opt":
         common += ["--tau", "2"]
-    for name, extra in (("plain", []), ("poll", ["--poll"])):
+    for name, extra in (("plain", ["--no-poll"]), ("poll", [])):
         r = mpirun(2, *common, *extra, "--out", str(tmp_path / f"{name}.h5"))
         assert r.returncode == 0, r.stderr
     with h5py.File(tmp_path / "plain.h5") as a, h5py.File(tmp_path / "poll.h5") as b:
