@@ -125,7 +125,7 @@ def header(args, run, net, data, schedule, link, threads):
              f"{run.total} iterations, seed {args.seed}, {threads} BLAS/Numba thread(s) per rank",
              "  " + "; ".join(hyper)]
     if args.algo in options.POLLED and run.world > 1:
-        lines.append("  requests in flight tested at every layer boundary (--poll)" if getattr(args, "poll", False)
+        lines.append("  requests in flight tested after every layer of the forward and backward pass (--poll)" if getattr(args, "poll", False)
                      else "  requests in flight left to the MPI library's own progress (--no-poll)")
     if link:
         lines.append(f"  {link} -- EMULATED, not the real network")

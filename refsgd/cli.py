@@ -78,11 +78,11 @@ def _add_training_options(p):
                    help="BLAS and Numba threads per rank (default: OMP_NUM_THREADS or the like if set, else "
                         "the cores available divided by the ranks on the node)")
     p.add_argument("--poll", action=argparse.BooleanOptionalAction, default=True,
-                   help="call Test() on the requests in flight at every layer boundary of the backward "
-                        "pass, so that an MPI library without an asynchronous progress thread (MPICH and "
-                        "Open MPI by default) advances them during computation; on by default, --no-poll "
-                        "leaves progress to the MPI library (overlapped methods; timing only, the numbers "
-                        "are the same; see README 'Overlap')")
+                   help="call Test() on the requests in flight after every layer of the forward and the "
+                        "backward pass, so that an MPI library without an asynchronous progress thread "
+                        "(MPICH and Open MPI by default) advances them during computation; on by default, "
+                        "--no-poll leaves progress to the MPI library (overlapped methods; timing only, the "
+                        "numbers are the same; see README 'Overlap')")
     p.add_argument("--link", default=None, metavar="LATENCY_US,GBIT_S",
                    help="emulated link: every all-reduce completes no earlier than the Ring-AllReduce "
                         "model (Pipe-SGD eq. 5) for its size; off by default, and every output says so")
@@ -305,7 +305,8 @@ def build_parser():
     o.add_argument("--skip", type=int, default=10,
                    help="first iterations left out of the means (default 10; the last is left out too)")
     o.add_argument("--algos", default="ssgd,ssgd-opt,dcs3gd,laga-sgd",
-                   help="comma-separated methods, each optionally with +poll (e.g. dcs3gd+poll): ssgd, "
+                   help="comma-separated methods, run as train runs them (--poll on), each optionally "
+                        "with +nopoll for --no-poll (e.g. dcs3gd+nopoll; +poll is accepted): ssgd, "
                         "ssgd-nag, ssgd-opt, d-sync, dcs3gd, laga-sgd, laga-sgdm, laga-sgdn, pipe-sgd (K = 2), "
                         "daso (cycling from the first batch), ps-sync, dcasgd; default ssgd,ssgd-opt,dcs3gd,laga-sgd")
     o.add_argument("--link", default=None, metavar="LATENCY_US,GBIT_S", help="emulated link (see train --help)")
@@ -497,11 +498,11 @@ def _prepare_overlap(args, world):
             raise RefsgdError("--ratio needs an all-reduce to emulate: run under mpiexec -n 2 or more")
     for name in args.algos:
         algo, _, flag = name.partition("+")
-        if algo not in bench.OVERLAP_MODELS or flag not in ("", "poll"):
+        if algo not in bench.OVERLAP_MODELS or flag not in ("", "poll", "nopoll"):
             why = " (PP-ASGD and ASGD have no per-iteration timing model: an update consumes however many " \
                   "gradients have arrived; help(refsgd.bench) says more)" if algo in ("pp-asgd", "asgd") else ""
             raise RefsgdError(f"--algos: {name!r} is not one of {', '.join(bench.OVERLAP_MODELS)} "
-                              f"(optionally with +poll){why}")
+                              f"(optionally with +nopoll){why}")
         check(algo, bench.method_config(algo, batch=args.batch, tau=args.tau, iterations=args.iterations,
                                         lr=args.lr, seed=args.seed, ranks_per_node=args.ranks_per_node,
                                         local_link=bench.measure.str_link(args.local_link),

@@ -188,19 +188,17 @@ class Run:
     def grad(self, w, g, on_segment=None, k=None, progress=None):
         """Gradient of micro-batch k (default: the next one of iteration t) at w, into g.
 
-        progress: a request (or list) in flight; with ``--poll`` its ``Test()`` is called at every
-        layer boundary of the backward pass, because MPI libraries without an asynchronous
-        progress thread advance a non-blocking collective only inside MPI calls.
+        progress: a request (or list) in flight; with ``--poll`` its ``Test()`` is called after
+        every layer of the forward and the backward pass, because MPI libraries without an
+        asynchronous progress thread advance a non-blocking collective only inside MPI calls.
         """
+        on_layer = None
         if progress is not None and getattr(self.cfg, "poll", False):
             reqs = progress if isinstance(progress, list) else [progress]
-            inner = on_segment
 
-            def on_segment(name, lo, hi):
+            def on_layer():
                 for r in reqs:
                     r.Test()
-                if inner is not None:
-                    inner(name, lo, hi)
         if k is None:
             k = self.t * self.tau + self._micro
             self._micro += 1
@@ -209,7 +207,7 @@ class Run:
             self._iter_batches.append(idx)
         t0 = time.perf_counter()
         loss = self.net.loss_and_grad(w, self.data.x_train[idx], self.data.y_train[idx], out=g,
-                                      on_segment=on_segment)
+                                      on_segment=on_segment, on_layer=on_layer)
         self._compute += time.perf_counter() - t0
         self._loss += loss
         self._nloss += 1

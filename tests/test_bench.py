@@ -163,8 +163,8 @@ def test_bench_all_quick_writes_the_table(tmp_path):
     with open(out / "bench.csv") as f:
         rows = list(csv.DictReader(f))
     it = {(row["name"], float(row["ratio"])) for row in rows if row["section"] == "iteration"}
-    methods = ("ssgd", "ssgd-nag", "ssgd-opt", "d-sync", "dcs3gd", "dcs3gd+poll", "laga-sgd", "laga-sgdm",
-               "laga-sgdn", "pipe-sgd", "daso", "ps-sync", "dcasgd")
+    methods = ("ssgd", "ssgd-nag", "ssgd-opt", "d-sync", "dcs3gd", "dcs3gd+nopoll", "laga-sgd", "laga-sgdm",
+               "laga-sgdm+nopoll", "laga-sgdn", "pipe-sgd", "daso", "ps-sync", "dcasgd")
     assert it == {(m, r) for m in methods for r in (0.5, 1.0, 2.0)}
     ratio = [row for row in rows if row["section"] == "iteration" and row["metric"] == "measured_over_model"]
     assert all(math.isfinite(float(row["value"])) and float(row["value"]) > 0 for row in ratio)

@@ -64,6 +64,23 @@ def test_on_segment_reports_each_final_segment_once_last_first(name):
         np.testing.assert_array_equal(snapshot, g[lo:hi])  # it was already final when reported
 
 
+@pytest.mark.parametrize("name", ["mnist_mlp", "digits_cnn", "cifar100_convex"])
+def test_on_layer_is_called_after_every_layer_and_changes_nothing(name):
+    """--poll's hook: once after each layer of the forward pass and of the backward pass (down to
+    the lowest trainable layer); the loss and the gradient are bitwise those without it."""
+    net = load_model(name, dtype=np.float64)
+    w = net.init_params(3)
+    x, y = batch(net)
+    g0, g1 = np.empty_like(w), np.empty_like(w)
+    calls = []
+    l0 = net.loss_and_grad(w, x, y, out=g0)
+    l1 = net.loss_and_grad(w, x, y, out=g1, on_layer=lambda: calls.append(1))
+    lowest = min(i for i, layer in enumerate(net.layers) if layer.param_shapes and not layer.frozen)
+    assert len(calls) == len(net.layers) + len(net.layers) - lowest
+    assert l0 == l1
+    np.testing.assert_array_equal(g0, g1)
+
+
 def test_layout_and_views():
     net = load_model("digits_cnn")
     assert [n for n, _, _ in net.layout] == ["conv1.weight", "conv1.bias", "fc1.weight", "fc1.bias",

@@ -14,8 +14,9 @@ identically on every rank to the same g, so every rank keeps the same x.
 SSGD-OPT (``--algo ssgd-opt``; LAGA sections 1 and 5, the scheme of PyTorch DDP): as Algorithm
 2, but during the backward pass of the last micro-batch each layer's gradient segment starts
 its own non-blocking all-reduce as soon as it is final (last layer first); the update waits
-for all of them. With ``--poll`` the segments already in flight are tested at every later layer
-boundary, so that an MPI library without a progress thread moves their data during the pass.
+for all of them. With ``--poll`` (the default) the segments already in flight are tested after
+every later layer, so that an MPI library without a progress thread moves their data during
+the pass.
 
 SSGD with NAG (``--algo ssgd-nag``; Sato et al. 2017, Algorithm 4), docs/algorithms.md, section SSGD::
 
@@ -111,7 +112,7 @@ def train_ssgd_opt(run):
             reqs.append(run.started(comm.Iallreduce(mine, g[lo:hi], op=MPI.SUM)))
 
         # L1, last micro-batch; its backward pass starts the all-reduces     (compute)
-        # (with --poll, the segments already started are tested at each later layer boundary)
+        # (with --poll, the segments already started are tested after each later layer)
         run.grad(x, g_ij, on_segment=segment_final, progress=reqs)
         # L2, complete communication: wait for every segment
         run.waitall(reqs)

@@ -342,7 +342,7 @@ def overlap(comm, args):
     G = _ranks_per_node(comm, getattr(args, "ranks_per_node", None))
     local_link = getattr(args, "local_link", None)
 
-    def cfg(algo, poll=False):
+    def cfg(algo, poll=True):
         return method_config(algo, batch=args.batch, tau=tau, iterations=args.iterations, lr=args.lr,
                              seed=args.seed, poll=poll, ranks_per_node=getattr(args, "ranks_per_node", None),
                              local_link=str_link(local_link), sync_every=sync_every, dtype=net.dtype.name)
@@ -384,7 +384,7 @@ def overlap(comm, args):
         rows = []
         for name in args.algos:
             algo, _, flag = name.partition("+")
-            compute, idle, codec, wall = _run_method(lcomm, cfg(algo, flag == "poll"), net, data,
+            compute, idle, codec, wall = _run_method(lcomm, cfg(algo, flag != "nopoll"), net, data,
                                                      nag_schedule if algo == "ssgd-nag" else schedule, args.skip)
             model = models.MODELS[algo]
             # the compute of one micro-batch in this very run (per worker: a server computes none)

@@ -20,11 +20,12 @@ import time
 
 from refsgd import RefsgdError
 
-#: the methods of the iteration table, at 2 ranks (dcs3gd also with --poll)
-METHODS_2 = ("ssgd", "ssgd-nag", "ssgd-opt", "d-sync", "dcs3gd", "dcs3gd+poll", "laga-sgd", "laga-sgdm",
-             "laga-sgdn", "pipe-sgd", "daso", "ps-sync", "dcasgd")
+#: the methods of the iteration table, at 2 ranks, as train runs them (--poll on); dcs3gd and
+#: laga-sgdm also with --no-poll (+nopoll)
+METHODS_2 = ("ssgd", "ssgd-nag", "ssgd-opt", "d-sync", "dcs3gd", "dcs3gd+nopoll", "laga-sgd", "laga-sgdm",
+             "laga-sgdm+nopoll", "laga-sgdn", "pipe-sgd", "daso", "ps-sync", "dcasgd")
 #: at 1 rank (a parameter server needs a worker beside it)
-METHODS_1 = tuple(m for m in METHODS_2 if m not in ("ps-sync", "dcasgd", "dcs3gd+poll"))
+METHODS_1 = tuple(m for m in METHODS_2 if m not in ("ps-sync", "dcasgd") and not m.endswith("+nopoll"))
 RATIOS = (0.5, 1.0, 2.0)
 ONE_THREAD = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "NUMBA_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 #: launcher variables of an enclosing MPI job, not passed on to the mpiexec started here

@@ -185,7 +185,7 @@ class Network:
             arena = self._tls.arena = kernels.Arena(batch, len(self.layers))
         return None if arena.busy else arena
 
-    def _forward(self, w, x, arena=None):
+    def _forward(self, w, x, arena=None, on_layer=None):
         x = np.asarray(x, dtype=self.dtype)
         ws = arena.layer if arena is not None else _no_ws
         if x.ndim == 4 and not isinstance(self.layers[0], Flatten):
@@ -205,6 +205,8 @@ class Network:
         for i, layer in enumerate(self.layers):
             a, cache = layer.forward(a, self.views(w, i), ws[i])
             caches.append(cache)
+            if on_layer is not None:
+                on_layer()
         return a, caches
 
     def forward(self, w, x):
@@ -214,11 +216,13 @@ class Network:
             z, _ = self._forward(w, x)
         return z
 
-    def loss_and_grad(self, w, x, y, out, on_segment=None):
+    def loss_and_grad(self, w, x, y, out, on_segment=None, on_layer=None):
         """Mean softmax cross-entropy over the batch; its gradient is written into ``out``.
 
         w: (num_params,);  x: (N, C, H, W);  y: (N,) integer labels;  out: like w.
         on_segment(layer name, lo, hi): optional, told when out[lo:hi] is final.
+        on_layer(): optional, called after every layer of the forward and the backward pass
+        (e.g. to let MPI progress the requests in flight).
         Returns the loss as a Python float.
         """
         self._check(w, x, y)
@@ -227,15 +231,15 @@ class Network:
         arena = self._arena(x.shape[0])
         with self._held():
             if arena is None:
-                return self._loss_and_grad(w, x, y, out, on_segment, None)
+                return self._loss_and_grad(w, x, y, out, on_segment, None, on_layer)
             arena.busy = True
             try:
-                return self._loss_and_grad(w, x, y, out, on_segment, arena)
+                return self._loss_and_grad(w, x, y, out, on_segment, arena, on_layer)
             finally:
                 arena.busy = False
 
-    def _loss_and_grad(self, w, x, y, out, on_segment, arena):
-        z, caches = self._forward(w, x, arena)
+    def _loss_and_grad(self, w, x, y, out, on_segment, arena, on_layer=None):
+        z, caches = self._forward(w, x, arena, on_layer)
         ws = arena.layer if arena is not None else _no_ws
         loss, dz = softmax_cross_entropy(z, np.asarray(y, dtype=np.int64),
                                          None if arena is None else arena.get("dz", z.shape, z.dtype))
@@ -259,6 +263,8 @@ class Network:
                     on_segment(name, lo, hi)
             else:
                 d = layer.backward(d, caches[i], (), need_dx, None, ws[i])
+            if on_layer is not None:
+                on_layer()
         frozen_segments += self.segments[:seg + 1]
         for name, lo, hi in frozen_segments:
             out[lo:hi] = 0
