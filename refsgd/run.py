@@ -38,6 +38,7 @@ iteration t consumes micro-batches ``t*tau .. t*tau + tau - 1``.
 """
 
 import contextlib
+import functools
 import sys
 import threading
 import time
@@ -194,11 +195,7 @@ class Run:
         """
         on_layer = None
         if progress is not None and getattr(self.cfg, "poll", False):
-            reqs = progress if isinstance(progress, list) else [progress]
-
-            def on_layer():
-                for r in reqs:
-                    r.Test()
+            on_layer = functools.partial(_test_all, progress if isinstance(progress, list) else [progress])
         if k is None:
             k = self.t * self.tau + self._micro
             self._micro += 1
@@ -576,6 +573,12 @@ def _clock(seconds):
 
 #: the per-iteration records of every run (a method may add its own with Run.record)
 FIELDS = ("compute", "idle", "comm", "wall", "loss", "codec", "global_bytes", "local_bytes", "lr")
+
+
+def _test_all(reqs):
+    """MPI_Test on each request: lets a library without a progress thread advance them."""
+    for r in reqs:
+        r.Test()
 
 
 @contextlib.contextmanager
