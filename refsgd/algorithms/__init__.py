@@ -4,7 +4,7 @@
 method's own option checks and ``servers`` says how many ranks are parameter servers.
 """
 
-from refsgd.algorithms import daso, dcasgd, dcs3gd, laga, pipesgd, ppasgd
+from refsgd.algorithms import daso, dcasgd, dcs3gd, pipesgd, ppasgd
 from refsgd.algorithms.laga import ALGORITHMS as _LAGA
 from refsgd.algorithms.ssgd import ALGORITHMS as _SSGD
 from refsgd.options import APPLIES, value
@@ -25,8 +25,7 @@ COMPRESSIBLE = tuple(name for name, keys in APPLIES.items() if "compress" in key
 def check(name, args, world):
     """Method-specific validation of the options (every rank, before the first collective), after
     refsgd.options.resolve has refused the options that do not apply to the method."""
-    module = {"dcs3gd": dcs3gd, "dcasgd": dcasgd, "laga-sgd": laga, "laga-sgdm": laga, "laga-sgdn": laga,
-              "pipe-sgd": pipesgd, "d-sync": pipesgd, "ps-sync": pipesgd, "daso": daso,
+    module = {"dcs3gd": dcs3gd, "dcasgd": dcasgd, "pipe-sgd": pipesgd, "d-sync": pipesgd, "ps-sync": pipesgd, "daso": daso,
               "pp-asgd": ppasgd, "asgd": ppasgd}.get(name)
     if module is not None:
         module.check(args, world)

@@ -81,23 +81,7 @@ Deviations and readings:
 import numpy as np
 from mpi4py import MPI
 
-from refsgd import RefsgdError
 from refsgd.optim import decay_mask, fused_step
-
-
-def check(args, world):
-    """LAGA's listings define the update: refuse the local-optimizer options that do not apply
-    (every rank, before the first collective)."""
-    algo = args.algo
-    if args.nesterov:
-        raise RefsgdError(f"--algo {algo}: --nesterov does not apply (LAGA's listings define the update); "
-                          "LAGA with Nesterov momentum is --algo laga-sgdn")
-    if args.momentum_form != "pytorch":
-        raise RefsgdError(f"--algo {algo}: --momentum-form {args.momentum_form} does not apply; LAGA's "
-                          "momentum is m <- gamma*m + g, x <- x - eta*m (Algorithms 4 and 5)")
-    if algo == "laga-sgd" and args.momentum > 0:
-        raise RefsgdError(f"--algo {algo} (Algorithm 3) has no momentum, got --momentum {args.momentum}; "
-                          "use --algo laga-sgdm or laga-sgdn")
 
 
 def _decay(run):

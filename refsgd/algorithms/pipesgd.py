@@ -111,13 +111,11 @@ from refsgd.run import prompt_handover
 
 
 def check(args, world):
-    """The options of pipe-sgd, d-sync and ps-sync (every rank, before the first collective)."""
+    """The options of pipe-sgd, d-sync and ps-sync beyond those refsgd.options refuses (every rank,
+    before the first collective)."""
     algo = args.algo
     if getattr(args, "tau", 1) != 1:
         raise RefsgdError(f"--algo {algo} takes one batch per iteration (--tau 1), as the paper's listing")
-    if args.momentum or args.nesterov or getattr(args, "weight_decay", 0) or args.momentum_form != "pytorch":
-        raise RefsgdError(f"--algo {algo} updates w <- w - gamma * g_sum (plain SGD): --momentum, --nesterov, "
-                          "--momentum-form and --weight-decay do not apply")
     if algo == "ps-sync":
         if world < 2:
             raise RefsgdError("ps-sync needs a server and at least one worker: run it with mpiexec -n 2 or more")

@@ -81,14 +81,12 @@ from refsgd.run import prompt_handover
 
 
 def check(args, world):
-    """The options of pp-asgd and asgd (every rank, before the first collective)."""
+    """The options of pp-asgd and asgd beyond those refsgd.options refuses (every rank, before
+    the first collective)."""
     algo = args.algo
     if getattr(args, "tau", 1) != 1:
         raise RefsgdError(f"--algo {algo}: each gradient thread takes sub-batches of --batch samples; "
                           "--tau does not apply (use --threads)")
-    if args.nesterov or getattr(args, "weight_decay", 0) or args.momentum_form != "pytorch":
-        raise RefsgdError(f"--algo {algo} updates M <- mu*M - lambda*D_A, w <- w + M (Algorithm 2): "
-                          "--nesterov, --momentum-form and --weight-decay do not apply")
     if MPI.Is_initialized() and MPI.Query_thread() < MPI.THREAD_FUNNELED:
         raise RefsgdError(f"{algo} runs gradient threads beside the thread that calls MPI and needs at least "
                           "MPI_THREAD_FUNNELED (unset MPI4PY_RC_THREAD_LEVEL)")

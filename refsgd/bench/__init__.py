@@ -22,7 +22,9 @@ Symbols: ``p`` ranks; ``n`` bytes of the gradient (= of the parameters); a link 
 ``alpha`` (s) and ``beta`` = 8 / (Gbit/s x 1e9) seconds per byte; ``gamma`` CPU seconds per byte
 of an element-wise addition (measured: ``np.add`` of two gradients); ``t_C`` one micro-batch's
 forward+backward (measured), ``tau`` micro-batches per iteration; ``t_up`` the method's update
-(measured alone on random vectors with the method's own step, :func:`models.update_seconds`).
+(measured on random vectors with the method's own step, each timing right after a
+forward/backward pass of the model so that the vectors come from memory as in a run,
+:func:`models.update_seconds`).
 
 Communication (:class:`models.Network`)::
 
@@ -53,7 +55,9 @@ Iteration time per method (:mod:`refsgd.bench.models`)::
                                                                  reduction on the compute side (MPI
                                                                  without a progress thread), then
                                                                  the update (issue 15, item 2)
-    pipe-sgd (K = 2)        max(t_up + t_C, T_AR)                Pipe-SGD eq. 4 with eq. 5's term
+    pipe-sgd (K = 2)        max(t_up + t_C, T_AR)                Pipe-SGD eq. 4 with eq. 5's term;
+                            max(t_up + t_C + R, X) when the communication thread has no core of
+                            its own (fewer than 2 cores per rank, ``Costs.cores_per_rank``)
     daso (cycling)          base = t_C + T_AR_loc(G) + t_up,     Coquelin et al. 2022 section 3,
                             base + (T_bc_loc(G) + max(R(P), X(P) - W base)) / B
                             P = p / G nodes; T_AR_loc, T_bc_loc: eq. 5 and T_PS through the link

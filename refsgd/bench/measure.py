@@ -48,9 +48,13 @@ def step(model, batch, dtype=np.float32, repeat=20, seed=0, use_torch=True):
     x = rng.standard_normal((batch,) + net.input_shape).astype(dtype)
     y = rng.integers(0, net.num_classes, batch)
     ours = median_time(lambda: net.loss_and_grad(w, x, y, out=g), repeat)
+    # SGD with momentum 0.9 right after a forward/backward pass, as a run meets it
+    from refsgd.optim import SGD
+    opt = SGD(net.num_params, dtype, momentum=0.9)
+    update = median_time(lambda: opt.step(w, g, 1e-3), repeat, before=lambda: net.loss_and_grad(w, x, y, out=g))
     res = dict(model=net.name, batch=batch, dtype=np.dtype(dtype).name, refsgd_s=ours, num_params=net.num_params,
-               flops=step_flops(net, batch), blas_peak=blas_peak(dtype), torch_s=None,
-               torch_threads=None, torch_version=None, torch_skipped=not use_torch)
+               flops=step_flops(net, batch), blas_peak=blas_peak(dtype), torch_s=None, update_s=update,
+               torch_update_s=None, torch_threads=None, torch_version=None, torch_skipped=not use_torch)
     if use_torch:
         try:
             import torch
@@ -66,8 +70,11 @@ def step(model, batch, dtype=np.float32, repeat=20, seed=0, use_torch=True):
                 model_t.zero_grad(set_to_none=True)
                 torch.nn.functional.cross_entropy(model_t(xt), yt).backward()
 
-            res.update(torch_s=median_time(tstep, repeat), torch_threads=torch.get_num_threads(),
-                       torch_version=torch.__version__)
+            topt = torch.optim.SGD(model_t.parameters(), lr=1e-3, momentum=0.9)  # PyTorch's default (foreach)
+            tstep()
+            topt.step()
+            res.update(torch_s=median_time(tstep, repeat), torch_update_s=median_time(topt.step, repeat, before=tstep),
+                       torch_threads=torch.get_num_threads(), torch_version=torch.__version__)
     return res
 
 
@@ -84,6 +91,11 @@ def format_step(r):
         lines.append(f"  pytorch  {1e3 * r['torch_s']:9.2f} ms   (torch {r['torch_version']}, "
                      f"{r['torch_threads']} threads)")
         lines.append(f"  ratio refsgd / pytorch = {r['refsgd_s'] / r['torch_s']:.2f}")
+    if r.get("update_s") is not None:
+        torch_up = (f", PyTorch's torch.optim.SGD {1e3 * r['torch_update_s']:.3f} ms"
+                    if r.get("torch_update_s") is not None else "")
+        lines.append(f"  update (SGD momentum 0.9, right after a forward/backward): refsgd {1e3 * r['update_s']:.3f} ms"
+                     f"{torch_up}")
     from refsgd.nn import kernels
     lines.append(f"  threads: refsgd {kernels.chunk_threads()} (OpenBLAS and the conv chunks), "
                  f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', 'unset')}, {os.cpu_count()} CPUs. "
@@ -196,29 +208,12 @@ def method_config(algo, *, batch, tau, iterations, lr, seed, poll=False, ranks_p
                             seed=seed, dtype=dtype, epochs=1, iterations=iterations, eval_every=10 ** 9, log_every=10,
                             link=None, poll=poll, progress=False, trace=None, out=None, checkpoint=None, resume=None,
                             force=False)
-    try:
-        from refsgd import options
-    except ImportError:  # before refsgd.options: every option, as the command line's defaults were
-        options = None
-    if options is not None and algo in getattr(options, "APPLIES", {}):
-        applies = options.APPLIES[algo]
-        for k, v in want.items():
-            if k in applies and v is not None:
-                setattr(ns, k, v)
-        options.resolve(ns)
-        return ns
-    base = dict(momentum=0.0, nesterov=False, momentum_form="pytorch", weight_decay=0.0, wd_k=2.3, lambda0=0.2,
-                dc_lambda=0.04, dc_adaptive=False, dc_ms_decay=0.95, ps_order="arrival", dependency=None,
-                warmup_epochs=None, cooldown_epochs=None, sync_every=None, plateau_patience=None,
-                plateau_threshold=None, ranks_per_node=None, local_link=None, threads=None, staleness=None,
-                compress="none")
-    base.update({k: v for k, v in want.items()})
-    if algo in ("dcs3gd", "laga-sgdm", "laga-sgdn"):
-        base["momentum"] = 0.9
-    if algo == "dcs3gd":
-        base["momentum_form"] = "mxnet"
-    for k, v in base.items():
-        setattr(ns, k, v)
+    from refsgd import options
+    applies = options.APPLIES[algo]
+    for k, v in want.items():
+        if k in applies and v is not None:
+            setattr(ns, k, v)
+    options.resolve(ns)
     return ns
 
 

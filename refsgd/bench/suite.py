@@ -180,16 +180,21 @@ def markdown(r):
     L += [f"- **run time**: {r['seconds']:.0f} s", ""]
     # -- step
     L += ["## Step: forward+backward against PyTorch and the BLAS peak (1 thread each)", "",
-          "| model | batch | parameters | refsgd ms | GFLOP/s | % of BLAS peak | PyTorch ms | refsgd / PyTorch |",
-          "|---|---:|---:|---:|---:|---:|---:|---:|"]
+          "| model | batch | parameters | refsgd ms | GFLOP/s | % of BLAS peak | PyTorch ms | refsgd / PyTorch | "
+          "update ms | PyTorch update ms |",
+          "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for s in r["steps"]:
         gf = s["flops"] / s["refsgd_s"] / 1e9
         torch = "-" if s["torch_s"] is None else f"{1e3 * s['torch_s']:.2f}"
         ratio = "-" if s["torch_s"] is None else f"{s['refsgd_s'] / s['torch_s']:.2f}"
         L.append(f"| {s['model']} | {s['batch']} | {s['num_params']:,d} | {1e3 * s['refsgd_s']:.2f} | {gf:.1f} | "
-                 f"{100 * s['flops'] / s['refsgd_s'] / s['blas_peak']:.0f} | {torch} | {ratio} |")
+                 f"{100 * s['flops'] / s['refsgd_s'] / s['blas_peak']:.0f} | {torch} | {ratio} | "
+                 f"{_ms(s.get('update_s'), 3)} | {_ms(s.get('torch_update_s'), 3)} |")
     if r["steps"]:
-        L += ["", f"BLAS peak: {r['steps'][0]['blas_peak'] / 1e9:.1f} GFLOP/s (1024x1024 float32 GEMM, 1 thread)."]
+        L += ["", f"BLAS peak: {r['steps'][0]['blas_peak'] / 1e9:.1f} GFLOP/s (1024x1024 float32 GEMM, 1 thread). "
+              "Update: SGD with momentum 0.9 over every parameter, timed right after a forward/backward pass "
+              "(refsgd.optim.SGD's one fused pass; PyTorch's torch.optim.SGD, its default foreach form): its "
+              "vectors come from memory, so it is bound by memory bandwidth, not by arithmetic."]
     # -- iterations against the models
     L += ["", f"## Iterations against the timing models ({two['model']}, batch {two['batch']}, {two['world']} ranks, "
           "EMULATED link)", "",
@@ -278,6 +283,9 @@ def csv_text(r):
         if s["torch_s"] is not None:
             w.writerow(["step", name, 1, "", "pytorch", f"{1e3 * s['torch_s']:.4f}", "ms"])
             w.writerow(["step", name, 1, "", "refsgd_over_pytorch", f"{s['refsgd_s'] / s['torch_s']:.4f}", ""])
+        for key in ("update_s", "torch_update_s"):
+            if s.get(key) is not None:
+                w.writerow(["step", name, 1, "", key[:-2], f"{1e3 * s[key]:.4f}", "ms"])
     two = r["two"]
     for run in two["runs"]:
         if not run["link"]:
