@@ -11,6 +11,8 @@ Schema (HDF5, written by rank 0, atomically)::
     /iterations/loss     float64 (world, T)  mean training loss of the iteration's micro-batches
     /iterations/codec    float64 (world, T)  seconds compressing / decompressing on the computation
                                              path (--compress; 0 otherwise)
+    /iterations/update   float64 (world, T)  seconds in the method's update of its state (the
+                                             optimizer step; part of wall - compute - idle - codec)
     /iterations/global_bytes float64 (world, T)  bytes the rank contributed to collectives between
                                              nodes (a flat method's all-reduce counts as between
                                              nodes; refsgd.comm.link, "Traffic")
@@ -117,13 +119,14 @@ def summary(evals, rec, wall, link, iterations_run=None, samples_per_iteration=N
             lines.append(f"traffic (payload put into collectives, all ranks): {gb / n / 1e3:.1f} kB per iteration "
                          f"between nodes, {lb / n / 1e3:.1f} kB within nodes")
     lines.append(f"time per rank over {n} iterations (total s, mean ms per iteration):")
-    lines.append("  rank   compute          idle             other            comm in flight")
+    lines.append("  rank   compute          idle             update           other            comm in flight")
     for r in range(world):
         c, i, w, m = (rec[k][r].sum() for k in ("compute", "idle", "wall", "comm"))
+        u = rec["update"][r].sum() if "update" in rec else 0.0   # files that predate it: none
 
         def cell(v):
             return f"{v:7.2f}s {1e3 * v / max(n, 1):6.2f}"
-        lines.append(f"  {r:>4}   {cell(c)}  {cell(i)}  {cell(w - c - i)}  {cell(m)}")
+        lines.append(f"  {r:>4}   {cell(c)}  {cell(i)}  {cell(u)}  {cell(w - c - i - u)}  {cell(m)}")
     return "\n".join(lines)
 
 

@@ -13,7 +13,8 @@ Text (standard output)
     (:func:`refsgd.metrics.summary`: final figures, wall time, traffic, per-rank time split).
     With several files, a comparison table follows: one row per run with its method, ranks,
     final test accuracy and loss, wall time and the mean milliseconds per iteration of compute,
-    idle, other (wall - compute - idle) and comm in flight, each the mean over the run's ranks.
+    idle, update (the method's update of its state), other (wall - compute - idle - update) and
+    comm in flight, each the mean over the run's ranks.
 
 Figure (``--plot F.png``; .pdf, .svg and the other formats matplotlib writes work too)
     * Loss: the training loss of every iteration (mean over the ranks that have one: a
@@ -23,7 +24,8 @@ Figure (``--plot F.png``; .pdf, .svg and the other formats matplotlib writes wor
       evaluation to tell the epoch length), and the test loss of each evaluation as markers.
     * Test accuracy of each evaluation.
     * Learning rate of every iteration, a small panel under the loss, when a file has ``/lr``.
-    * Time split, in mean milliseconds per iteration: a stacked bar compute / idle / other and,
+    * Time split, in mean milliseconds per iteration: a stacked bar compute / idle / update /
+      other and,
       beside it, a hatched bar of the time with communication in flight. Idle (blocked on
       communication) lies within the time in flight, so the hatched bar's excess over idle is
       communication overlapped with computation. One run: one pair of bars per rank. Several
@@ -55,9 +57,11 @@ JSON (``--json F.json``)
         evals        [{iteration, epoch, train_loss, test_loss, test_acc, seconds}, ...]
         final        the last evaluation (or null)
         wall_seconds
-        time_per_rank  {"compute", "idle", "other", "comm"}: each a list over ranks of the total
-                       seconds, and "*_ms_per_iteration" the same as mean ms per iteration
-        time_mean_ms_per_iteration  {"compute", "idle", "other", "comm"}, mean over ranks
+        time_per_rank  {"compute", "idle", "update", "other", "comm"}: each a list over ranks of
+                       the total seconds (other = wall - compute - idle - update; update 0 in
+                       files that predate it), and "*_ms_per_iteration" the same as mean ms per
+                       iteration
+        time_mean_ms_per_iteration  {"compute", "idle", "update", "other", "comm"}, mean over ranks
         per_iteration  {"iteration": [1..T], "train_loss": mean over the ranks that have one
                        (null where none has), "wall_ms", "compute_ms", "idle_ms", "comm_ms"
                        (means over ranks), "lr" (null when the file has no /lr)}
@@ -82,7 +86,7 @@ from refsgd import RefsgdError
 from refsgd.files import atomic_path, check_distinct, check_output, open_h5
 
 #: the time split, in the order drawn and tabled
-PARTS = ("compute", "idle", "other", "comm")
+PARTS = ("compute", "idle", "update", "other", "comm")
 CSV_COLUMNS = ("run", "file", "algo", "ranks", "iteration", "epoch", "train_loss", "test_loss", "test_acc",
                "seconds")
 EVAL_FIELDS = ("iteration", "epoch", "train_loss", "test_loss", "test_acc", "seconds")
@@ -143,10 +147,11 @@ class Run:
         return x[keep], y[keep]
 
     def time_totals(self):
-        """{part: (world,) total seconds}; other = wall - compute - idle."""
+        """{part: (world,) total seconds}; other = wall - compute - idle - update."""
         c, i, w = (self.rec[k].sum(axis=1) for k in ("compute", "idle", "wall"))
         m = self.rec["comm"].sum(axis=1) if "comm" in self.rec else np.zeros_like(w)
-        return {"compute": c, "idle": i, "other": w - c - i, "comm": m}
+        u = self.rec["update"].sum(axis=1) if "update" in self.rec else np.zeros_like(w)
+        return {"compute": c, "idle": i, "update": u, "other": w - c - i - u, "comm": m}
 
     def time_ms(self):
         """{part: (world,) mean ms per iteration}."""
@@ -289,12 +294,14 @@ def comparison_text(runs):
         return "  " + "  ".join(c.ljust(w) if j in left else c.rjust(w)
                                 for j, (c, w) in enumerate(zip(cells, widths))).rstrip()
     return "\n".join([f"comparison of {len(runs)} runs (final evaluation; time: mean ms per iteration, mean over "
-                      "the run's ranks; other = wall - compute - idle; comm = communication in flight):",
+                      "the run's ranks; other = wall - compute - idle - update; comm = communication in "
+                      "flight):",
                       fmt(header), *map(fmt, rows)])
 
 
 # ---------------------------------------------------------------------- figure
-TIME_COLORS = {"compute": "#4C72B0", "idle": "#DD8452", "other": "#B8B8B8", "comm": "#55A868"}
+TIME_COLORS = {"compute": "#4C72B0", "idle": "#DD8452", "update": "#8172B3", "other": "#B8B8B8",
+               "comm": "#55A868"}
 
 
 def _label(run, runs):
@@ -423,7 +430,7 @@ def _time_split(ax, runs, multi, Patch):
     x = np.arange(len(groups), dtype=np.float64)
     width = 0.38
     bottom = np.zeros(len(groups))
-    for part in ("compute", "idle", "other"):
+    for part in ("compute", "idle", "update", "other"):
         v = np.array([max(g[part], 0.0) for _, g in groups])
         ax.bar(x - width / 2, v, width, bottom=bottom, color=TIME_COLORS[part], gid=f"time-{part}")
         bottom += v
@@ -440,10 +447,10 @@ def _time_split(ax, runs, multi, Patch):
     ax.set_title("time split per iteration; beside it, hatched: communication in flight\n"
                  "(idle lies within it; the hatched excess over idle overlapped computation)", fontsize=9)
     ax.grid(axis="y", alpha=0.3)
-    handles = [Patch(facecolor=TIME_COLORS[p], label=p) for p in ("compute", "idle", "other")]
+    handles = [Patch(facecolor=TIME_COLORS[p], label=p) for p in ("compute", "idle", "update", "other")]
     handles.append(Patch(facecolor="white", edgecolor=TIME_COLORS["comm"], hatch="///", label="comm in flight"))
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0, fontsize=8.5,
-              title="other = wall\n- compute - idle", title_fontsize=7.5)
+              title="other = wall - compute\n- idle - update", title_fontsize=7.5)
 
 
 def _figure_title(runs):

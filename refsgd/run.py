@@ -12,7 +12,8 @@ An algorithm's ``train(run)`` receives a :class:`Run` and uses
   request's lifetime is recorded as *communication* time;
 * ``run.optimizer()`` (the local optimizer U of the command line, its state registered),
   ``run.lr(t)``, ``run.tau``, ``run.cfg``;
-* ``with run.codec():`` times compression and decompression on the computation path (*codec*);
+* ``with run.codec():`` times compression and decompression on the computation path (*codec*),
+  ``with run.update():`` the method's update of its state (*update*);
   ``run.note_comm(start, end)`` adds communication that another thread carried out;
 * ``run.on_settle(fn)``: ``fn()`` completes the method's communication in flight and brings its
   registered state to a consistent form; the run calls it before a trace record or a
@@ -90,7 +91,7 @@ class Run:
         self._model = None
         self._epoch_cache = (None, None)
         # per-iteration records of this rank
-        self._compute = self._idle = self._codec = 0.0
+        self._compute = self._idle = self._codec = self._update = 0.0
         self._spans = []  # (start, end) of the communication seen in this iteration
         self._loss = 0.0
         self._nloss = 0
@@ -258,6 +259,17 @@ class Run:
         finally:
             self._codec += time.perf_counter() - t0
 
+    @contextlib.contextmanager
+    def update(self):
+        """Time the enclosed update of the method's state (its optimizer step) as *update*: the
+        part of an iteration's "other" time that is the method's own arithmetic, not the
+        framework's."""
+        t0 = time.perf_counter()
+        try:
+            yield
+        finally:
+            self._update += time.perf_counter() - t0
+
     def open_wire(self):
         """The MPI datatype and operator of the ``--compress`` codec (None without one); the
         method closes it (``wire.close()``) when it ends."""
@@ -336,7 +348,7 @@ class Run:
             for t in range(self.t, self.total):
                 self.t = t
                 self._micro = 0
-                self._compute = self._idle = self._codec = 0.0
+                self._compute = self._idle = self._codec = self._update = 0.0
                 self._spans = []
                 self._loss, self._nloss = 0.0, 0
                 t0 = time.perf_counter()
@@ -380,6 +392,7 @@ class Run:
         rec["comm"].append(_union_length(self._spans))
         rec["loss"].append(self._loss / self._nloss if self._nloss else np.nan)  # nan: no gradient here
         rec["codec"].append(self._codec)
+        rec["update"].append(self._update)
         rec["lr"].append(self.lr(self.t))  # as used: a plateau schedule's lr depends on the run so far
         for name in set(self._extra) | (set(rec) - set(FIELDS)):
             rec.setdefault(name, [np.nan] * (len(rec["wall"]) - 1)).append(self._extra.get(name, np.nan))
@@ -572,7 +585,7 @@ def _clock(seconds):
 
 
 #: the per-iteration records of every run (a method may add its own with Run.record)
-FIELDS = ("compute", "idle", "comm", "wall", "loss", "codec", "global_bytes", "local_bytes", "lr")
+FIELDS = ("compute", "idle", "comm", "wall", "loss", "codec", "update", "global_bytes", "local_bytes", "lr")
 
 
 def _test_all(reqs):

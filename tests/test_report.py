@@ -252,7 +252,8 @@ def test_csv_and_json_hold_the_files_numbers(files, tmp_path):
         tp = run["time_per_rank"]
         assert tp["compute"] == rec["compute"].sum(axis=1).tolist()
         assert tp["comm"] == rec["comm"].sum(axis=1).tolist()
-        np.testing.assert_allclose(tp["other"], (rec["wall"] - rec["compute"] - rec["idle"]).sum(axis=1))
+        assert tp["update"] == rec["update"].sum(axis=1).tolist() and rec["update"].sum() > 0
+        np.testing.assert_allclose(tp["other"], (rec["wall"] - rec["compute"] - rec["idle"] - rec["update"]).sum(axis=1))
         assert run["time_mean_ms_per_iteration"]["idle"] == pytest.approx(
             1e3 * rec["idle"].sum(axis=1).mean() / rec["wall"].shape[1])
         per = run["per_iteration"]

@@ -268,7 +268,8 @@ def train(run):
             with run.idle():
                 local.Allreduce(g, g_node, op=MPI.SUM)
             # L3: local optimizer step with g (U divides by G within its one pass)
-            U.step(x, g_node, run.lr(t), divide=G)
+            with run.update():
+                U.step(x, g_node, run.lr(t), divide=G)
             if P == 1:
                 pass                            # one node: no global network, no global sync
             elif phase != CYCLING:
@@ -305,7 +306,8 @@ def train(run):
                     if reqs[j] is not None:
                         run.wait(reqs[j])
                         reqs[j] = None
-                    set_x(merge(x, sync_sum[j], S, P))
+                    with run.update():
+                        set_x(merge(x, sync_sum[j], S, P))
                 with run.idle():
                     local.Bcast(x, root=k)
         # a sync still in flight is completed, not applied (the listing ends)

@@ -124,7 +124,8 @@ def train(run):
                 else:
                     lam = c.dc_lambda
                 # S2: w <- w - eta (g_m + lambda g_m (.) g_m (.) (w - w_bak(m)))
-                compensated_step(w, g_m, w_bak[m - 1], eta, lam, wd)
+                with run.update():
+                    compensated_step(w, g_m, w_bak[m - 1], eta, lam, wd)
                 # S3: send w to m
                 with run.idle():
                     comm.Send(w, dest=m, tag=PULL)

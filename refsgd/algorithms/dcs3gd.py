@@ -208,5 +208,6 @@ def train(run):
         # L9:  g~_i <- g_i + lambda_i g_i (.) g_i (.) D_i                     eq. 10, 17
         # L10: dw_i <- U(g~_i, eta, mu)                                      eq. 11
         # L11: w_i <- w_i + D_i + dw_i                                       eq. 12
-        _corrected_step(w_i, dw_i, v, g_i, dw_bar, N, lambda0, run.lr(t), mu, wd_at(t), bounds, decay, lams)
+        with run.update():
+            _corrected_step(w_i, dw_i, v, g_i, dw_bar, N, lambda0, run.lr(t), mu, wd_at(t), bounds, decay, lams)
     return w_i

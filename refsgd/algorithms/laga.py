@@ -121,7 +121,8 @@ def train_laga_sgd(run):
         if req is not None:
             run.wait(req)
         # L2: x^{t+1} <- x^t - eta * g^{t-1}(tau)                      (one fused pass)
-        fused_step(x, g, None, eta, weight_decay=wd, mask=mask)
+        with run.update():
+            fused_step(x, g, None, eta, weight_decay=wd, mask=mask)
         # start communication
         # L3: non-blocking AllReduce g^t(tau) <- (1/N) sum_i g_i^t(tau)
         g_i /= N
@@ -156,7 +157,8 @@ def train_laga_sgdm(run):
             run.wait(req)
         # L2: m^t <- gamma * m^{t-1} + g^{t-1}(tau)
         # L3: x^{t+1} <- x^t - eta * m^t                                  (L2-L3 in one fused pass)
-        fused_step(x, g, m, eta, momentum=gamma, weight_decay=wd, mask=mask)
+        with run.update():
+            fused_step(x, g, m, eta, momentum=gamma, weight_decay=wd, mask=mask)
         # start communication
         # L4: non-blocking AllReduce g^t(tau) <- (1/N) sum_i g_i^t(tau)
         g_i /= N
@@ -191,7 +193,8 @@ def train_laga_sgdn(run):
             run.wait(req)
         # L2: m^t <- gamma * m^{t-1} + g^{t-1}(tau)
         # L3: y^{t+1} <- y^t - eta * (gamma * m^t + g^{t-1}(tau))         (L2-L3 in one fused pass)
-        fused_step(y, g, m, eta, momentum=gamma, weight_decay=wd, mask=mask, nesterov=True)
+        with run.update():
+            fused_step(y, g, m, eta, momentum=gamma, weight_decay=wd, mask=mask, nesterov=True)
         # start communication
         # L4: non-blocking AllReduce g^t(tau) <- (1/N) sum_i g_i^t(tau)
         g_i /= N

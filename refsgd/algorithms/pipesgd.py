@@ -276,7 +276,8 @@ def train_pipe_sgd(run):
                         with run.codec():
                             src = decompressed(t - k, g_sum)
                     # L5: w[t] <- w[t-1] - gamma * g_sum[t-K]                          (one fused pass)
-                    fused_step(w, src, None, run.lr(t))
+                    with run.update():
+                        fused_step(w, src, None, run.lr(t))
                     applied = t - k
                 # L6-L8: load a batch, forward pass, backward pass: g_local[t] <- d f_B / d w[t]   (compute)
                 if codec is None:
@@ -321,7 +322,8 @@ def train_d_sync(run):
             #     the all-reduce decompresses, adds and compresses at every step, g_sum <- Decompress
             run.allreduce_sum(run.comm, g, g_sum, wire)
             # L3: w <- w - gamma * g_sum                                        (one fused pass)
-            fused_step(w, g_sum, None, run.lr(t))
+            with run.update():
+                fused_step(w, g_sum, None, run.lr(t))
     finally:
         if wire is not None:
             wire.close()
@@ -347,7 +349,8 @@ def train_ps_sync(run):
             for m in range(2, P):
                 g_sum += G[m]
             # S3: w <- w - gamma * g_sum                                        (one fused pass)
-            fused_step(w, g_sum, None, run.lr(t))
+            with run.update():
+                fused_step(w, g_sum, None, run.lr(t))
             # S4: send w to every worker
             with run.idle():
                 comm.Bcast(w, root=0)

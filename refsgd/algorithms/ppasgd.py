@@ -127,7 +127,8 @@ def _update(run, t, w, M, w_hat, D_L, D_A, mu, S, predict):
     # L6: M <- mu*M - lambda*D_A
     # L7: w <- w + M
     # L8: w^ <- f_S(w, M) = w + M * sum_{s=1}^{S+1} mu^s   (naive ASGD: w^ <- w)
-    momentum_predict(w, M, w_hat, D_A, run.lr(t), mu, horizon(mu, S) if predict else None)  # one pass
+    with run.update():                                                      # one pass
+        momentum_predict(w, M, w_hat, D_A, run.lr(t), mu, horizon(mu, S) if predict else None)
 
 
 def _deterministic(run, w, M, w_hat, D_L, D_A, G, mu, b, n, S, predict):

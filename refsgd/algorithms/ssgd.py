@@ -74,7 +74,8 @@ def train_ssgd(run):
             run.allreduce_sum(comm, g_i, g, wire)
             # L3: x^{t+1} <- x^t - eta * g^t(tau)                              (U)
             #     with L2's 1/N: U divides each element of the sum by N in its one pass
-            U.step(x, g, run.lr(t), divide=N)
+            with run.update():
+                U.step(x, g, run.lr(t), divide=N)
     finally:
         if wire is not None:
             wire.close()
@@ -118,7 +119,8 @@ def train_ssgd_opt(run):
         run.waitall(reqs)
         # L3: x^{t+1} <- x^t - eta * g^t(tau)                              (U)
         #     with L2's 1/N: U divides each element of the sum by N in its one pass
-        U.step(x, g, run.lr(t), divide=N)
+        with run.update():
+            U.step(x, g, run.lr(t), divide=N)
     return x
 
 
@@ -150,7 +152,8 @@ def train_ssgd_nag(run):
         # L13: M <- mu*M - lambda*D_A
         # L14: w <- w + M
         # L15: w^ <- w + mu*M                                              (L13-L15 in one pass)
-        momentum_predict(w, M, w_hat, D_A, lam, mu, mu)
+        with run.update():
+            momentum_predict(w, M, w_hat, D_A, lam, mu, mu)
     if wire is not None:
         wire.close()
     return w

@@ -286,14 +286,14 @@ def _ranks_per_node(comm, given):
 
 
 def _run_method(comm, cfg, net, data, schedule, skip):
-    """Train ``cfg.algo`` for the configured iterations; (compute, idle, codec, wall) per
+    """Train ``cfg.algo`` for the configured iterations; (compute, idle, codec, wall, update) per
     iteration, mean over ranks."""
     from refsgd.algorithms import ALGORITHMS, servers
     from refsgd.run import Run
     run = Run(comm, net, data, cfg, schedule, log=lambda *a: None, servers=servers(cfg.algo))
     ALGORITHMS[cfg.algo][0](run)
     run.final_model()
-    return tuple(_mean_over_ranks(comm, run.records[k], skip) for k in ("compute", "idle", "codec", "wall"))
+    return tuple(_mean_over_ranks(comm, run.records[k], skip) for k in ("compute", "idle", "codec", "wall", "update"))
 
 
 def _ratio_link(seconds, nbytes, p, latency_us):
@@ -379,7 +379,7 @@ def overlap(comm, args):
         rows = []
         for name in args.algos:
             algo, _, flag = name.partition("+")
-            compute, idle, codec, wall = _run_method(lcomm, cfg(algo, flag != "nopoll"), net, data,
+            compute, idle, codec, wall, update = _run_method(lcomm, cfg(algo, flag != "nopoll"), net, data,
                                                      nag_schedule if algo == "ssgd-nag" else schedule, args.skip)
             model = models.MODELS[algo]
             # the compute of one micro-batch in this very run (per worker: a server computes none)
@@ -388,7 +388,7 @@ def overlap(comm, args):
                              other=wall - compute - idle, t_c_own=own,
                              model=models.iteration_time(algo, dataclasses.replace(costs, t_c=own), network, P),
                              model_at_t_c=models.iteration_time(algo, costs, network, P),
-                             model_text=model.text, update=costs.up(algo),
+                             model_text=model.text, update=costs.up(algo), update_run=update,
                              samples=models.samples_per_iteration(algo, P, args.batch, tau)))
         runs.append(dict(ratio=ratio, link=link, t_comm=t_comm, transfer=network.transfer(P),
                          t_ar_model=network.allreduce(P), rows=rows))

@@ -246,9 +246,10 @@ def markdown(r):
     plain2 = _rows(next(run for run in two["runs"] if not run["link"]))
     L += ["", f"## Framework overhead ({two['model']}, batch {two['batch']}, no link)", "",
           "'other' = wall - compute - idle per iteration: the method's update and everything the framework "
-          "adds (posting requests, the records, the loss check, the status line). 'update': the method's "
-          "update alone, timed right after a forward/backward pass as a run meets it (its vectors come from "
-          "memory); 'rest' = other - update, the framework's own share.",
+          "adds (posting requests, the records, the loss check, the status line). 'update': the time in the "
+          "method's update, measured in the run (`with run.update():` around the listing's update lines; "
+          "its vectors come from memory, so it is bound by memory bandwidth); 'rest' = other - update, "
+          "the framework's own share.",
           "", "| method | 1 rank: compute ms | other ms | update ms | rest ms | rest % of compute | "
           "2 ranks: compute ms | other ms | update ms | rest ms | rest % of compute |",
           "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
@@ -258,8 +259,8 @@ def markdown(r):
             if row is None:
                 cells += ["-"] * 5
             else:
-                rest = row["other"] - row["update"]
-                cells += [_ms(row["compute"]), _ms(row["other"]), _ms(row["update"]), _ms(rest),
+                rest = row["other"] - row["update_run"]
+                cells += [_ms(row["compute"]), _ms(row["other"]), _ms(row["update_run"]), _ms(rest),
                           f"{100 * rest / row['compute']:.1f}" if row["compute"] > 0 else "-"]
         L.append(f"| {name} | " + " | ".join(cells) + " |")
     L += ["", "At 2 ranks the parameter-server methods' compute is the mean over the server (none) and the worker."]
@@ -304,13 +305,13 @@ def csv_text(r):
     for res in (r["one"], two):
         run = next(x for x in res["runs"] if not x["link"])
         for row in run["rows"]:
-            for key in ("compute", "other", "update"):
+            for key in ("compute", "other", "update_run"):
                 w.writerow(["overhead", row["method"], res["world"], "", key, f"{1e3 * row[key]:.4f}", "ms"])
             if row["compute"] > 0:
                 w.writerow(["overhead", row["method"], res["world"], "", "other_of_compute",
                             f"{100 * row['other'] / row['compute']:.2f}", "%"])
                 w.writerow(["overhead", row["method"], res["world"], "", "rest_of_compute",
-                            f"{100 * (row['other'] - row['update']) / row['compute']:.2f}", "%"])
+                            f"{100 * (row['other'] - row['update_run']) / row['compute']:.2f}", "%"])
     return buf.getvalue()
 
 
@@ -383,7 +384,7 @@ def figure(r):
         row = rows.get(m)
         if row is None or row["compute"] <= 0:
             return np.nan
-        return 100 * (row["update"] if key == "update" else row["other"] - row["update"]) / row["compute"]
+        return 100 * (row["update_run"] if key == "update" else row["other"] - row["update_run"]) / row["compute"]
     for dx, rows, label in ((-0.2, plain1, "1 rank"), (0.2, plain2, "2 ranks")):
         up = np.array([pct(rows, m, "update") for m in METHODS_2])
         rest = np.array([pct(rows, m, "rest") for m in METHODS_2])
