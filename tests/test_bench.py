@@ -113,10 +113,10 @@ def test_overlap_json_rows_for_the_new_methods(tmp_path):
         assert row["other"] == pytest.approx(row["wall"] - row["compute"] - row["idle"])
     T_AR = max(X, C)
 
-    def pipe(compute):  # Pipe-SGD eq. 4; with one core per rank the reduction takes compute's time
+    def pipe(compute, update=up["pipe-sgd"]):  # eq. 4; one core per rank: the reduction takes compute's time
         if res["cores_per_rank"] < 2:
-            return max(up["pipe-sgd"] + compute + C, X)
-        return max(up["pipe-sgd"] + compute, T_AR)
+            return max(update + compute + C, X)
+        return max(update + compute, T_AR)
     expect = {"ssgd": t_c + T_AR + up["ssgd"], "d-sync": t_c + T_AR + up["d-sync"],
               "pipe-sgd": pipe(t_c),
               "daso": t_c + up["daso"] + max(C, X - (t_c + up["daso"])) / 4,
@@ -124,9 +124,11 @@ def test_overlap_json_rows_for_the_new_methods(tmp_path):
               "dcasgd": max(t_c + 2 * res["p2p"] + up["dcasgd"], 2 * res["p2p"] + up["dcasgd"])}
     for name, value in expect.items():
         assert rows[name]["model_at_t_c"] == pytest.approx(value, rel=1e-9), name
-    # the model at the run's own compute: per worker (ps-sync's server computes none)
+    # the model at the run's own compute and update: per worker (ps-sync's server computes none,
+    # and its update per iteration stays t_up)
     own = rows["pipe-sgd"]["compute"]
-    assert rows["pipe-sgd"]["model"] == pytest.approx(pipe(own), rel=1e-9)
+    assert 0 < rows["pipe-sgd"]["update_run"] < rows["pipe-sgd"]["other"]
+    assert rows["pipe-sgd"]["model"] == pytest.approx(pipe(own, rows["pipe-sgd"]["update_run"]), rel=1e-9)
     own = 2 * rows["ps-sync"]["compute"]
     assert rows["ps-sync"]["t_c_own"] == pytest.approx(own)
     assert rows["ps-sync"]["model"] == pytest.approx(own + expect["ps-sync"] - t_c, rel=1e-9)

@@ -321,8 +321,9 @@ def overlap(comm, args):
        or none;
     3. T_comm: a blocking all-reduce of the gradient through that link, measured;
     4. every method of ``--algos`` with that link; the model of its iteration time
-       (:data:`refsgd.bench.models.MODELS`) evaluated twice: with the compute measured in that
-       very run (``model``: does the method overlap what it computes?) and with t_C
+       (:data:`refsgd.bench.models.MODELS`) evaluated twice: with the compute and the update
+       measured in that very run (``model``: does the method overlap what it computes? a
+       parameter server's update stays t_up) and with t_C and t_up
        (``model_at_t_c``: the compute of a quiet SSGD run; the gap shows how much the method's
        own threads or waits slow its compute on this machine). Returns a dict (rank 0 prints it).
     """
@@ -382,11 +383,13 @@ def overlap(comm, args):
             compute, idle, codec, wall, update = _run_method(lcomm, cfg(algo, flag != "nopoll"), net, data,
                                                      nag_schedule if algo == "ssgd-nag" else schedule, args.skip)
             model = models.MODELS[algo]
-            # the compute of one micro-batch in this very run (per worker: a server computes none)
+            # the compute of one micro-batch in this very run (per worker: a server computes none),
+            # and its update as timed in the run (a server's per-push update stays t_up)
             own = compute * P / max(1, P - model.servers) / (tau if model.tau else 1)
+            in_run = dataclasses.replace(costs, t_c=own, t_up=costs.t_up if model.servers else {algo: update})
             rows.append(dict(method=name, algo=algo, compute=compute, idle=idle, codec=codec, wall=wall,
                              other=wall - compute - idle, t_c_own=own,
-                             model=models.iteration_time(algo, dataclasses.replace(costs, t_c=own), network, P),
+                             model=models.iteration_time(algo, in_run, network, P),
                              model_at_t_c=models.iteration_time(algo, costs, network, P),
                              model_text=model.text, update=costs.up(algo), update_run=update,
                              samples=models.samples_per_iteration(algo, P, args.batch, tau)))

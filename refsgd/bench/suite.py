@@ -218,10 +218,11 @@ def markdown(r):
                      f"{_ms(row['other'])} | {_ms(row['wall'])} | {_ms(row['model'])} | "
                      f"{row['wall'] / row['model']:.2f} | {_ms(row['model_at_t_c'])} | "
                      f"{row['wall'] / row['model_at_t_c']:.2f} | {row['model_text']} |")
-    L += ["", "ms per iteration, mean over ranks. 'model': the formula with the compute measured in that run (does "
-          "the method hide what it communicates behind what it computed?); 'model at t_C': with the compute of "
-          "the quiet SSGD run (the gap adds how much the method's own threads and waits slow its compute on "
-          "this machine). t_up (the update alone, timed right after a forward/backward pass as a run meets it, ms): "
+    L += ["", "ms per iteration, mean over ranks. 'model': the formula with the compute and the update measured in "
+          "that run (does the method hide what it communicates behind what it computed? a parameter server's "
+          "update stays t_up); 'model at t_C': with the compute of the quiet SSGD run and t_up (the gap adds how "
+          "much the method's own threads and waits slow its compute on this machine). t_up (the update alone, "
+          "timed right after a forward/backward pass as a run meets it, ms): "
           + ", ".join(f"{a} {_ms(v, 3)}" for a, v in sorted(two["t_up"].items()))
           + ". R = C here (the CPU work of the real collective), X the link's Ring-AllReduce time. dcasgd's "
           "Send/Recv are not delayed by the emulated link, so its row runs without the link's cost (and its model "
