@@ -73,7 +73,7 @@ def prepare_args(args):
 
 def measure_inputs(model, batch, link, local_link, G, B=models.DASO_B, t_c=None, dtype=np.float32, repeat=20):
     """t_C (one forward+backward at ``batch``, one BLAS/Numba thread, unless given), gamma and
-    every method's t_up, measured in this process."""
+    every method's t_up (each right after a forward/backward pass), measured in this process."""
     from refsgd.bench.measure import step
     from refsgd.nn import load_model
     net = load_model(model, dtype=dtype)
@@ -83,7 +83,13 @@ def measure_inputs(model, batch, link, local_link, G, B=models.DASO_B, t_c=None,
             t_c = step(model, batch, dtype, repeat=repeat, use_torch=False)["refsgd_s"]
         n = net.num_params
         gamma = models.reduction_gamma(n, dtype)
-        t_up = {a: models.update_seconds(a, n, dtype, world=2, B=B) for a in METHODS}
+        # each update timed right after a forward/backward pass, as a run meets it (refsgd bench overlap)
+        rng = np.random.default_rng(0)
+        w, g = net.init_params(0), np.empty(n, net.dtype)
+        x = rng.standard_normal((batch,) + tuple(net.input_shape)).astype(net.dtype)
+        y = rng.integers(0, net.num_classes, batch)
+        t_up = {a: models.update_seconds(a, n, dtype, world=2, B=B, before=lambda: net.loss_and_grad(w, x, y, out=g))
+                for a in METHODS}
     return Inputs(model=net.name, batch=batch, nbytes=n * net.dtype.itemsize, num_params=n, dtype=net.dtype.name,
                   t_c=t_c, t_c_measured=measured, gamma=gamma, t_up=t_up, link=link, local_link=local_link, G=G, B=B)
 
