@@ -3,7 +3,8 @@
 Schema (HDF5, written by rank 0, atomically)::
 
     /iterations/compute  float64 (world, T)  seconds in run.grad per iteration and rank
-    /iterations/idle     float64 (world, T)  seconds blocked on communication
+    /iterations/idle     float64 (world, T)  seconds blocked on communication (and starting a
+                                             non-blocking collective)
     /iterations/comm     float64 (world, T)  time with communication in flight (union of the
                                              collectives' start -> observed completion)
     /iterations/wall     float64 (world, T)  the iteration's wall time, the bookkeeping at its end

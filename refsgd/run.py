@@ -8,7 +8,9 @@ An algorithm's ``train(run)`` receives a :class:`Run` and uses
 * ``run.grad(w, g, on_segment=None)``: the gradient of this rank's next micro-batch at ``w``
   (timed as *compute*);
 * ``with run.idle(): comm.Allreduce(...)`` and ``run.wait(req)``: time spent blocked on
-  communication (timed as *idle*); ``run.started(req)`` notes when a request began, so the
+  communication (timed as *idle*; so is the MPI library's work to start a non-blocking
+  collective, ``with run.idle(): req = run.started(comm.Iallreduce(...))``: MPICH copies and
+  reduces its first step there); ``run.started(req)`` notes when a request began, so the
   request's lifetime is recorded as *communication* time;
 * ``run.optimizer()`` (the local optimizer U of the command line, its state registered),
   ``run.lr(t)``, ``run.tau``, ``run.cfg``;

@@ -298,7 +298,8 @@ def train(run):
                     j = phases.open_slot(t, k, phases.W)
                     if me == k:
                         np.copyto(send[j], x)
-                        reqs[j] = run.started(group.Iallreduce(send[j], sync_sum[j], op=MPI.SUM))
+                        with run.idle():  # MPI's work to start it is communication on this path
+                            reqs[j] = run.started(group.Iallreduce(send[j], sync_sum[j], op=MPI.SUM))
                     phases.rotate(G)
             # L10: a sync started S batches ago is due: wait, merge by eq. 1, Bcast_local
             for j, k, S in phases.due(t):                                  # (complete communication)

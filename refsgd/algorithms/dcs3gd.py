@@ -199,7 +199,8 @@ def train(run):
             continue
         # L4: for t < max_iterations
         # L5: MPI_Iallreduce(dw_i)                                           (start communication)
-        req = run.started(comm.Iallreduce(dw_i, dw_bar, op=MPI.SUM))
+        with run.idle():  # MPI's work to start it is communication on this path
+            req = run.started(comm.Iallreduce(dw_i, dw_bar, op=MPI.SUM))
         # L6: g_i <- grad l(w_i)                                             (compute)
         run.grad(w_i, g_i, progress=req)
         # L7: dw_bar <- MPI_Wait()                                           (complete communication)

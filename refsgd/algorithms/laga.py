@@ -126,7 +126,8 @@ def train_laga_sgd(run):
         # start communication
         # L3: non-blocking AllReduce g^t(tau) <- (1/N) sum_i g_i^t(tau)
         g_i /= N
-        req = run.started(comm.Iallreduce(g_i, g, op=MPI.SUM))
+        with run.idle():  # MPI's work to start it is communication on this path
+            req = run.started(comm.Iallreduce(g_i, g, op=MPI.SUM))
         g_i, g_i_sent = g_i_sent, g_i              # g_i^t stays untouched while in flight
     # the last all-reduce is completed and not applied
     if req is not None:
@@ -162,7 +163,8 @@ def train_laga_sgdm(run):
         # start communication
         # L4: non-blocking AllReduce g^t(tau) <- (1/N) sum_i g_i^t(tau)
         g_i /= N
-        req = run.started(comm.Iallreduce(g_i, g, op=MPI.SUM))
+        with run.idle():  # MPI's work to start it is communication on this path
+            req = run.started(comm.Iallreduce(g_i, g, op=MPI.SUM))
         g_i, g_i_sent = g_i_sent, g_i
     # the last all-reduce is completed and not applied
     if req is not None:
@@ -198,7 +200,8 @@ def train_laga_sgdn(run):
         # start communication
         # L4: non-blocking AllReduce g^t(tau) <- (1/N) sum_i g_i^t(tau)
         g_i /= N
-        req = run.started(comm.Iallreduce(g_i, g, op=MPI.SUM))
+        with run.idle():  # MPI's work to start it is communication on this path
+            req = run.started(comm.Iallreduce(g_i, g, op=MPI.SUM))
         g_i, g_i_sent = g_i_sent, g_i
     # the last all-reduce is completed and not applied
     if req is not None:
