@@ -153,3 +153,23 @@ def test_bad_options_end_with_one_message(args, message):
     assert r.returncode == 2, r.stdout + r.stderr
     assert r.stderr.count("refsgd: error:") == 1 and message in r.stderr, r.stderr
     assert "Traceback" not in r.stderr
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_merge_is_equation_1_in_place_bit_for_bit(dtype):
+    """Eq. 1 in one pass equals the NumPy passes x*(2S), + sum, / (2S + P); a mask keeps the
+    frozen entries of x."""
+    from refsgd.algorithms.daso import merge
+    rng = np.random.default_rng(0)
+    x, s = rng.standard_normal(1001).astype(dtype), rng.standard_normal(1001).astype(dtype)
+    ref = x * (2 * 3)
+    ref += s
+    ref /= 2 * 3 + 4
+    y = x.copy()
+    merge(y, s, 3, 4)
+    np.testing.assert_array_equal(y, ref)
+    keep = np.arange(1001) % 3 != 0
+    y = x.copy()
+    merge(y, s, 3, 4, keep)
+    np.testing.assert_array_equal(y[keep], ref[keep])
+    np.testing.assert_array_equal(y[~keep], x[~keep])

@@ -69,6 +69,24 @@ def test_corrected_step_per_tensor_norms_and_frozen_decay():
     np.testing.assert_allclose(w_i, w_new, rtol=1e-14)
 
 
+def test_corrected_step_computes_a_float32_run_in_float32():
+    """The scalars enter as NumPy casts a Python float: a float32 step is the float32 NumPy passes
+    bit for bit (lambda_i computed from the norms, then rounded to float32)."""
+    rng = np.random.default_rng(1)
+    w_i, dw_i, v, g, dw_bar = (rng.standard_normal(1000).astype(np.float32) for _ in range(5))
+    N, lambda0, eta, mu, wd = 3, 0.2, 0.05, 0.9, 0.01
+    ref = [a.copy() for a in (w_i, dw_i, v)]
+    lam, = corrected_step(w_i, dw_i, v, g, dw_bar, N, lambda0, eta, mu, wd)
+    w0, dw0, v0 = ref
+    D = dw_bar / N - dw0
+    gt = g + np.float32(lam) * g * g * D
+    v_new = v0 * np.float32(mu) - np.float32(eta) * (gt + np.float32(wd) * w0)
+    assert w_i.dtype == v.dtype == np.float32
+    np.testing.assert_array_equal(v, v_new)
+    np.testing.assert_array_equal(dw_i, v_new)
+    np.testing.assert_array_equal(w_i, w0 + D + v_new)
+
+
 def test_corrected_step_no_division_by_zero():
     """D = 0 (all workers moved alike): g (.) g (.) D = 0, lambda_i = 0, plain momentum step."""
     w_i, dw_i, v, g = np.ones(3), np.full(3, 0.5), np.zeros(3), np.array([1.0, 2.0, 3.0])

@@ -68,6 +68,7 @@ the cycling syncs (``sync_sum``) are checkpointed, completed first, so that a re
 continues bitwise.
 """
 
+import numba as nb
 import numpy as np
 from mpi4py import MPI
 
@@ -204,12 +205,21 @@ def epoch_loss(per_rank):
     return total / max(n, 1)
 
 
-def merge(x, sync_sum, S, P):
-    """Equation 1: (2S x + sum_i x_i) / (2S + P), a new array in x's dtype."""
-    out = x * (2 * S)
-    out += sync_sum
-    out /= 2 * S + P
-    return out
+def merge(x, sync_sum, S, P, mask=None):
+    """Equation 1 in place, in one pass: x <- (2S x + sum_i x_i) / (2S + P), in x's dtype (where
+    ``mask``, a bool array, is True: frozen layers keep x). Per element the NumPy passes
+    ``x * (2S)``, ``+ sum``, ``/ (2S + P)``, so bit for bit their result."""
+    t = x.dtype.type
+    _merge(x, sync_sum, t(2 * S), t(2 * S + P), np.zeros(0, np.bool_) if mask is None else mask)
+
+
+@nb.njit(cache=True, nogil=True)
+def _merge(x, sync_sum, two_s, den, mask):
+    masked = mask.size > 0
+    for j in range(x.size):
+        v = (x[j] * two_s + sync_sum[j]) / den
+        if not masked or mask[j]:
+            x[j] = v
 
 
 def train(run):
@@ -308,7 +318,7 @@ def train(run):
                         run.wait(reqs[j])
                         reqs[j] = None
                     with run.update():
-                        set_x(merge(x, sync_sum[j], S, P))
+                        merge(x, sync_sum[j], S, P, mask)
                 with run.idle():
                     local.Bcast(x, root=k)
         # a sync still in flight is completed, not applied (the listing ends)

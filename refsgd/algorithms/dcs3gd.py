@@ -102,20 +102,25 @@ def _corrected_step(w_i, dw_i, v, g_i, dw_bar, N, lambda0, eta, mu, wd, bounds, 
     ``lams[k]``. The second pass needs eq. 17's norms over the part, which the first computes.
     ``decay`` is 1 where a parameter is decayed and 0 in frozen layers (empty: all decayed).
     NumPy would take some fifteen passes with temporaries: on mnist_mlp that cost as much as
-    the gradient and ate the overlap.
+    the gradient and ate the overlap. The scalars (N, lambda_i, eta, mu, wd) enter the element-wise
+    arithmetic in the vectors' dtype, as NumPy casts a Python float: a float32 run computes in
+    float32 (in float64 it ran 2.7x slower), a float64 run is unchanged.
     """
+    c = np.empty(5, w_i.dtype)                           # N, eta, mu, wd, lambda_i in w's dtype
+    c[0], c[1], c[2], c[3] = N, eta, mu, wd
     for k in range(bounds.size - 1):
         # views of the part: loops from 0 over a view vectorise, loops from lo do not
         p = slice(bounds[k], bounds[k + 1])
-        gg, ggDD = _eq17_norms(dw_i[p], g_i[p], dw_bar[p], N)
+        gg, ggDD = _eq17_norms(dw_i[p], g_i[p], dw_bar[p], c[0])
         lam = 0.0
         if ggDD > 0 and lambda0 != 0:
             lam = lambda0 * np.sqrt(gg) / np.sqrt(ggDD)     # eq. 17
         lams[k] = lam
+        c[4] = lam
         if decay.size == 0:
-            _update(w_i[p], dw_i[p], v[p], g_i[p], dw_bar[p], N, lam, eta, mu, wd)
+            _update(w_i[p], dw_i[p], v[p], g_i[p], dw_bar[p], c[0], c[4], c[1], c[2], c[3])
         else:
-            _update_masked(w_i[p], dw_i[p], v[p], g_i[p], dw_bar[p], N, lam, eta, mu, wd, decay[p])
+            _update_masked(w_i[p], dw_i[p], v[p], g_i[p], dw_bar[p], c[0], c[4], c[1], c[2], c[3], decay[p])
 
 
 @nb.njit(cache=True, nogil=True)
