@@ -13,7 +13,8 @@ Schema (HDF5, written by rank 0, atomically)::
     /iterations/codec    float64 (world, T)  seconds compressing / decompressing on the computation
                                              path (--compress; 0 otherwise)
     /iterations/update   float64 (world, T)  seconds in the method's update of its state (the
-                                             optimizer step; part of wall - compute - idle - codec)
+                                             optimizer step) and its listing's scalings (e.g.
+                                             LAGA's 1/N); part of wall - compute - idle - codec
     /iterations/global_bytes float64 (world, T)  bytes the rank contributed to collectives between
                                              nodes (a flat method's all-reduce counts as between
                                              nodes; refsgd.comm.link, "Traffic")

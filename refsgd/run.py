@@ -15,7 +15,8 @@ An algorithm's ``train(run)`` receives a :class:`Run` and uses
 * ``run.optimizer()`` (the local optimizer U of the command line, its state registered),
   ``run.lr(t)``, ``run.tau``, ``run.cfg``;
 * ``with run.codec():`` times compression and decompression on the computation path (*codec*),
-  ``with run.update():`` the method's update of its state (*update*);
+  ``with run.update():`` the method's update of its state and the scalings of its listing
+  (*update*);
   ``run.note_comm(start, end)`` adds communication that another thread carried out;
 * ``run.on_settle(fn)``: ``fn()`` completes the method's communication in flight and brings its
   registered state to a consistent form; the run calls it before a trace record or a
@@ -263,9 +264,10 @@ class Run:
 
     @contextlib.contextmanager
     def update(self):
-        """Time the enclosed update of the method's state (its optimizer step) as *update*: the
-        part of an iteration's "other" time that is the method's own arithmetic, not the
-        framework's."""
+        """Time the enclosed arithmetic of the method outside its gradients as *update*: its
+        update of the state (the optimizer step) and the scalings its listing applies (e.g.
+        LAGA's 1/N); the part of an iteration's "other" time that is the method's own work,
+        not the framework's."""
         t0 = time.perf_counter()
         try:
             yield

@@ -25,8 +25,8 @@ COMPRESSIBLE = tuple(name for name, keys in APPLIES.items() if "compress" in key
 def check(name, args, world):
     """Method-specific validation of the options (every rank, before the first collective), after
     refsgd.options.resolve has refused the options that do not apply to the method."""
-    module = {"dcs3gd": dcs3gd, "dcasgd": dcasgd, "pipe-sgd": pipesgd, "d-sync": pipesgd, "ps-sync": pipesgd, "daso": daso,
-              "pp-asgd": ppasgd, "asgd": ppasgd}.get(name)
+    module = {"dcs3gd": dcs3gd, "dcasgd": dcasgd, "pipe-sgd": pipesgd, "d-sync": pipesgd, "ps-sync": pipesgd,
+              "daso": daso, "pp-asgd": ppasgd, "asgd": ppasgd}.get(name)
     if module is not None:
         module.check(args, world)
 

@@ -125,7 +125,8 @@ def train_laga_sgd(run):
             fused_step(x, g, None, eta, weight_decay=wd, mask=mask)
         # start communication
         # L3: non-blocking AllReduce g^t(tau) <- (1/N) sum_i g_i^t(tau)
-        g_i /= N
+        with run.update():                         # the mean's 1/N, the method's arithmetic
+            g_i /= N
         with run.idle():  # MPI's work to start it is communication on this path
             req = run.started(comm.Iallreduce(g_i, g, op=MPI.SUM))
         g_i, g_i_sent = g_i_sent, g_i              # g_i^t stays untouched while in flight
@@ -162,7 +163,8 @@ def train_laga_sgdm(run):
             fused_step(x, g, m, eta, momentum=gamma, weight_decay=wd, mask=mask)
         # start communication
         # L4: non-blocking AllReduce g^t(tau) <- (1/N) sum_i g_i^t(tau)
-        g_i /= N
+        with run.update():                         # the mean's 1/N, the method's arithmetic
+            g_i /= N
         with run.idle():  # MPI's work to start it is communication on this path
             req = run.started(comm.Iallreduce(g_i, g, op=MPI.SUM))
         g_i, g_i_sent = g_i_sent, g_i
@@ -199,7 +201,8 @@ def train_laga_sgdn(run):
             fused_step(y, g, m, eta, momentum=gamma, weight_decay=wd, mask=mask, nesterov=True)
         # start communication
         # L4: non-blocking AllReduce g^t(tau) <- (1/N) sum_i g_i^t(tau)
-        g_i /= N
+        with run.update():                         # the mean's 1/N, the method's arithmetic
+            g_i /= N
         with run.idle():  # MPI's work to start it is communication on this path
             req = run.started(comm.Iallreduce(g_i, g, op=MPI.SUM))
         g_i, g_i_sent = g_i_sent, g_i

@@ -146,7 +146,8 @@ def train_ssgd_nag(run):
         for j in range(1, tau):
             run.grad(w_hat, D_g)
             D_L += D_g
-        D_L *= b  # loss_and_grad gives the mean over the b samples; the paper sums them
+        with run.update():  # loss_and_grad gives the mean over the b samples; the paper sums them
+            D_L *= b
         # L12: D_A <- MPI_Allreduce(D_L)                                   (blocking)
         run.allreduce_sum(comm, D_L, D_A, wire)
         # L13: M <- mu*M - lambda*D_A
