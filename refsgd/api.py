@@ -153,20 +153,31 @@ def set_threads(comm, explicit=None):
     libraries read them at start-up, so they are left as they are), else the cores this process
     may use divided by the ranks of ``comm`` on this node (a collective: MPI_COMM_TYPE_SHARED).
     """
-    from mpi4py import MPI
-    local = comm.Split_type(MPI.COMM_TYPE_SHARED)
-    on_node = local.Get_size()
-    local.Free()
+    on_node = ranks_on_node(comm)
     if explicit is None:
         for name in THREAD_VARIABLES:
             if os.environ.get(name, "").strip().isdigit():
                 return max(1, int(os.environ[name]))
-        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-        n = max(1, cores // on_node)
+        n = max(1, usable_cores() // on_node)
     else:
         n = explicit
     limit_threads(n)
     return n
+
+
+def ranks_on_node(comm):
+    """The ranks of ``comm`` that share memory with this one (a collective)."""
+    from mpi4py import MPI
+    local = comm.Split_type(MPI.COMM_TYPE_SHARED)
+    try:
+        return local.Get_size()
+    finally:
+        local.Free()
+
+
+def usable_cores():
+    """The cores this process may run on (its affinity set where the OS has one)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
 def limit_threads(n):

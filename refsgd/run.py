@@ -253,26 +253,24 @@ class Run:
             self._idle += t1 - t0
             self._spans.append((t0, t1))
 
-    @contextlib.contextmanager
     def codec(self):
         """Time the enclosed compression or decompression as *codec*."""
-        t0 = time.perf_counter()
-        try:
-            yield
-        finally:
-            self._codec += time.perf_counter() - t0
+        return self._timed("_codec")
 
-    @contextlib.contextmanager
     def update(self):
         """Time the enclosed arithmetic of the method outside its gradients as *update*: its
         update of the state (the optimizer step) and the scalings its listing applies (e.g.
         LAGA's 1/N); the part of an iteration's "other" time that is the method's own work,
         not the framework's."""
+        return self._timed("_update")
+
+    @contextlib.contextmanager
+    def _timed(self, total):
         t0 = time.perf_counter()
         try:
             yield
         finally:
-            self._update += time.perf_counter() - t0
+            setattr(self, total, getattr(self, total) + time.perf_counter() - t0)
 
     def open_wire(self):
         """The MPI datatype and operator of the ``--compress`` codec (None without one); the

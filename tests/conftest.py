@@ -49,3 +49,17 @@ def verify_mpi_against_serial(tmp_path, options, n, steps, rtol="1e-10"):
     assert r.returncode == 0, r.stdout + r.stderr
     assert f"OK: {steps} steps x {n} workers agree" in r.stdout
     return r.stdout
+
+
+#: a model whose first dense layer is frozen (the tests of frozen layers)
+FROZEN_SPEC = """
+name = "digits_frozen"
+input = [1, 8, 8]
+classes = 10
+layers = [
+  { type = "flatten" },
+  { type = "dense", units = 16, frozen = true },
+  { type = "relu" },
+  { type = "dense", units = 10 },
+]
+"""

@@ -200,6 +200,7 @@ def test_bench_overlap_table_and_models():
 
 @pytest.mark.parametrize("args,msg", [
     (["--algos", "ssgd,pp-asgd"], "--algos: 'pp-asgd' is not one of"),
+    (["--algos", "dcs3gd+fast"], "--algos: 'dcs3gd+fast' is not one of"),
     (["--algos", "dcs3gd", "--tau", "2"], "dcs3gd takes one micro-batch per iteration"),
     (["--link", "50,1", "--ratio", "1"], "give --link or --ratio, not both"),
     (["--skip", "60"], "--skip 60 leaves no iteration"),

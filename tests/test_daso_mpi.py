@@ -6,7 +6,7 @@ import json
 import h5py
 import numpy as np
 import pytest
-from conftest import verify_mpi_against_serial
+from conftest import FROZEN_SPEC, verify_mpi_against_serial
 from conftest import cli as refsgd
 
 D = 4810                     # digits_mlp's parameters
@@ -90,22 +90,9 @@ def test_resume_with_a_global_sync_in_flight_equals_an_uninterrupted_run(tmp_pat
                 np.testing.assert_array_equal(a["state"][k][...], b["state"][k][...])
 
 
-FROZEN = """
-name = "digits_frozen"
-input = [1, 8, 8]
-classes = 10
-layers = [
-  { type = "flatten" },
-  { type = "dense", units = 16, frozen = true },
-  { type = "relu" },
-  { type = "dense", units = 10 },
-]
-"""
-
-
 def test_global_syncs_never_move_a_frozen_layer(tmp_path):
     spec = tmp_path / "frozen.toml"
-    spec.write_text(FROZEN)
+    spec.write_text(FROZEN_SPEC)
     options = [o if o != "digits_mlp" else str(spec) for o in PHASES] + ["--ranks-per-node", "2", "--batch", "64"]
     verify_mpi_against_serial(tmp_path, options, 4, 35, rtol="0")
     with h5py.File(tmp_path / "mpi.h5") as f:

@@ -9,7 +9,7 @@ import sys
 import h5py
 import numpy as np
 import pytest
-from conftest import MPIEXEC, ONE_THREAD, ROOT, cli
+from conftest import FROZEN_SPEC, MPIEXEC, ONE_THREAD, ROOT, cli
 
 from refsgd.options import APPLIES
 
@@ -201,18 +201,7 @@ def test_python_entry_point_trains_and_checks_its_options():
 
 
 # ---------------------------------------------------------------------------- frozen layers
-FROZEN_SPEC = """
-name = "digits_frozen"
-input = [1, 8, 8]
-classes = 10
-layers = [
-  { type = "flatten" },
-  { type = "dense", units = 16, frozen = true },
-  { type = "relu" },
-  { type = "dense", units = 10 },
-]
-"""
-FROZEN = slice(0, 64 * 16 + 16)
+FROZEN = slice(0, 64 * 16 + 16)  # the frozen layer's parameters in FROZEN_SPEC
 
 
 @pytest.mark.parametrize("algo", ALL)

@@ -57,6 +57,8 @@ Readings and deviations (docs/algorithms.md lists them too):
   x every batch would only round it); DASO is then SSGD with the mean gradient of the node.
 * One micro-batch per batch (``--tau 1``). The model evaluated is the mean of every rank's x
   (during cycling the nodes differ; after a blocking sync they agree).
+* L2's division by G is done inside L3's fused pass (``U.step(..., divide=G)``), element by
+  element in x's dtype: bit for bit the listing's order. Eq. 1's merge is one pass in place.
 
 Emulated links: ``--link`` delays the global groups' collectives (between nodes), ``--local-link``
 the node-local ones. Traffic: the bytes each rank puts into global and node-local collectives

@@ -36,6 +36,8 @@ Deviations and readings:
   paper; lambda = eta / (N * tau * batch) gives the step of mean-gradient SGD with rate eta.
   Its momentum mu is ``--momentum``; the local optimizer options do not apply to it.
 * The model evaluated is x (SSGD) or w (SSGD-NAG), identical on every rank.
+* L2's 1/N is done inside L3's fused pass (``U.step(x, g, eta, divide=N)``), element by element
+  in x's dtype: bit for bit ``g /= N`` followed by the step, one pass over the vectors fewer.
 * ``--compress NAME`` (ssgd, ssgd-nag; :mod:`refsgd.comm.codecs`): the all-reduce of L2 / L12
   carries the codec's form and every reduction step decompresses, adds and compresses again.
   ``--compress fp16`` is Horovod's fp16 compression (the DASO paper's baseline): IEEE half on

@@ -263,27 +263,18 @@ def _message_time(comm, n, dtype, repeat=20):
 def _cores_per_rank(comm):
     """The cores each rank of this node may use: its affinity set, or the machine's cores shared
     by the ranks on the node, whichever is fewer (the same on every rank: the minimum)."""
-    import os
     from mpi4py import MPI
-    local = comm.Split_type(MPI.COMM_TYPE_SHARED)
-    try:
-        on_node = local.Get_size()
-    finally:
-        local.Free()
-    mine = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    return comm.allreduce(min(float(mine), (os.cpu_count() or 1) / on_node), op=MPI.MIN)
+    from refsgd.api import ranks_on_node, usable_cores
+    on_node = ranks_on_node(comm)
+    return comm.allreduce(min(float(usable_cores()), (os.cpu_count() or 1) / on_node), op=MPI.MIN)
 
 
 def _ranks_per_node(comm, given):
     """DASO's G: --ranks-per-node, or the ranks that share memory with this one."""
     if given:
         return given
-    from mpi4py import MPI
-    local = comm.Split_type(MPI.COMM_TYPE_SHARED)
-    try:
-        return local.Get_size()
-    finally:
-        local.Free()
+    from refsgd.api import ranks_on_node
+    return ranks_on_node(comm)
 
 
 def _run_method(comm, cfg, net, data, schedule, skip):

@@ -88,12 +88,17 @@ class Network:
     def ps(self, p):
         """T_PS(p): one direction of a parameter server's exchange (Gather or Bcast) of p - 1
         messages of nbytes through the server's one link."""
+        return self._through_one_link(self.link, p)
+
+    def _through_one_link(self, link, p):
+        """p - 1 messages of nbytes through one link (a model's formula; on this machine the
+        measured messages, delayed to the link's time when one is emulated)."""
         if p <= 1:
             return 0.0
         if self.kind == "model":
-            return self.link.ps_time(self.nbytes, p)
+            return link.ps_time(self.nbytes, p)
         real = (p - 1) * self.p2p_real
-        return real if self.link is None else max(self.link.ps_time(self.nbytes, p), real)
+        return real if link is None else max(link.ps_time(self.nbytes, p), real)
 
     def message(self):
         """T_msg: one message of nbytes (Send/Recv)."""
@@ -119,12 +124,7 @@ class Network:
     def local_bcast(self, G):
         """A Bcast within a node of G ranks: the parameter-server model through the local link,
         as the emulated link delays it, ``(G-1)(alpha_l + n beta_l)``."""
-        if G <= 1:
-            return 0.0
-        if self.kind == "model":
-            return self.local_link.ps_time(self.nbytes, G)
-        real = (G - 1) * self.p2p_real
-        return real if self.local_link is None else max(self.local_link.ps_time(self.nbytes, G), real)
+        return self._through_one_link(self.local_link, G)
 
 
 @dataclasses.dataclass
