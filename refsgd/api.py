@@ -107,6 +107,11 @@ def _namespace(args):
     return argparse.Namespace(**vars(args))
 
 
+#: what an option left unset (None) means, as the header says it
+UNSET = {"ranks_per_node": "from shared memory", "local_link": "the real network",
+         "staleness": "measured (threaded)"}
+
+
 def header(args, run, net, data, schedule, link, threads):
     """The lines that open a run: what runs, and every hyperparameter that shapes it."""
     own = options.APPLIES[args.algo]
@@ -115,7 +120,8 @@ def header(args, run, net, data, schedule, link, threads):
         v = getattr(args, k)
         if k == "momentum_form" and not getattr(args, "momentum", 0):
             continue
-        shown = ("on" if v else "off") if isinstance(v, bool) else (f"{v:g}" if isinstance(v, float) else v)
+        shown = (UNSET.get(k, "none") if v is None else ("on" if v else "off") if isinstance(v, bool)
+                 else f"{v:g}" if isinstance(v, float) else v)
         hyper.append(f"{k.replace('_', ' ')} {shown}")
     if args.algo == "dcs3gd":
         hyper.append("U: MXNet momentum v = mu*v - eta*(g + wd*w)")

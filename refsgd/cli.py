@@ -107,7 +107,7 @@ def _add_training_options(p):
                         "run's checkpoints (refused otherwise)")
     p.add_argument("--trace", default=None, metavar="F.h5",
                    help="record every rank's state, loss and batch indices at every step (the golden "
-                        "schema, README 'For implementers'); costs 8 bytes (float64) x parameters x "
+                        "schema of implementers.md, installed with refsgd: --list prints where); costs 8 bytes (float64) x parameters x "
                         "state arrays per step and rank: use small models and a few hundred steps")
 
 
@@ -216,7 +216,8 @@ def build_parser():
                        description="Run the serial rendering of a method (N workers in one process, "
                                    "no MPI, written from the paper's equations) for T steps and write "
                                    "its trace: the golden reference other implementations replay and "
-                                   "verify against (README 'For implementers').")
+                                   "verify against (implementers.md, installed with refsgd: "
+                                   "`refsgd train --list` prints where).")
     p.add_argument("--algo", default="ssgd", help="the method (default ssgd)")
     p.add_argument("--workers", type=_positive_int, required=True,
                    help="number of workers N (the MPI world size it stands for; dcasgd: server + N-1 workers)")
@@ -266,7 +267,8 @@ def build_parser():
     c = dsub.add_parser("convert", help="convert a standard distribution to HDF5",
                         description="Convert MNIST / Fashion-MNIST (IDX files, .gz or not) or "
                                     "CIFAR-10 / CIFAR-100 (python pickle batches, folder or .tar.gz) "
-                                    "to one HDF5 file in refsgd's layout (data/README.md).")
+                                    "to one HDF5 file in refsgd's layout (the README.md of the "
+                                    "package refsgd.data, installed with refsgd).")
     c.add_argument("kind", choices=("mnist", "fashion-mnist", "cifar10", "cifar100"))
     c.add_argument("src", help="folder with the distribution's files (or the CIFAR .tar.gz)")
     c.add_argument("out", help="output .h5 file (written atomically)")
@@ -372,7 +374,10 @@ def build_parser():
 
 def cmd_train(args):
     if args.list:
+        from refsgd import docs
         from refsgd.algorithms import ALGORITHMS
+        print(f"listings, equations and readings: {docs.path('algorithms.md')}\n"
+              f"each method's exact step: {docs.path('implementers.md')}\n")
         for name, (_, what) in ALGORITHMS.items():
             print(f"{name:<10} {what}")
         return 0

@@ -142,6 +142,11 @@ def config(args, extra=(), run=True):
 _TIMING_ONLY = {"local_link"}
 
 
-def trajectory_keys(algo):
-    """The configuration entries that shape ``algo``'s trajectory (what verify compares)."""
-    return (set(COMMON) | set(APPLIES.get(algo, ()))) - _TIMING_ONLY
+def trajectory_keys(algo, config=None):
+    """The configuration entries that shape ``algo``'s trajectory (what verify compares); given
+    the recorded ``config`` (a dict), less those its other entries make irrelevant (dcasgd's
+    MeanSquare decay without the adaptive lambda)."""
+    keys = (set(COMMON) | set(APPLIES.get(algo, ()))) - _TIMING_ONLY
+    if config is not None and not config.get("dc_adaptive"):
+        keys.discard("dc_ms_decay")
+    return keys

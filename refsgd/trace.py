@@ -55,8 +55,9 @@ def dataset_sha256(data, dtype, test=False):
         h = hashlib.sha256()
         splits = ("train", "test") if test else ("train",)
         for split in splits:
-            h.update(np.ascontiguousarray(getattr(data, f"x_{split}"), dtype=dtype).data)
-            h.update(np.ascontiguousarray(getattr(data, f"y_{split}"), dtype=np.int64).data)
+            # little-endian bytes whatever the machine's order, as docs/implementers.md says
+            h.update(np.ascontiguousarray(getattr(data, f"x_{split}"), dtype=np.dtype(dtype).newbyteorder("<")).data)
+            h.update(np.ascontiguousarray(getattr(data, f"y_{split}"), dtype="<i8").data)
         cache[key] = h.hexdigest()
     return cache[key]
 
@@ -106,6 +107,10 @@ REQUIRED_ATTRS = ("method", "source", "world_size", "steps", "dtype", "config", 
                   "dataset_sha256", "state_names")
 
 
+#: a model spec's free-text fields, which verify does not compare
+SPEC_TEXT = ("description", "source")
+
+
 class Trace:
     """A trace file read into memory, its schema checked (RefsgdError naming what is wrong)."""
 
@@ -122,11 +127,16 @@ class Trace:
             try:
                 self.config = json.loads(self.attrs["config"])
                 self.state_names = json.loads(self.attrs["state_names"])
+                spec = json.loads(self.attrs["model_spec"])
                 T, N = int(self.attrs["steps"]), int(self.attrs["world_size"])
             except (TypeError, ValueError) as e:
                 raise RefsgdError(f"{path}: malformed trace attributes ({e})") from None
-            if not isinstance(self.config, dict) or not isinstance(self.state_names, list):
-                raise RefsgdError(f"{path}: malformed trace: config must be a JSON object, state_names a list")
+            if not isinstance(self.config, dict) or not isinstance(self.state_names, list) \
+                    or not isinstance(spec, dict):
+                raise RefsgdError(f"{path}: malformed trace: config and model_spec must be JSON objects, "
+                                  f"state_names a list")
+            #: the spec as verify compares it: JSON values, without its free-text fields
+            self.network = {k: v for k, v in spec.items() if k not in SPEC_TEXT}
             absent = [n for n in self.state_names if f"state/{n}" not in f]
             if absent:
                 raise RefsgdError(f"{path}: malformed trace, state_names lists {', '.join(absent)} but "
@@ -154,7 +164,7 @@ def _compared(method, config):
     """The configuration entries verify compares: the options that shape the method's trajectory
     (refsgd.options), less the data path (the content is compared by its SHA-256)."""
     from refsgd.options import trajectory_keys
-    keys = trajectory_keys(method) - {"data"}
+    keys = trajectory_keys(method, config) - {"data"}
     return {k: v for k, v in config.items() if k in keys}
 
 
@@ -167,9 +177,13 @@ def verify(a_path, b_path, rtol=1e-10, atol=1e-12, prefix=False):
              f"{a.attrs['steps']} steps, {a.attrs['dtype']})",
              f"B: {b_path} ({b.attrs['source']}, {b.attrs['method']}, {b.attrs['world_size']} workers, "
              f"{b.attrs['steps']} steps, {b.attrs['dtype']})"]
-    for key in ("method", "world_size", "dtype", "model", "model_spec", "dataset_sha256", "state_names"):
+    for key in ("method", "world_size", "dtype", "model", "dataset_sha256"):
         if a.attrs[key] != b.attrs[key]:
             return False, lines + [f"MISMATCH in {key}: {a.attrs[key]!r} vs {b.attrs[key]!r}"]
+    if a.network != b.network:
+        return False, lines + [f"MISMATCH in model_spec: {a.network} vs {b.network}"]
+    if a.state_names != b.state_names:
+        return False, lines + [f"MISMATCH in state_names: {a.state_names} vs {b.state_names}"]
     ca, cb = _compared(a.attrs["method"], a.config), _compared(b.attrs["method"], b.config)
     diff = sorted(k for k in set(ca) & set(cb) if ca[k] != cb[k])
     if diff:

@@ -214,6 +214,13 @@ def test_bench_overlap_bad_input(args, msg):
 def test_train_list():
     r = refsgd("train", "--list")
     assert r.returncode == 0 and "ssgd-nag" in r.stdout and "Algorithm 4" in r.stdout
+    # the documents it points to are installed with the package, and the sections it names exist
+    paths = [line.split(": ", 1)[1] for line in r.stdout.splitlines()[:2]]
+    assert [os.path.basename(p) for p in paths] == ["algorithms.md", "implementers.md"], r.stdout
+    with open(paths[0]) as f:
+        headings = {line[3:].strip() for line in f if line.startswith("## ")}
+    named = {line.split("section '")[1].rstrip("'") for line in r.stdout.splitlines() if "section '" in line}
+    assert len(named) >= 5 and named <= headings, (named, headings)
 
 
 # ---------------------------------------------------------------------- checkpoints and report

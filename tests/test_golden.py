@@ -45,6 +45,42 @@ def test_verify_names_the_first_perturbed_step_and_worker(tmp_path):
     assert r.returncode == 1 and "MISMATCH in the configuration: lr (0.3 vs 0.2)" in r.stdout
 
 
+def _edit_attrs(src, dst, **change):
+    shutil.copy(src, dst)
+    with h5py.File(dst, "r+") as f:
+        for k, fn in change.items():
+            f.attrs[k] = fn(f.attrs[k])
+    return str(dst)
+
+
+def test_verify_compares_json_values_not_their_text(tmp_path):
+    ref = os.path.join(GOLDEN, "dcasgd-n3.h5")
+    # the same spec and state names written compactly, with another description: equal
+    same = _edit_attrs(ref, tmp_path / "same.h5",
+                       model_spec=lambda s: json.dumps(dict(json.loads(s), description="mine"), separators=(",", ":")),
+                       state_names=lambda s: json.dumps(json.loads(s), separators=(",", ":")))
+    r = refsgd("verify", same, ref)
+    assert r.returncode == 0, r.stdout
+    # a layer that differs is a mismatch
+    def wider(s):
+        spec = json.loads(s)
+        spec["layers"][1]["units"] += 1
+        return json.dumps(spec)
+    r = refsgd("verify", _edit_attrs(ref, tmp_path / "wide.h5", model_spec=wider), ref)
+    assert r.returncode == 1 and "MISMATCH in model_spec" in r.stdout
+    # dcasgd's MeanSquare decay shapes nothing without the adaptive lambda: not compared
+    def decay(v):
+        return lambda s: json.dumps(dict(json.loads(s), dc_ms_decay=v))
+    with h5py.File(ref, "r") as f:
+        assert json.loads(f.attrs["config"])["dc_adaptive"] is False
+    r = refsgd("verify", _edit_attrs(ref, tmp_path / "decay.h5", config=decay(0.5)), ref)
+    assert r.returncode == 0, r.stdout
+    both = [_edit_attrs(ref, tmp_path / f"adaptive{v}.h5", config=lambda s, v=v: json.dumps(
+        dict(json.loads(s), dc_adaptive=True, dc_ms_decay=v))) for v in (0.5, 0.9)]
+    r = refsgd("verify", *both)
+    assert r.returncode == 1 and "dc_ms_decay (0.5 vs 0.9)" in r.stdout
+
+
 def test_verify_bad_input():
     r = refsgd("verify", "setup.cfg", os.path.join(GOLDEN, "ssgd-n4.h5"))
     assert r.returncode == 2 and "not an HDF5 file" in r.stderr

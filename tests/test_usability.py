@@ -105,6 +105,9 @@ def test_the_default_of_a_method_learns(algo):
     assert _final_acc(r.stdout) > 85.0, r.stdout
     header = r.stdout.splitlines()[2]
     assert header.startswith("  lr ") and "momentum 0.9" in header, header
+    assert "None" not in header, header       # an unset option says what it means
+    if algo == "pp-asgd":
+        assert "staleness measured (threaded)" in header, header
 
 
 def test_help_says_what_lr_means():

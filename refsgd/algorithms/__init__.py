@@ -10,9 +10,9 @@ from refsgd.algorithms.ssgd import ALGORITHMS as _SSGD
 from refsgd.options import APPLIES, value
 
 ALGORITHMS = dict(_SSGD)
-ALGORITHMS["dcs3gd"] = (dcs3gd.train, "DC-S3GD, Rigazzi 2019 Algorithm 1 (eq. 7-12, 17); docs/algorithms.md, section DC-S3GD")
+ALGORITHMS["dcs3gd"] = (dcs3gd.train, "DC-S3GD, Rigazzi 2019 Algorithm 1 (eq. 7-12, 17); algorithms.md, section 'DC-S3GD and DC-ASGD'")
 ALGORITHMS["dcasgd"] = (dcasgd.train, "DC-ASGD, Zheng et al. 2017, parameter server on rank 0 "
-                                      "(the baseline of Rigazzi 2019); docs/algorithms.md, section DC-S3GD")
+                                      "(the baseline of Rigazzi 2019); algorithms.md, section 'DC-S3GD and DC-ASGD'")
 ALGORITHMS.update(_LAGA)
 ALGORITHMS.update(pipesgd.ALGORITHMS)
 ALGORITHMS.update(daso.ALGORITHMS)

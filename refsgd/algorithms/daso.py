@@ -336,5 +336,5 @@ def train(run):
 
 ALGORITHMS = {
     "daso": (train, "DASO, hierarchical syncs with rotating groups, bf16 blocking and eq.-1 stale syncs, "
-                    "Coquelin et al. 2022 section 3; docs/algorithms.md, section DASO"),
+                    "Coquelin et al. 2022 section 3; algorithms.md, section 'DASO'"),
 }

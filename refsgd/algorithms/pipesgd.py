@@ -370,9 +370,9 @@ def train_ps_sync(run):
 
 ALGORITHMS = {
     "pipe-sgd": (train_pipe_sgd, "Pipe-SGD, pipelined all-reduce with iteration dependency K and a "
-                                 "communication thread, Li et al. 2018 Algorithm 1; docs/algorithms.md"),
+                                 "communication thread, Li et al. 2018 Algorithm 1; algorithms.md, section 'Pipe-SGD'"),
     "d-sync": (train_d_sync, "D-Sync, decentralized synchronous SGD with the summed gradient "
-                             "(Pipe-SGD's baseline); docs/algorithms.md"),
+                             "(Pipe-SGD's baseline); algorithms.md, section 'SSGD, SSGD-OPT, D-Sync and SSGD-NAG'"),
     "ps-sync": (train_ps_sync, "PS-Sync, synchronous SGD through a parameter server on rank 0 "
-                               "(Pipe-SGD's baseline); docs/algorithms.md"),
+                               "(Pipe-SGD's baseline); algorithms.md, section 'Pipe-SGD'"),
 }

@@ -108,7 +108,7 @@ def train(run, predict=True):
     G = value(c, "threads")
     mu, b, n = c.momentum, c.batch, run.n_train
     fixed = getattr(c, "staleness", None)
-    # L2: global w, w^ <- w_0; D_1..D_G, M <- 0; F <- true
+    # Algorithm 1, L2: global w, w^ <- w_0; D_1..D_G, M <- 0; F <- true
     w = run.register("w", run.init_params())
     M = run.register("M", np.zeros_like(w))
     w_hat = run.register("w_hat", w.copy())
@@ -272,7 +272,7 @@ def train_asgd(run):
 
 ALGORITHMS = {
     "pp-asgd": (train_pp_asgd, "PP-ASGD, gradient threads and an update thread, parameter prediction "
-                               "(eq. 2), Sato et al. 2017 Algorithms 1-3; docs/algorithms.md, section PP-ASGD"),
+                               "(eq. 2), Sato et al. 2017 Algorithms 1-3; algorithms.md, section 'PP-ASGD'"),
     "asgd": (train_asgd, "naive ASGD, PP-ASGD without the prediction (w^ <- w), Sato et al. 2017's "
-                         "baseline; docs/algorithms.md, section PP-ASGD"),
+                         "baseline; algorithms.md, section 'PP-ASGD'"),
 }

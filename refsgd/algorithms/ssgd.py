@@ -163,8 +163,8 @@ def train_ssgd_nag(run):
 
 
 ALGORITHMS = {
-    "ssgd": (train_ssgd, "SSGD, LAGA paper (Hakimi et al. 2021) Algorithms 1-2; docs/algorithms.md, section SSGD"),
+    "ssgd": (train_ssgd, "SSGD, LAGA paper (Hakimi et al. 2021) Algorithms 1-2; algorithms.md, section 'SSGD, SSGD-OPT, D-Sync and SSGD-NAG'"),
     "ssgd-opt": (train_ssgd_opt, "SSGD-OPT, per-layer non-blocking all-reduce in the backward pass "
-                                 "(LAGA sections 1 and 5, PyTorch DDP); docs/algorithms.md, section SSGD"),
-    "ssgd-nag": (train_ssgd_nag, "SSGD with NAG, Sato et al. 2017 Algorithm 4; docs/algorithms.md, section SSGD"),
+                                 "(LAGA sections 1 and 5, PyTorch DDP); algorithms.md, section 'SSGD, SSGD-OPT, D-Sync and SSGD-NAG'"),
+    "ssgd-nag": (train_ssgd_nag, "SSGD with NAG, Sato et al. 2017 Algorithm 4; algorithms.md, section 'SSGD, SSGD-OPT, D-Sync and SSGD-NAG'"),
 }

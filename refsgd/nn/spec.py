@@ -1,6 +1,6 @@
 """Model specs: small TOML files that describe a network, and :func:`load_model`.
 
-A spec (see ``models/README.md`` for the full format)::
+A spec (see ``models/README.md``, installed as ``refsgd/models/README.md``, for the full format)::
 
     name = "mnist_mlp"
     description = "..."
