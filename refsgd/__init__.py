@@ -38,7 +38,22 @@ class Stopped(Exception):
 
 
 def train(algo="ssgd", **options):
-    """Train with a distributed method from Python, as ``refsgd train`` does; see
-    :func:`refsgd.api.train` (imported here lazily: ``import refsgd`` starts no MPI)."""
+    """Train with a distributed method from Python, as ``refsgd train`` does (the command line
+    calls it); run it on every rank (``mpiexec -n N python script.py``)::
+
+        import refsgd
+        r = refsgd.train("laga-sgdm", model="digits_mlp", epochs=2, tau=2, out="laga.h5")
+        r.model      # the final model (flat weights), on every rank
+        r.evals      # the evaluations: iteration, epoch, train_loss, test_loss, test_acc, seconds
+        r.metrics    # {field: (ranks, iterations) array} on rank 0 (None elsewhere)
+
+    Every keyword is an option of ``refsgd train`` with ``-`` written ``_`` (``weight_decay=1e-4``,
+    ``force=True``), checked as the command line checks it (its messages name the flags:
+    ``--force`` is ``force=True``); ``refsgd train --help`` lists them. Besides: ``comm``, the
+    communicator whose ranks are the workers (default ``MPI.COMM_WORLD``); ``log``, a function
+    receiving rank 0's lines (default print; None: silent); ``progress`` (default False).
+    A bad input raises the same :class:`AgreedError` on every rank. Imported lazily:
+    ``import refsgd`` starts no MPI. Returns a :class:`refsgd.api.Result`.
+    """
     from refsgd.api import train as _train
     return _train(algo, **options)

@@ -7,6 +7,7 @@ ends with one line ``refsgd: error: ...`` on stderr and exit code 2, never a tra
 import argparse
 import difflib
 import os
+import re
 import sys
 import traceback
 import warnings
@@ -208,7 +209,9 @@ def build_parser():
                        description="Train a model with a distributed SGD method, one worker per MPI "
                                    "rank: `mpiexec -n 4 refsgd train --algo ssgd`. Rank 0 shows "
                                    "progress, the evaluations and a summary with each rank's split of "
-                                   "time into compute, idle (blocked on communication) and other. "
+                                   "time into compute, idle (blocked on communication), update (the "
+                                   "method's step) and other, beside the time with communication in "
+                                   "flight. "
                                    "Defaults train the embedded digits dataset in seconds.")
     _add_training_options(p)
 
@@ -598,7 +601,7 @@ def main(argv=None):
     except RefsgdError as e:
         if e.collective or failure.world_size() == 1:
             if _rank() == 0:  # an argparse error of another rank is already a whole line
-                failure.say(str(e) if str(e).startswith(f"{parser.prog} ") else f"refsgd: error: {e}")
+                failure.say(str(e) if _ARGPARSE_ERROR.match(str(e)) else f"refsgd: error: {e}")
             return failure.EXIT_USER
         # this rank alone: the others may be waiting in a collective, so end them all
         return failure.abort_world(failure.EXIT_USER, f"refsgd: error: {e} (rank {_rank()})")
@@ -659,13 +662,39 @@ def _rank():
     return failure.launcher_rank() or 0
 
 
+#: an error argparse has already written out whole (``refsgd train: error: ...``)
+_ARGPARSE_ERROR = re.compile(r"^refsgd( [a-z]+)*: error: ")
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse, with its errors printed once under mpiexec instead of once per rank.
 
     An MPI command (train, bench overlap) takes part in the ranks' first collective with its
     error, so that rank 0 prints it once, naming the ranks it came from (an MPMD launch may
     give one rank a bad flag), and every rank exits 2. Any other command prints on the
-    launcher's rank 0 only."""
+    launcher's rank 0 only. An unknown flag is reported by the command it was given to, with
+    that command's usage; a flag is never taken for a longer one it abbreviates (``--epoch``
+    is not ``--epochs``), so that a typo cannot silently mean another option."""
+
+    def __init__(self, *a, **kw):
+        kw.setdefault("allow_abbrev", False)
+        super().__init__(*a, **kw)
+
+    def parse_args(self, args=None, namespace=None):
+        ns, extra = self.parse_known_args(args, namespace)
+        if extra:
+            self._innermost(ns).error("unrecognized arguments: " + " ".join(extra))
+        return ns
+
+    def _innermost(self, ns):
+        """The (sub)command parser that ``ns`` was parsed by: refsgd, refsgd bench, refsgd bench overlap, ..."""
+        p = self
+        for key in ("command", "bench_command", "data_command"):
+            subs = [a for a in p._actions if isinstance(a, argparse._SubParsersAction)]
+            name = getattr(ns, key, None)
+            if subs and name in subs[0].choices:
+                p = subs[0].choices[name]
+        return p
 
     def error(self, message):
         text = f"{self.prog}: error: {message}"

@@ -111,6 +111,17 @@ _REQUIRED_DATASETS = ("train/images", "train/labels", "test/images", "test/label
 _REQUIRED_ATTRS = ("format", "format_version", "name", "num_classes", "image_shape", "mean", "std")
 _TEXT_ATTRS = ("provenance", "licence", "citation")
 
+#: the MD5s of the published gzipped IDX files (their sites, and torchvision's checks), to tell
+#: MNIST's files from Fashion-MNIST's, which have the same names and shapes
+_PUBLISHED_MD5 = {
+    "mnist": {"train_images": "f68b3c2dcbeaaa9fbdd348bbdeb94873", "train_labels": "d53e105ee54ea40749a09fcbcd1e9432",
+              "test_images": "9fb629c4189551a2d022fa330f9573f3", "test_labels": "ec29112dd5afa0611ce80d1b7f02629c"},
+    "fashion-mnist": {"train_images": "8d4fb7e6c68d591d4c3dfef9ec88bf0d",
+                      "train_labels": "25c81989df183df01b3e8a0aad5dffbe",
+                      "test_images": "bef4ecab320f06d8554ea6380940ec79",
+                      "test_labels": "bb300cfdad3c16e7a12a480ee83cd310"},
+}
+
 _META = {
     "mnist": {
         "title": "MNIST",
@@ -616,7 +627,13 @@ def convert_mnist(src_dir, out, kind="mnist") -> str:
             raise RefsgdError(f"{paths[f'{split}_labels']}: label {lab.max()} is outside "
                               f"[0, 10).")
     meta = _META[kind]
-    files = ", ".join(f"{os.path.basename(p)} (md5 {_md5(p)})" for p in paths.values())
+    md5 = {k: _md5(p) for k, p in paths.items()}
+    for other, known in _PUBLISHED_MD5.items():
+        if other != kind and md5["train_images"] == known["train_images"]:
+            raise RefsgdError(f"{paths['train_images']}: this is {_META[other]['title']}'s file (its MD5 is the "
+                              f"published one), not {meta['title']}'s; convert it with "
+                              f"`refsgd data convert {other}`.")
+    files = ", ".join(f"{os.path.basename(paths[k])} (md5 {md5[k]})" for k in paths)
     provenance = (f"{meta['title']} ({meta['url']}), converted by refsgd {__version__} "
                   f"from the IDX files {files}.")
     return write(out, kind, arrays["train"][0], arrays["train"][1], arrays["test"][0],

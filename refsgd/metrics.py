@@ -117,9 +117,17 @@ def summary(evals, rec, wall, link, iterations_run=None, samples_per_iteration=N
                      f"{iterations_run / wall:,.1f} iterations/s{resumed}")
     if "global_bytes" in rec and n:
         gb, lb = rec["global_bytes"].sum(), rec["local_bytes"].sum()
-        if gb or lb:
-            lines.append(f"traffic (payload put into collectives, all ranks): {gb / n / 1e3:.1f} kB per iteration "
+        if lb:   # a hierarchical method (DASO): its two tiers
+            lines.append(f"traffic (payload sent, all ranks): {gb / n / 1e3:.1f} kB per iteration "
                          f"between nodes, {lb / n / 1e3:.1f} kB within nodes")
+        elif gb:
+            lines.append(f"traffic (payload sent, all ranks): {gb / n / 1e3:.1f} kB per iteration")
+    compiled = rec["compile"].sum(axis=1) if "compile" in rec else np.zeros(world)
+    if compiled.max() >= 0.01 * max(wall, 1e-9) and compiled.max() >= 0.05:
+        r = int(np.argmax(compiled))
+        lines.append(f"the times include {compiled[r]:.2f} s of Numba compiling its kernels on rank {r} (of "
+                     f"{rec['wall'][r].sum():.2f} s): a first run compiles them for this machine and caches them, "
+                     f"later runs load them")
     lines.append(f"time per rank over {n} iterations (total s, mean ms per iteration):")
     lines.append("  rank   compute          idle             update           other            comm in flight")
     for r in range(world):

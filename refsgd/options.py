@@ -134,7 +134,8 @@ def resolve(args):
 def config(args, extra=(), run=True):
     """The configuration a run records: COMMON, RUN (unless not ``run``: a golden file), ``extra``
     and the method's own options."""
-    keys = COMMON + (RUN if run else ()) + tuple(extra) + APPLIES[args.algo]
+    run_keys = tuple(k for k in RUN if k != "poll" or args.algo in POLLED) if run else ()
+    keys = COMMON + run_keys + tuple(extra) + APPLIES[args.algo]
     return {k: getattr(args, k, None) for k in keys}
 
 

@@ -293,10 +293,21 @@ def comparison_text(runs):
     def fmt(cells):
         return "  " + "  ".join(c.ljust(w) if j in left else c.rjust(w)
                                 for j, (c, w) in enumerate(zip(cells, widths))).rstrip()
+    emulated = [f"  run {r.index}: {link} -- EMULATED, not the real network" for r, link in _links(runs)]
     return "\n".join([f"comparison of {len(runs)} runs (final evaluation; time: mean ms per iteration, mean over "
                       "the run's ranks; other = wall - compute - idle - update; comm = communication in "
                       "flight):",
-                      fmt(header), *map(fmt, rows)])
+                      fmt(header), *map(fmt, rows), *emulated])
+
+
+def _links(runs):
+    """(run, link text) of the runs timed over an emulated link."""
+    out = []
+    for r in runs:
+        link = _text(r.attrs.get("link", "none"))
+        if link != "none":
+            out.append((r, link))
+    return out
 
 
 # ---------------------------------------------------------------------- figure
@@ -445,7 +456,7 @@ def _time_split(ax, runs, multi, Patch):
     ax.set_xlim(-0.6, len(groups) - 0.4)
     ax.set_ylabel("ms per iteration (mean)")
     ax.set_title("time split per iteration; beside it, hatched: communication in flight\n"
-                 "(idle lies within it; the hatched excess over idle overlapped computation)", fontsize=9)
+                 "(idle, blocked in MPI, lies within it; the excess overlapped other work)", fontsize=9)
     ax.grid(axis="y", alpha=0.3)
     handles = [Patch(facecolor=TIME_COLORS[p], label=p) for p in ("compute", "idle", "update", "other")]
     handles.append(Patch(facecolor="white", edgecolor=TIME_COLORS["comm"], hatch="///", label="comm in flight"))
@@ -454,12 +465,13 @@ def _time_split(ax, runs, multi, Patch):
 
 
 def _figure_title(runs):
+    """The first line names the run (or counts the runs); one line per emulated link follows."""
     if len(runs) == 1:
         r = runs[0]
-        link = _text(r.attrs.get("link", "none"))
-        return (f"{r.algo} / {r.model} / {r.world} rank(s) / {os.path.basename(r.path)}"
-                + (f" / {link} EMULATED" if link != "none" else ""))
-    return f"comparison of {len(runs)} runs"
+        first = f"{r.algo} / {r.model} / {r.world} rank(s) / {os.path.basename(r.path)}"
+        return "\n".join([first] + [f"{link} -- EMULATED" for _, link in _links(runs)])
+    return "\n".join([f"comparison of {len(runs)} runs"] +
+                     [f"run {r.index} ({r.algo}): {link} -- EMULATED" for r, link in _links(runs)])
 
 
 def plot_format(path):

@@ -318,7 +318,7 @@ class Run:
         req.Wait()
         t1 = time.perf_counter()
         self._idle += t1 - t0
-        self._finish(req, t1)
+        self._finish(req, t0, t1)
 
     def waitall(self, reqs):
         from refsgd.comm.link import waitall  # plain requests too; honours emulated deadlines
@@ -327,14 +327,17 @@ class Run:
         t1 = time.perf_counter()
         self._idle += t1 - t0
         for r in reqs:
-            self._finish(r, t1)
+            self._finish(r, t0, t1)
 
-    def _finish(self, req, t1):
+    def _finish(self, req, t0, t1):
+        """The request's lifetime as communication: from its start (started) or, for one not
+        noted, from the wait (t0), so that idle time always lies within the time in flight."""
         for i, (r, s) in enumerate(self._pending):
             if r is req:
                 self._spans.append((s, t1))
                 del self._pending[i]
                 return
+        self._spans.append((t0, t1))
 
     # ------------------------------------------------------------------ the loop
     def iterations(self):
@@ -346,7 +349,8 @@ class Run:
         eval_at = eval_schedule(self.cfg.eval_every, self.iters_per_epoch)
         progress = Progress(self) if self.rank == 0 and self.cfg.progress else None
         self._bar = progress.bar if progress is not None else None
-        with failure.deferring():  # a signal stops every rank at the next loss check
+        self._compiling = _CompileClock()
+        with failure.deferring(), self._compiling:  # a signal stops every rank at the next loss check
             for t in range(self.t, self.total):
                 self.t = t
                 self._micro = 0
@@ -371,6 +375,7 @@ class Run:
                 # the iteration's wall time; evaluation and checkpoints do not
                 self.records["wall"][-1] = time.perf_counter() - t0
                 self.records["idle"][-1] = self._idle
+                self.records["comm"][-1] = _union_length(self._spans)  # the check's all-reduce is both
                 if eval_at(t + 1) or last:
                     self.evaluate(t)
                 if ckpt:
@@ -395,6 +400,7 @@ class Run:
         rec["loss"].append(self._loss / self._nloss if self._nloss else np.nan)  # nan: no gradient here
         rec["codec"].append(self._codec)
         rec["update"].append(self._update)
+        rec["compile"].append(self._compiling.take())  # within the times above (first runs only)
         rec["lr"].append(self.lr(self.t))  # as used: a plateau schedule's lr depends on the run so far
         for name in set(self._extra) | (set(rec) - set(FIELDS)):
             rec.setdefault(name, [np.nan] * (len(rec["wall"]) - 1)).append(self._extra.get(name, np.nan))
@@ -544,13 +550,15 @@ class Progress:
     EVERY_FRACTION, EVERY_SECONDS, AT_MOST = 0.1, 30.0, 1.0
 
     def __init__(self, run, stream=None):
+        import shutil
         import sys
         self.run = run
         self.stream = stream or sys.stdout
         self.start = time.perf_counter()
         self.bar = None
         self.last_time, self.last_done = self.start, run.t
-        if self.stream.isatty():
+        # a terminal too narrow to draw in (some headless sessions report 0 columns) gets lines
+        if self.stream.isatty() and shutil.get_terminal_size((0, 0)).columns >= 40:
             from tqdm import tqdm
             self.bar = tqdm(total=run.total, initial=run.t, unit="it", dynamic_ncols=True, leave=False,
                             file=self.stream)
@@ -587,7 +595,48 @@ def _clock(seconds):
 
 
 #: the per-iteration records of every run (a method may add its own with Run.record)
-FIELDS = ("compute", "idle", "comm", "wall", "loss", "codec", "update", "global_bytes", "local_bytes", "lr")
+FIELDS = ("compute", "idle", "comm", "wall", "loss", "codec", "update", "global_bytes", "local_bytes", "lr",
+          "compile")
+
+
+class _CompileClock:
+    """Seconds Numba spends compiling kernels (not loading them from its disk cache), from
+    Numba's event API: the first run after an install or a change compiles the kernels it
+    meets, inside whatever part of an iteration first calls them. Listens while registered
+    (``with clock:``); ``take()`` returns the seconds since the last take."""
+
+    def __init__(self):
+        from numba.core import event
+        clock = self
+
+        class Listener(event.Listener):
+            def on_start(self, ev):
+                with clock._lock:
+                    if clock._depth == 0:
+                        clock._since = time.perf_counter()
+                    clock._depth += 1
+
+            def on_end(self, ev):
+                with clock._lock:
+                    clock._depth -= 1
+                    if clock._depth == 0:
+                        clock._seconds += time.perf_counter() - clock._since
+
+        self._event, self._listener = event, Listener()
+        self._lock = threading.Lock()
+        self._depth, self._since, self._seconds = 0, 0.0, 0.0
+
+    def __enter__(self):
+        self._event.register("numba:compile", self._listener)
+        return self
+
+    def __exit__(self, *exc):
+        self._event.unregister("numba:compile", self._listener)
+
+    def take(self):
+        with self._lock:
+            seconds, self._seconds = self._seconds, 0.0
+        return seconds
 
 
 def _test_all(reqs):

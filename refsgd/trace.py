@@ -123,7 +123,8 @@ class Trace:
             missing += [f"/{k}" for k in ("w0", "batches", "loss", "lr") if k not in f]
             if missing:
                 raise RefsgdError(f"{path}: malformed trace, missing {', '.join(missing)}")
-            self.attrs = dict(f.attrs)
+            # NumPy scalars as Python values, so that messages print 4, not np.int64(4)
+            self.attrs = {k: v.item() if isinstance(v, np.generic) else v for k, v in f.attrs.items()}
             try:
                 self.config = json.loads(self.attrs["config"])
                 self.state_names = json.loads(self.attrs["state_names"])

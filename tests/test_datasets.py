@@ -547,3 +547,20 @@ def test_randpick():
     assert np.all(ds.randpick(0, 0, 0, 100, 1) == 0)
     with pytest.raises(RefsgdError, match=r"0 samples"):
         ds.randpick(0, 0, 0, 4, 0)
+
+
+def test_mnist_and_fashion_mnist_files_are_told_apart(tmp_path, monkeypatch):
+    """The two sets share file names and shapes; the published MD5s tell them apart (here a
+    synthetic set stands in for Fashion-MNIST by taking its training images' MD5)."""
+    src = tmp_path / "src"
+    make_mnist(src)
+    md5 = ds._md5(str(src / "train-images-idx3-ubyte.gz"))
+    known = {k: dict(v) for k, v in ds._PUBLISHED_MD5.items()}
+    known["fashion-mnist"]["train_images"] = md5
+    monkeypatch.setattr(ds, "_PUBLISHED_MD5", known)
+    out = tmp_path / "m.h5"
+    with pytest.raises(RefsgdError, match=r"this is Fashion-MNIST's file .*data convert fashion-mnist"):
+        ds.convert("mnist", src, out)
+    assert not out.exists()
+    ds.convert("fashion-mnist", src, out)
+    assert out.exists()

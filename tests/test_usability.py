@@ -242,3 +242,35 @@ def test_a_frozen_layer_never_moves(tmp_path, algo):
                     assert np.array_equal(frozen[0], np.broadcast_to(w0[FROZEN], frozen[0].shape)), (path.name, k)
                     moved |= not np.array_equal(s[-1][..., FROZEN.stop:], np.broadcast_to(w0[FROZEN.stop:], s[-1][..., FROZEN.stop:].shape))
             assert moved, f"{path.name}: the trainable layer never moved"
+
+
+# ---------------------------------------------------------------------------- first-run compilation
+def test_compile_clock_counts_numba_compiling_not_cache_loads():
+    import numba
+    from refsgd.run import _CompileClock
+
+    def kernel(x):
+        return x * 2.0 + 1.0
+    with _CompileClock() as clock:
+        numba.njit(kernel)(1.0)                 # compiled here
+        first = clock.take()
+        jitted = numba.njit(lambda x: x + 1)
+        jitted(1)
+        jitted(2)                               # the same signature: no compile the second time
+        clock.take()
+        jitted(3)
+        assert clock.take() == 0.0
+    assert first > 0.0
+
+
+def test_summary_says_when_the_times_include_compiling():
+    from refsgd.metrics import summary
+    n = 10
+    rec = {k: np.full((2, n), 1e-3) for k in ("compute", "idle", "comm", "update")}
+    rec["wall"] = np.full((2, n), 5e-3)
+    rec["compile"] = np.zeros((2, n))
+    assert "Numba" not in summary([], rec, 0.05, None)
+    rec["compile"][1, 0] = 0.5
+    rec["wall"][1, 0] += 0.5
+    text = summary([], rec, 0.55, None)
+    assert "the times include 0.50 s of Numba compiling its kernels on rank 1" in text, text

@@ -86,7 +86,7 @@ def format_step(r):
     if r.get("torch_skipped"):
         lines.append("  pytorch  not timed (--no-torch)")
     elif r["torch_s"] is None:
-        lines.append("  pytorch  not installed (pip install torch to compare)")
+        lines.append("  pytorch  not installed (./run.sh torch installs it, to compare)")
     else:
         lines.append(f"  pytorch  {1e3 * r['torch_s']:9.2f} ms   (torch {r['torch_version']}, "
                      f"{r['torch_threads']} threads)")
@@ -468,7 +468,9 @@ def format_overlap(r):
                     model = row["samples"] / row["model_at_t_c"] / (base["samples"] / base["model_at_t_c"])
                     lines.append(f"  speed-up of {row['method']} over ssgd in samples/s: {mine:.2f}x "
                                  f"(models at t_C: {model:.2f}x)")
-    lines.append("'other' is the rest of the iteration: the update, posting requests, bookkeeping. A method "
+    lines.append("'other' is the rest of the iteration besides compute and idle: the method's update, posting "
+                 "requests, bookkeeping; 'update' is the t_up the model takes (the run's own update time; a "
+                 "parameter server's step measured apart). A method "
                  "overlaps when its idle time is below T_comm. dcasgd's Send/Recv are not delayed by an "
                  "emulated link (it delays all-reduces, Gather and Bcast).")
     if r.get("codecs"):

@@ -39,13 +39,13 @@ parameter server, by the parameter-server model ``(p - 1) (alpha + n beta)`` (ev
 the root's one link; n the bytes of one rank's message). Use :func:`waitall` for lists of requests:
 ``MPI.Request.Waitall`` on LinkRequests completes the real requests but skips the emulated delay.
 Everything else (the lowercase pickle-based ``allreduce``, ``Barrier``, ``Send``, ...) is
-inherited unchanged and not delayed.
+inherited unchanged and not delayed (``Send`` is counted, below).
 
 Traffic: a LinkComm given a :class:`Traffic` counter (``wrap(comm, link, traffic=..., tier=...)``;
 the command line always gives one, with or without a link) adds to it, on every call of these
 four collectives over two or more ranks, the bytes of this rank's own contribution: the message
 of an all-reduce, the send buffer of a non-root rank's ``Gather``, the buffer at the root of a
-``Bcast``. ``tier`` says where the communicator's messages travel: ``"global"`` (between nodes;
+``Bcast``; and the buffer of every ``Send`` (a parameter server's pushes and replies). ``tier`` says where the communicator's messages travel: ``"global"`` (between nodes;
 a flat method's world communicator) or ``"local"`` (within a node). Counted bytes are a
 method's payload, not the bytes MPI's algorithm moves on the wire. Buffers are NumPy arrays (or anything exposing the buffer
 protocol), with ``MPI.IN_PLACE`` allowed as the send buffer; a ``[array, MPI.DOUBLE]`` style
@@ -328,6 +328,12 @@ class LinkComm(MPI.Intracomm):
             self._count(_nbytes(buf))
         t = 0.0 if self.link is None else self.link.ps_time(_nbytes(buf), self.Get_size())
         _sleep_until(self._deadline(start, t))
+
+    def Send(self, buf, dest, tag=0):
+        """The real ``Send``, its payload counted (a parameter server's pushes and replies); not
+        delayed by the link."""
+        super().Send(buf, dest, tag)
+        self._count(_nbytes(buf))
 
     def Dup(self, info=None):
         """A duplicate (a new MPI communicator, freed by the caller) with the same link, traffic
