@@ -380,7 +380,7 @@ def cmd_train(args):
         from refsgd import docs
         from refsgd.algorithms import ALGORITHMS
         print(f"listings, equations and readings: {docs.path('algorithms.md')}\n"
-              f"each method's exact step: {docs.path('implementers.md')}\n")
+              f"each method's exact step: {docs.path('implementers.md')}")
         for name, (_, what) in ALGORITHMS.items():
             print(f"{name:<10} {what}")
         return 0

@@ -15,9 +15,11 @@ Schema (HDF5, written by rank 0, atomically)::
     /iterations/update   float64 (world, T)  seconds in the method's update of its state (the
                                              optimizer step) and its listing's scalings (e.g.
                                              LAGA's 1/N); part of wall - compute - idle - codec
-    /iterations/global_bytes float64 (world, T)  bytes the rank contributed to collectives between
-                                             nodes (a flat method's all-reduce counts as between
-                                             nodes; refsgd.comm.link, "Traffic")
+    /iterations/compile  float64 (world, T)  seconds Numba spent compiling kernels within the
+                                             times above (a first run; 0 when loaded from its cache)
+    /iterations/global_bytes float64 (world, T)  bytes the rank contributed to collectives and
+                                             Sends between nodes (a flat method's traffic counts
+                                             as between nodes; refsgd.comm.link, "Traffic")
     /iterations/local_bytes  float64 (world, T)  the same within a node (DASO's local syncs)
     /iterations/<name>   float64 (world, T)  a method's own per-iteration values (Run.record), e.g.
                                              PP-ASGD's staleness and S

@@ -286,3 +286,14 @@ def test_report_prints_and_plots(tmp_path):
     assert rep.returncode == 0 and png.stat().st_size > 10000
     rep = refsgd("report", str(tmp_path / "missing.h5"))
     assert rep.returncode == 2 and "no such file" in rep.stderr
+
+
+def test_an_unknown_flag_is_reported_by_its_command_and_abbreviations_are_refused():
+    r = refsgd("train", "--bogus-flag")
+    assert r.returncode == 2 and r.stderr.startswith("usage: refsgd train"), r.stderr
+    assert r.stderr.strip().endswith("refsgd train: error: unrecognized arguments: --bogus-flag"), r.stderr
+    r = refsgd("train", "--epoch", "1", "--no-progress")      # --epochs abbreviated: not taken for it
+    assert r.returncode == 2 and "unrecognized arguments: --epoch 1" in r.stderr, r.stderr
+    r = refsgd("bench", "overlap", "--zz")
+    assert r.returncode == 2 and "refsgd bench overlap: error: unrecognized arguments: --zz" in r.stderr
+    assert r.stderr.count("error:") == 1, r.stderr
