@@ -77,7 +77,8 @@ def test_emulated_network_is_what_the_link_does():
     assert net.allreduce(2) == pytest.approx(max(X, 1e-3))
     c = models.Costs(t_c=T_C, t_up={"laga-sgd": 1e-4, "ps-sync": 0.0, "dcasgd": 0.0})
     assert models.iteration_time("laga-sgd", c, net, 2) == pytest.approx(max(T_C + 1e-3, X) + 1e-4)
-    assert net.message() == 2e-4                          # Send/Recv: not delayed by the link
+    assert net.message() == pytest.approx(max(LINK.message_time(N), 2e-4))   # Send/Recv through the link
+    assert models.Network(N, "emulated", p2p_real=2e-4).message() == 2e-4    # no link: the measured one
     assert net.ps(2) == pytest.approx(max(LINK.ps_time(N, 2), 2e-4))
     assert models.iteration_time("daso", models.Costs(t_c=T_C), net, 2) == pytest.approx(
         T_C + max(1e-3, X - T_C) / 4)                     # G = 1: 2 nodes, no local tier
@@ -112,6 +113,7 @@ def test_overlap_json_rows_for_the_new_methods(tmp_path):
         assert row["compute"] > 0 and row["idle"] >= 0 and row["wall"] > 0
         assert row["other"] == pytest.approx(row["wall"] - row["compute"] - row["idle"])
     T_AR = max(X, C)
+    T_msg = max(link.message_time(n), res["p2p"])     # a Send/Recv through the link
 
     def pipe(compute, update=up["pipe-sgd"]):  # eq. 4; one core per rank: the reduction takes compute's time
         if res["cores_per_rank"] < 2:
@@ -121,7 +123,7 @@ def test_overlap_json_rows_for_the_new_methods(tmp_path):
               "pipe-sgd": pipe(t_c),
               "daso": t_c + up["daso"] + max(C, X - (t_c + up["daso"])) / 4,
               "ps-sync": t_c + 2 * max(link.ps_time(n, 2), res["p2p"]) + up["ps-sync"],
-              "dcasgd": max(t_c + 2 * res["p2p"] + up["dcasgd"], 2 * res["p2p"] + up["dcasgd"])}
+              "dcasgd": max(t_c + 2 * T_msg + up["dcasgd"], 2 * T_msg + up["dcasgd"])}
     for name, value in expect.items():
         assert rows[name]["model_at_t_c"] == pytest.approx(value, rel=1e-9), name
     # the model at the run's own compute and update: per worker (ps-sync's server computes none,

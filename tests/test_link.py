@@ -287,3 +287,35 @@ def test_overlapping_requests_queue_on_the_link():
     waitall(reqs)
     assert time.perf_counter() - start >= 2 * T
     assert ra[0] == p and rb[0] == p
+
+
+@pytest.mark.mpi(min_size=2)
+def test_a_message_occupies_the_senders_and_the_receivers_link():
+    """Send holds the sender T_msg; Recv holds the receiver T_msg after the receipt: a round trip
+    0 -> 1 -> 0 takes at least 2 T_msg at each end (a parameter server's push and reply), and both
+    messages are counted once, at their sender."""
+    from refsgd.comm.link import Traffic
+    traffic = Traffic()
+    link = Link(1000.0, 0.01)                      # 1 ms and 8 ms for 10 kB
+    lc = LinkComm(MPI.COMM_WORLD, link, traffic)
+    x = np.arange(1250, dtype=np.float64)          # 10 kB
+    T = link.message_time(x.nbytes)
+    assert T == pytest.approx(1e-3 + x.nbytes * 8 / 0.01e9)
+    rank = lc.Get_rank()
+    lc.Barrier()
+    t0 = time.perf_counter()
+    if rank == 0:
+        lc.Send(x, dest=1, tag=3)
+        y = np.empty_like(x)
+        lc.Recv(y, source=1, tag=4)
+        np.testing.assert_array_equal(y, 2 * x)
+    elif rank == 1:
+        y = np.empty_like(x)
+        lc.Recv(y, source=0, tag=3)
+        assert time.perf_counter() - t0 >= T
+        lc.Send(2 * y, dest=0, tag=4)
+    dt = time.perf_counter() - t0
+    if rank < 2:
+        assert 2 * T <= dt < 2 * T + SLACK
+        assert traffic.global_bytes == x.nbytes
+    lc.Barrier()

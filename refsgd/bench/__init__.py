@@ -40,8 +40,8 @@ Communication (:class:`models.Network`)::
 On this machine with an emulated link (``bench overlap --link/--ratio``) the real collective
 runs first and the link only delays it (refsgd/comm/link.py), so R is replaced by C, the
 measured blocking all-reduce without a link (the collective's CPU work here: shared-memory
-copies and the reduction), a blocking all-reduce takes ``max(X, C)``, and DC-ASGD's Send/Recv,
-which the link does not delay, take the measured ``T_msg`` of this machine. Without a link the
+copies and the reduction), a blocking all-reduce takes ``max(X, C)``, and DC-ASGD's Send/Recv take
+``max(alpha + n beta, the measured message of this machine)``. Without a link the
 measured blocking all-reduce is T_AR, R comes from gamma and X is the rest.
 
 Iteration time per method (:mod:`refsgd.bench.models`)::

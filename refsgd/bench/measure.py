@@ -471,8 +471,8 @@ def format_overlap(r):
     lines.append("'other' is the rest of the iteration besides compute and idle: the method's update, posting "
                  "requests, bookkeeping; 'update' is the t_up the model takes (the run's own update time; a "
                  "parameter server's step measured apart). A method "
-                 "overlaps when its idle time is below T_comm. dcasgd's Send/Recv are not delayed by an "
-                 "emulated link (it delays all-reduces, Gather and Bcast).")
+                 "overlaps when its idle time is below T_comm. An emulated link delays all-reduces, Gather, "
+                 "Bcast and dcasgd's Send/Recv.")
     if r.get("codecs"):
         lines += ["", format_codecs(r["codecs"], r["world"])]
     return "\n".join(lines)

@@ -36,8 +36,8 @@ class Network:
       (:mod:`refsgd.comm.link`), so a blocking all-reduce takes ``max(X(p), C)``, with C
       (``cpu_real``) the measured real all-reduce of this machine: the CPU work of the
       collective here (copies through shared memory and the reduction). A parameter
-      server's Gather/Bcast take ``max((p-1)(alpha + n beta), C)``; a Send/Recv is not delayed
-      by the link and takes the measured ``p2p_real``.
+      server's Gather/Bcast take ``max((p-1)(alpha + n beta), C)``; a Send/Recv takes
+      ``max(alpha + n beta, p2p_real)``, with ``p2p_real`` the measured message of this machine.
     * ``"real"``: the real network, no link (``bench overlap`` without --link): the blocking
       all-reduce is the measured ``blocking_real``, its CPU part ``R(p)`` from gamma, the
       transfer the rest.
@@ -103,8 +103,10 @@ class Network:
     def message(self):
         """T_msg: one message of nbytes (Send/Recv)."""
         if self.kind == "model":
-            return self.link.alpha + self.nbytes * self.link.beta
-        return self.p2p_real  # the emulated link does not delay Send/Recv
+            return self.link.message_time(self.nbytes)
+        if self.link is None:
+            return self.p2p_real
+        return max(self.link.message_time(self.nbytes), self.p2p_real)
 
     def add_cpu(self, k):
         """k element-wise additions of a vector of nbytes (a server's sum)."""

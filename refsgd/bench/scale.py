@@ -237,6 +237,5 @@ def format_check(rows, inputs):
     lines.append("  predicted: this table's model with its t_C; 'at run t_C': the same formulas with the t_C and "
                  "t_up measured in that run (ranks share this machine's cores); 'emulated': bench overlap's model of "
                  "that run (the compute measured in the method's own run, the emulated link's semantics: the real "
-                 "collective first, then the link's delay). daso at 2 ranks: 2 virtual nodes of 1; at 4: 2 of 2. "
-                 "dcasgd: the emulated link does not delay Send/Recv, so its runs lack the link's 2 T_msg per push.")
+                 "collective first, then the link's delay). daso at 2 ranks: 2 virtual nodes of 1; at 4: 2 of 2.")
     return "\n".join(lines)

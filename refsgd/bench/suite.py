@@ -225,9 +225,8 @@ def markdown(r):
           "much the method's own threads and waits slow its compute on this machine). t_up (the update alone, "
           "timed right after a forward/backward pass as a run meets it, ms): "
           + ", ".join(f"{a} {_ms(v, 3)}" for a, v in sorted(two["t_up"].items()))
-          + ". R = C here (the CPU work of the real collective), X the link's Ring-AllReduce time. dcasgd's "
-          "Send/Recv are not delayed by the emulated link, so its row runs without the link's cost (and its model "
-          "says so)."]
+          + ". R = C here (the CPU work of the real collective), X the link's Ring-AllReduce time; dcasgd's "
+          "Send/Recv take T_msg = alpha + n beta each on the link."]
     # -- codecs
     if two.get("codecs"):
         c0 = two["codecs"][0]

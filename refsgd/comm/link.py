@@ -36,10 +36,14 @@ What is delayed: ``LinkComm.Allreduce`` (blocking: returns no earlier than ``sta
 ``LinkComm.Iallreduce`` (returns a :class:`LinkRequest` whose ``Wait``/``Test`` do not report
 completion before its ``deadline``); ``LinkComm.Gather`` and ``LinkComm.Bcast``, the exchanges of a
 parameter server, by the parameter-server model ``(p - 1) (alpha + n beta)`` (every message passes
-the root's one link; n the bytes of one rank's message). Use :func:`waitall` for lists of requests:
+the root's one link; n the bytes of one rank's message); ``LinkComm.Send`` and ``LinkComm.Recv``
+(DC-ASGD's pushes and replies) by ``T_msg = alpha + n beta`` each, on the sender's link after the
+send and on the receiver's link after the receipt: a message occupies both ends' links, so a
+server's one link carries its p - 1 round trips one after the other, ``(p - 1)(2 T_msg + t_up)``,
+and a worker's round trip takes ``2 T_msg + t_up``, as the parameter-server model says. Use :func:`waitall` for lists of requests:
 ``MPI.Request.Waitall`` on LinkRequests completes the real requests but skips the emulated delay.
-Everything else (the lowercase pickle-based ``allreduce``, ``Barrier``, ``Send``, ...) is
-inherited unchanged and not delayed (``Send`` is counted, below).
+Everything else (the lowercase pickle-based ``allreduce``, ``Barrier``, ``Isend``, ...) is
+inherited unchanged and not delayed.
 
 Traffic: a LinkComm given a :class:`Traffic` counter (``wrap(comm, link, traffic=..., tier=...)``;
 the command line always gives one, with or without a link) adds to it, on every call of these
@@ -123,6 +127,10 @@ class Link:
         if p <= 1:
             return 0.0
         return 2 * (p - 1) * self.alpha + 2 * ((p - 1) / p) * nbytes * self.beta
+
+    def message_time(self, nbytes):
+        """T_msg (s): one point-to-point message of ``nbytes``, ``alpha + n beta``."""
+        return self.alpha + nbytes * self.beta
 
     def ps_time(self, nbytes, p):
         """Parameter-server time (s) of one direction: the p - 1 messages of ``nbytes`` between
@@ -330,10 +338,21 @@ class LinkComm(MPI.Intracomm):
         _sleep_until(self._deadline(start, t))
 
     def Send(self, buf, dest, tag=0):
-        """The real ``Send``, its payload counted (a parameter server's pushes and replies); not
-        delayed by the link."""
+        """The real ``Send``, its payload counted (a parameter server's pushes and replies), then
+        held until its turn on this rank's link plus ``T_msg = alpha + n beta``."""
+        start = time.perf_counter()
         super().Send(buf, dest, tag)
-        self._count(_nbytes(buf))
+        nbytes = _nbytes(buf)
+        self._count(nbytes)
+        if self.link is not None:
+            _sleep_until(self._deadline(start, self.link.message_time(nbytes)))
+
+    def Recv(self, buf, source=MPI.ANY_SOURCE, tag=MPI.ANY_TAG, status=None):
+        """The real ``Recv``, then held until the message's turn on this rank's link plus
+        ``T_msg`` (the size of ``buf``): a message occupies the sender's link and the receiver's."""
+        super().Recv(buf, source, tag, status)
+        if self.link is not None:
+            _sleep_until(self._deadline(time.perf_counter(), self.link.message_time(_nbytes(buf))))
 
     def Dup(self, info=None):
         """A duplicate (a new MPI communicator, freed by the caller) with the same link, traffic
