@@ -105,6 +105,23 @@ def cfg(**kw):
 
 @pytest.mark.mpi
 @pytest.mark.skipif(not UNDER_MPI, reason="runs under mpiexec")
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_adaptive_lambda_is_the_numpy_lines_bit_for_bit(dtype):
+    """DC-ASGD's MeanSquare and adaptive lambda in one pass, without temporaries: the same bits
+    as the NumPy lines of the serial rendering (MeanSquare updated before use, eps inside)."""
+    from refsgd.algorithms.dcasgd import EPS, adaptive_lambda
+    rng = np.random.default_rng(4)
+    g = rng.standard_normal(1001).astype(dtype)
+    ms = (rng.random(1001) * 0.01).astype(dtype)
+    want_ms = ms * 0.95 + (1 - 0.95) * g * g
+    want = 0.04 / np.sqrt(want_ms + EPS)
+    out = np.empty_like(g)
+    assert adaptive_lambda(ms, g, 0.95, 0.04, out) is out
+    assert out.dtype == dtype and ms.dtype == dtype
+    np.testing.assert_array_equal(ms, want_ms)
+    np.testing.assert_array_equal(out, want)
+
+
 def test_dcs3gd_on_one_rank_is_mxnet_momentum_sgd():
     """N = 1: D_i = dw_bar - dw_i = 0, so the correction vanishes and w_i follows U exactly."""
     from mpi4py import MPI

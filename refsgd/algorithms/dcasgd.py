@@ -60,16 +60,34 @@ def check(args, world):
         raise RefsgdError(f"--dc-ms-decay is the decay m of MeanSquare and must be in [0, 1), got {decay:g}")
 
 
-def compensated_step(w, g, w_bak, eta, lam, wd):
+def compensated_step(w, g, w_bak, eta, lam, wd, decayed=None):
     """S2: w <- w - eta * (g + wd*w + lam (.) g (.) g (.) (w - w_bak)), in place, in one pass.
 
     lam is a number or an array (the adaptive variant); wd a number, or an array that is 0 in
-    frozen layers (refsgd.optim.decay_mask).
+    frozen layers (refsgd.optim.decay_mask); ``decayed`` says whether any wd is non-zero (None:
+    look, a pass over an array wd).
     """
     t = w.dtype.type
     lam_a = np.asarray(lam, dtype=w.dtype).reshape(-1)
     wd_a = np.asarray(wd, dtype=w.dtype).reshape(-1)
-    _compensated(w, g, w_bak, t(eta), lam_a, wd_a, bool(np.any(wd_a)))
+    _compensated(w, g, w_bak, t(eta), lam_a, wd_a, bool(np.any(wd_a)) if decayed is None else decayed)
+
+
+def adaptive_lambda(ms, g, decay, lam0, out):
+    """Zheng et al.'s adaptive lambda, in place and in one pass: MeanSquare is updated first,
+    ``ms <- decay*ms + (1 - decay) g (.) g``, then ``out <- lam0 / sqrt(ms + EPS)``; the scalars in
+    the vectors' dtype, each element computed in the order of those NumPy lines."""
+    t = ms.dtype.type
+    _adaptive(ms, g, t(decay), t(1 - decay), t(lam0), t(EPS), out)
+    return out
+
+
+@nb.njit(cache=True, nogil=True)
+def _adaptive(ms, g, decay, rest, lam0, eps, out):
+    for j in range(ms.size):
+        m = ms[j] * decay + rest * g[j] * g[j]
+        ms[j] = m
+        out[j] = lam0 / np.sqrt(m + eps)
 
 
 @nb.njit(cache=True, nogil=True)
@@ -106,6 +124,7 @@ def train(run):
         status = MPI.Status()
         mask = decay_mask(run.net)
         wd = c.weight_decay if mask is None else c.weight_decay * mask  # frozen layers: no decay
+        decayed = bool(np.any(wd))
         for t in run.iterations():
             eta = run.lr(t)
             for k in range(M):
@@ -114,18 +133,14 @@ def train(run):
                 with run.idle():
                     comm.Recv(g_m, source=source, tag=PUSH, status=status)
                 m = status.Get_source()
-                if c.dc_adaptive:
-                    # lambda_t = lambda_0 / sqrt(MeanSquare_t + eps), MeanSquare from g_m
-                    ms *= c.dc_ms_decay
-                    ms += (1 - c.dc_ms_decay) * g_m * g_m
-                    np.sqrt(ms + EPS, out=lam_buf)
-                    np.divide(c.dc_lambda, lam_buf, out=lam_buf)
-                    lam = lam_buf
-                else:
-                    lam = c.dc_lambda
-                # S2: w <- w - eta (g_m + lambda g_m (.) g_m (.) (w - w_bak(m)))
                 with run.update():
-                    compensated_step(w, g_m, w_bak[m - 1], eta, lam, wd)
+                    if c.dc_adaptive:
+                        # lambda_t = lambda_0 / sqrt(MeanSquare_t + eps), MeanSquare from g_m
+                        lam = adaptive_lambda(ms, g_m, c.dc_ms_decay, c.dc_lambda, lam_buf)
+                    else:
+                        lam = c.dc_lambda
+                    # S2: w <- w - eta (g_m + lambda g_m (.) g_m (.) (w - w_bak(m)))
+                    compensated_step(w, g_m, w_bak[m - 1], eta, lam, wd, decayed)
                 # S3: send w to m
                 with run.idle():
                     comm.Send(w, dest=m, tag=PULL)
