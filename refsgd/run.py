@@ -43,6 +43,7 @@ iteration t consumes micro-batches ``t*tau .. t*tau + tau - 1``.
 
 import contextlib
 import functools
+import shutil
 import sys
 import threading
 import time
@@ -550,8 +551,6 @@ class Progress:
     EVERY_FRACTION, EVERY_SECONDS, AT_MOST = 0.1, 30.0, 1.0
 
     def __init__(self, run, stream=None):
-        import shutil
-        import sys
         self.run = run
         self.stream = stream or sys.stdout
         self.start = time.perf_counter()

@@ -607,6 +607,37 @@ def wino_output(M, r0, r1, y, b, slope, mode):
                     yr[W - 1] = u
 
 
+@nb.njit(cache=True, nogil=True, inline="always")
+def _tile_row_pair(Z, a, bf, u, v, mode, s2, zero):
+    """Row a of every tile from A^T M's rows Z (``_rows_of_AtM``): its two pixels, bias and
+    activation applied (mode 0 none, 1 leaky with slope s2, 2 ReLU), into u (left) and v
+    (right), one value per tile; each mode a loop of its own so that each vectorises."""
+    z0 = Z[4 * a]
+    z1 = Z[4 * a + 1]
+    z2 = Z[4 * a + 2]
+    z3 = Z[4 * a + 3]
+    T = u.shape[0]
+    if mode == 0:
+        for t in range(T):
+            u[t] = z0[t] + z1[t] + z2[t] + bf
+        for t in range(T):
+            v[t] = z1[t] - z2[t] - z3[t] + bf
+    elif mode == 1:
+        for t in range(T):
+            w = z0[t] + z1[t] + z2[t] + bf
+            u[t] = w * s2 if w < 0 else w
+        for t in range(T):
+            w = z1[t] - z2[t] - z3[t] + bf
+            v[t] = w * s2 if w < 0 else w
+    else:
+        for t in range(T):
+            w = z0[t] + z1[t] + z2[t] + bf
+            u[t] = zero if w < 0 else w
+        for t in range(T):
+            w = z1[t] - z2[t] - z3[t] + bf
+            v[t] = zero if w < 0 else w
+
+
 @nb.njit(cache=True, nogil=True)
 def wino_output_pool(M, r0, r1, tw, yp, arg, b, slope, mode):
     """``wino_output`` followed by a 2x2 max pool whose windows are the tiles (H, W even): of
@@ -624,27 +655,7 @@ def wino_output_pool(M, r0, r1, tw, yp, arg, b, slope, mode):
         bf = b[f] if b.shape[0] > 0 else zero
         _rows_of_AtM(M, f, Z)
         for a in range(2):
-            z0 = Z[4 * a]
-            z1 = Z[4 * a + 1]
-            z2 = Z[4 * a + 2]
-            z3 = Z[4 * a + 3]
-            u = Y[2 * a]
-            for t in range(T):
-                u[t] = z0[t] + z1[t] + z2[t] + bf
-            u = Y[2 * a + 1]
-            for t in range(T):
-                u[t] = z1[t] - z2[t] - z3[t] + bf
-        if mode != 0:
-            for k in range(4):
-                u = Y[k]
-                if mode == 1:
-                    for t in range(T):
-                        v = u[t]
-                        u[t] = v * s2 if v < 0 else v
-                else:
-                    for t in range(T):
-                        v = u[t]
-                        u[t] = zero if v < 0 else v
+            _tile_row_pair(Z, a, bf, Y[2 * a], Y[2 * a + 1], mode, s2, zero)
         y00 = Y[0]
         y01 = Y[1]
         y10 = Y[2]
@@ -752,31 +763,7 @@ def wino_output_planar(M, r0, r1, tw, yp, b, slope, mode):
         bf = b[f] if b.shape[0] > 0 else zero
         _rows_of_AtM(M, f, Z)
         for a in range(2):
-            z0 = Z[4 * a]
-            z1 = Z[4 * a + 1]
-            z2 = Z[4 * a + 2]
-            z3 = Z[4 * a + 3]
-            u = yp[f, 2 * a, base:base + T]
-            v = yp[f, 2 * a + 1, base:base + T]
-            if mode == 0:
-                for t in range(T):
-                    u[t] = z0[t] + z1[t] + z2[t] + bf
-                for t in range(T):
-                    v[t] = z1[t] - z2[t] - z3[t] + bf
-            elif mode == 1:
-                for t in range(T):
-                    w = z0[t] + z1[t] + z2[t] + bf
-                    u[t] = w * s2 if w < 0 else w
-                for t in range(T):
-                    w = z1[t] - z2[t] - z3[t] + bf
-                    v[t] = w * s2 if w < 0 else w
-            else:
-                for t in range(T):
-                    w = z0[t] + z1[t] + z2[t] + bf
-                    u[t] = zero if w < 0 else w
-                for t in range(T):
-                    w = z1[t] - z2[t] - z3[t] + bf
-                    v[t] = zero if w < 0 else w
+            _tile_row_pair(Z, a, bf, yp[f, 2 * a, base:base + T], yp[f, 2 * a + 1, base:base + T], mode, s2, zero)
 
 
 @nb.njit(cache=True, nogil=True)
