@@ -220,3 +220,28 @@ def test_without_the_capabilities_it_says_which_and_exits_2():
     assert r.stderr.strip() == ("scripts/cluster: needs root, or CAP_NET_ADMIN and CAP_SYS_ADMIN: this process "
                                 "lacks CAP_SYS_ADMIN")
     assert "rtcaps-n0" not in subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+
+
+def test_bench_overlap_measures_the_real_link_and_models_with_it(tmp_path):
+    """`bench overlap` across 2 nodes of a 100 Mbit/s link: the ping-pong finds the rate the link
+    was given (a 2.6 MB message, far beyond tbf's bucket), and each method has a model with it."""
+    c = Cluster(f"rt{os.getpid() % 100000}x{next(_names)}")
+    r = subprocess.run([SCRIPT, "up", "--name", c.name, "--rate", "100mbit"], capture_output=True, text=True,
+                       timeout=60)
+    try:
+        assert r.returncode == 0, r.stderr
+        cmd = c.command("bench", "overlap", "--model", "mnist_mlp", "--batch", "16", "--iterations", "8",
+                        "--skip", "2", "--algos", "ssgd,dcs3gd", "--json", str(tmp_path / "o.json"))
+        cmd[cmd.index("-n") + 1], cmd[cmd.index("-ppn") + 1] = "2", "1"
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=400, cwd=ROOT,
+                           env={**os.environ, **ONE_THREAD})
+        assert r.returncode == 0, r.stdout + r.stderr
+    finally:
+        subprocess.run([SCRIPT, "down", "--name", c.name], capture_output=True, timeout=60)
+    assert f"between nodes {c.name}-n0 and {c.name}-n1, MEASURED" in r.stdout
+    out = json.loads((tmp_path / "o.json").read_text())
+    latency_us, gbit_s = map(float, out["real_link"].split(","))
+    assert 0.07 < gbit_s < 0.105 and 0 < latency_us < 5000, out["real_link"]
+    rows = out["runs"][0]["rows"]
+    assert [row["method"] for row in rows] == ["ssgd", "dcs3gd"]
+    assert all(row["model_link"] > 0.15 for row in rows)   # the transfer alone: 2.6 MB at 0.1 Gbit/s, 0.2 s
