@@ -239,9 +239,9 @@ def _allreduce_time(comm, n, dtype, repeat=20, stat=np.median):
     return comm.allreduce(float(stat(times[3:])), op=MPI.MAX)
 
 
-def _message_time(comm, n, dtype, repeat=20):
-    """Median seconds of one message of n values from rank 1 to rank 0 and back, halved
-    (ranks beyond 1 take no part); 0 on one rank."""
+def _message_time(comm, n, dtype, repeat=20, peer=1, stat=np.median):
+    """``stat`` (the median) of the seconds of one message of n values from rank 0 to ``peer``
+    and back, halved (the other ranks take no part); 0 on one rank."""
     from mpi4py import MPI
     if comm.Get_size() < 2:
         return 0.0
@@ -251,20 +251,22 @@ def _message_time(comm, n, dtype, repeat=20):
         comm.Barrier()
         t0 = time.perf_counter()
         if rank == 0:
-            comm.Recv(a, source=1, tag=7)
-            comm.Send(a, dest=1, tag=8)
-        elif rank == 1:
-            comm.Send(a, dest=0, tag=7)
-            comm.Recv(a, source=0, tag=8)
+            comm.Send(a, dest=peer, tag=7)
+            comm.Recv(a, source=peer, tag=8)
+        elif rank == peer:
+            comm.Recv(a, source=0, tag=7)
+            comm.Send(a, dest=0, tag=8)
         times.append((time.perf_counter() - t0) / 2)
-    return comm.allreduce(float(np.median(times[3:])) if rank < 2 else 0.0, op=MPI.MAX)
+    return comm.allreduce(float(stat(times[3:])) if rank in (0, peer) else 0.0, op=MPI.MAX)
 
 
 def measured_link(comm, n, dtype, repeat=20):
     """The link between two nodes, measured: a ping-pong of one value and of n values between
-    rank 0 and the first rank on another node (MPI_Get_processor_name), median of ``repeat``;
-    alpha = the one-value message, beta = the rest of the n-value message per byte. Returns
-    (Link, the two processor names), or (None, None) when every rank is on one node."""
+    rank 0 and the first rank on another node (MPI_Get_processor_name), the fastest of
+    ``repeat`` (the link's floor: on a loaded machine a median of a 1-value message measured the
+    ranks' wake-ups, up to 1.5 ms); alpha = the one-value message, beta = the rest of the n-value
+    message per byte. Returns (Link, the two processor names), or (None, None) when every rank
+    is on one node."""
     from mpi4py import MPI
 
     from refsgd.comm.link import Link
@@ -272,20 +274,7 @@ def measured_link(comm, n, dtype, repeat=20):
     peer = next((r for r, name in enumerate(names) if name != names[0]), None)
     if peer is None:
         return None, None
-    rank, t = comm.Get_rank(), {}
-    for size in (1, n):
-        a, times = np.ones(size, dtype), []
-        for _ in range(repeat + 3):
-            comm.Barrier()
-            t0 = time.perf_counter()
-            if rank == 0:
-                comm.Send(a, dest=peer, tag=9)
-                comm.Recv(a, source=peer, tag=9)
-            elif rank == peer:
-                comm.Recv(a, source=0, tag=9)
-                comm.Send(a, dest=0, tag=9)
-            times.append((time.perf_counter() - t0) / 2)
-        t[size] = comm.bcast(float(np.median(times[3:])), root=0)
+    t = {size: _message_time(comm, size, dtype, repeat, peer, np.min) for size in (1, n)}
     nbytes = (n - 1) * np.dtype(dtype).itemsize
     beta = max(t[n] - t[1], 1e-12) / nbytes
     return Link(1e6 * t[1], 8.0 / beta / 1e9), (names[0], names[peer])
@@ -490,7 +479,7 @@ def format_overlap(r):
     if r.get("real_link") is not None:
         a, b = r["real_link_nodes"]
         lines.append(f"  link    = alpha {r['real_link'].latency_us:.1f} us, 1/beta {r['real_link'].gbit_s:.3f} Gbit/s   "
-                     f"between nodes {a} and {b}, MEASURED (ping-pong of 1 and of {r['num_params']:,} values)")
+                     f"between nodes {a} and {b}, MEASURED (ping-pong of 1 and of {r['num_params']:,} values, fastest of 20)")
     for run in r["runs"]:
         link = f"{run['link']} -- EMULATED" if run["link"] else "none (the real network of this run)"
         lines += ["", f"link: {link}" + (f" (ratio {run['ratio']:g})" if run["ratio"] else ""),
