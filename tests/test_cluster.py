@@ -130,10 +130,10 @@ def test_flat_methods_across_the_nodes_verify_against_their_goldens(cluster, tmp
     assert r.returncode == 0 and "OK: 10 steps x 4 workers agree" in r.stdout, r.stdout + r.stderr
 
 
-def _start_long_run(cluster):
+def _start_long_run(cluster, *extra):
     """A run that trains until stopped; returns the process once every rank has evaluated."""
     p = subprocess.Popen(cluster.command("train", "--algo", "ssgd", "--iterations", "1000000", "--eval-every",
-                                         "20it", "--no-progress"), stdout=subprocess.PIPE,
+                                         "20it", "--no-progress", *extra), stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True, cwd=ROOT, env={**os.environ, **ONE_THREAD},
                          start_new_session=True)
     for line in p.stdout:
@@ -172,6 +172,20 @@ def _ends_everything(cluster, p, within):
     assert not any(cluster.pids(ns) for ns in ("n0", "n1", "head")), "processes left in the namespaces"
     assert "Traceback" not in out + err
     return p.returncode, out, err, elapsed
+
+
+@pytest.mark.parametrize("sig,code,word", [(signal.SIGINT, 130, "interrupted (SIGINT)"),
+                                           (signal.SIGTERM, 143, "terminated (SIGTERM)")], ids=["int", "term"])
+def test_a_signal_to_the_launch_stops_every_rank_together_with_a_checkpoint(cluster, tmp_path, sig, code, word):
+    """Ctrl-C (or scancel's SIGTERM) to `scripts/cluster run`'s process group reaches mpiexec
+    once, and hydra passes it to the ranks of both nodes: they stop together at the next loss
+    check, after writing a checkpoint, as on one host."""
+    p = _start_long_run(cluster, "--checkpoint", str(tmp_path / "ck"), "--checkpoint-every", "1000000")
+    os.killpg(p.pid, sig)
+    rc, out, err, elapsed = _ends_everything(cluster, p, within=40)
+    assert rc == code, out + err
+    assert err.count(f"refsgd: {word} after iteration") == 1, err
+    assert (tmp_path / "ck" / "latest").exists()
 
 
 def test_kill_9_of_one_nodes_ranks_ends_every_rank(cluster):
