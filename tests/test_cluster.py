@@ -231,6 +231,24 @@ def test_up_refuses_a_leftover_and_two_clusters_coexist(cluster):
         subprocess.run([SCRIPT, "down", "--name", other.name], capture_output=True, timeout=60)
 
 
+def test_an_interrupted_up_removes_what_it_made():
+    name = f"rt{os.getpid() % 100000}x{next(_names)}"
+    p = subprocess.Popen([SCRIPT, "up", "--name", name, "--nodes", "200"], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    try:
+        time.sleep(1.0)
+        p.send_signal(signal.SIGINT)
+        out, err = p.communicate(timeout=120)
+        assert p.returncode == 130 and "interrupted; removing what it created" in err, out + err
+        left = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+        assert not [n for n in left.split() if n.startswith(name + "-")]
+        assert not os.path.exists(f"/run/refsgd-cluster/{name}")
+    finally:
+        if p.poll() is None:
+            p.kill()
+        subprocess.run([SCRIPT, "down", "--name", name], capture_output=True, timeout=120)
+
+
 def test_without_the_capabilities_it_says_which_and_exits_2():
     if shutil.which("capsh") is None:
         pytest.skip("needs capsh to drop a capability")
