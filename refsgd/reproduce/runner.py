@@ -1,0 +1,115 @@
+"""The runs of a claim: ``mpiexec -n P refsgd train ... --out F.h5`` through the project's
+launcher (:func:`refsgd.bench.suite.launch`: the MPI library's own mpiexec, one BLAS/Numba
+thread per rank), each read back with :func:`refsgd.report.load`, with the machine's load
+before and after it. Identical commands within one ``refsgd reproduce`` run once (a calibration
+run that two claims share)."""
+
+import dataclasses
+import functools
+import os
+import time
+
+from refsgd import RefsgdError
+
+
+def load_average():
+    """The 1-, 5- and 15-minute load averages (None where the OS has none)."""
+    try:
+        return [round(v, 2) for v in os.getloadavg()]
+    except (AttributeError, OSError):
+        return None
+
+
+def cores():
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+@dataclasses.dataclass
+class Setup:
+    """What every claim of one ``refsgd reproduce`` call shares."""
+
+    ranks: int = 2
+    data: str = None  # None: the embedded digits
+    link: str = None  # --link for the timing claims; None: one chosen from the measured compute
+    quick: bool = False
+    seeds: int = 3
+    workdir: str = "."
+    timeout: int = 900
+    log: object = None
+
+    def say(self, line):
+        if self.log:
+            self.log(line)
+
+    @functools.cached_property
+    def kind(self):
+        """"digits", "mnist" (any 1 x 28 x 28 set) or "cifar10"."""
+        if self.data is None:
+            return "digits"
+        from refsgd.datasets import load
+        d = load(self.data)
+        shape = d.image_shape
+        if shape == (1, 28, 28):
+            return "mnist"
+        if shape == (3, 32, 32) and d.num_classes == 10:
+            return "cifar10"
+        raise RefsgdError(f"--data {self.data}: reproduce knows MNIST-like (1x28x28) and CIFAR-10 datasets, "
+                          f"not images of shape {shape}")
+
+    def model(self, role):
+        """The model of a claim: ``role`` "accuracy" (cheap, learns) or "timing" (a gradient long
+        enough next to the per-iteration overhead for a timing model to mean something)."""
+        kind = self.kind
+        if kind == "digits":
+            return "digits_mlp" if role == "accuracy" else "digits_cnn"
+        return "mnist_mlp" if kind == "mnist" else "cifar10_cnn"
+
+
+class Runs:
+    """Launches training runs and keeps what a claim's JSON records of each."""
+
+    def __init__(self, setup):
+        self.setup = setup
+        self.records = []  # every run launched for the current claim, in order
+        self._done = {}  # argv (without --out) -> (path, record)
+        self._count = 0
+
+    def start_claim(self):
+        self.records = []
+
+    def train(self, algo, seed, ranks=None, trace=False, **options):
+        """Run ``refsgd train --algo ALGO`` on ``ranks`` (default the setup's) with ``options``
+        (train's options, ``_`` for ``-``; True for a flag) and return its :class:`report.Run`
+        (with ``.trace_path`` when ``trace``)."""
+        from refsgd import report
+        from refsgd.bench import suite
+        ranks = ranks or self.setup.ranks
+        argv = ["train", "--algo", algo, "--seed", str(seed)]
+        if self.setup.data is not None and "data" not in options:
+            argv += ["--data", self.setup.data]
+        for k, v in options.items():
+            if v is None or v is False:
+                continue
+            argv += [f"--{k.replace('_', '-')}"] + ([] if v is True else [str(v)])
+        argv += ["--no-progress"]
+        key = (ranks, trace, tuple(argv))
+        if key not in self._done:
+            self._count += 1
+            path = os.path.join(self.setup.workdir, f"run{self._count:03d}-{algo}.h5")
+            extra = ["--out", path, "--force"]
+            tpath = None
+            if trace:
+                tpath = path[:-3] + ".trace.h5"
+                extra += ["--trace", tpath]
+            shown = f"mpiexec -n {ranks} refsgd {' '.join(argv)}"
+            self.setup.say(f"running {shown}")
+            before, t0 = load_average(), time.perf_counter()
+            suite.launch(ranks, argv + extra, timeout=self.setup.timeout)
+            record = {"command": shown, "ranks": ranks, "seconds": round(time.perf_counter() - t0, 3),
+                      "load_before": before, "load_after": load_average()}
+            self._done[key] = (path, tpath, record)
+        path, tpath, record = self._done[key]
+        self.records.append(dict(record, shared=record in self.records))
+        run = report.load(path)
+        run.trace_path = tpath
+        return run
