@@ -48,8 +48,17 @@ def best_acc(run):
     return 100.0 * max(e["test_acc"] for e in run.evals) if run.evals else math.nan
 
 
+def compile_seconds(run, iteration):
+    """Seconds Numba spent compiling in the first ``iteration`` iterations (mean over ranks): a
+    first run after an install compiles the kernels it meets, later runs load them."""
+    if "compile" not in run.rec or iteration <= 0:
+        return 0.0
+    return float(np.asarray(run.rec["compile"], dtype=np.float64)[:, :int(iteration)].sum(axis=1).mean())
+
+
 def curve(run, x="epoch", y="test_acc"):
-    xs = [float(e[x]) for e in run.evals]
+    """[x, y] of the evaluations; x "seconds" is the training time without Numba's compiling."""
+    xs = [float(e[x]) - (compile_seconds(run, e["iteration"]) if x == "seconds" else 0.0) for e in run.evals]
     ys = [100.0 * e[y] if y == "test_acc" else float(e[y]) for e in run.evals]
     return [xs, ys]
 
@@ -84,8 +93,17 @@ def per_iteration_ms(run, part, skip=None):
 
 
 def run_seconds(run):
-    """Training time: the sum of the iterations' wall times, mean over ranks (no evaluation)."""
-    return float(np.asarray(run.rec["wall"], dtype=np.float64).sum(axis=1).mean())
+    """Training time: the sum of the iterations' wall times, mean over ranks (no evaluation, no
+    Numba compiling)."""
+    return float(np.asarray(run.rec["wall"], dtype=np.float64).sum(axis=1).mean()) - compile_seconds(run, run.iterations)
+
+
+def eval_every(setup, batch, workers, per_epoch=4):
+    """--eval-every that evaluates about ``per_epoch`` times an epoch (time to accuracy needs more
+    points than one an epoch)."""
+    from refsgd.datasets import load
+    iterations = max(1, load(setup.data).n_train // (batch * workers))
+    return f"{max(1, iterations // per_epoch)}it"
 
 
 def epochs(setup, digits, other):
@@ -147,9 +165,11 @@ def _dc_time_measure(runs, setup, hp, seed):
     common = dict(model=hp["model"], batch=hp["batch"], iterations=hp["iterations"], lr=hp["lr"],
                   momentum=hp["momentum"], link=link, eval_every=f"{hp['iterations']}it")
     s, d = runs.train("ssgd", seed, **common), runs.train("dcs3gd", seed, **common)
-    n = {"t_c_ms": 1e3 * t_c, "t_ared_ms": 1e3 * t_ared,
+    # the models evaluated with each run's own compute (time-slicing on a loaded machine included)
+    cs, cd = per_iteration_ms(s, "compute") / 1e3, per_iteration_ms(d, "compute") / 1e3
+    n = {"t_c_ms": 1e3 * t_c, "t_ared_ms": 1e3 * t_ared, "ssgd_compute_ms": 1e3 * cs, "dcs3gd_compute_ms": 1e3 * cd,
          "ssgd_ms": per_iteration_ms(s, "wall"), "dcs3gd_ms": per_iteration_ms(d, "wall"),
-         "eq13_ms": 1e3 * (t_c + t_ared), "eq14_ms": 1e3 * max(t_c, t_ared)}
+         "eq13_ms": 1e3 * (cs + t_ared), "eq14_ms": 1e3 * max(cd, t_ared)}
     n["speedup"] = n["ssgd_ms"] / n["dcs3gd_ms"]
     n["model_speedup"] = n["eq13_ms"] / n["eq14_ms"]
     n["dcs3gd_over_eq14"] = n["dcs3gd_ms"] / n["eq14_ms"]
@@ -226,7 +246,7 @@ def _laga_speed_measure(runs, setup, hp, seed):
 def _pp2_hyper(setup):
     digits = setup.kind == "digits"
     return {"model": setup.model("accuracy"), "ranks": 1, "threads": 2, "batch": 32 if digits else 64,
-            "lr": 2e-4 if digits else 1e-6, "momentum": 0.99, "epochs": epochs(setup, (4, 20), (2, 10)),
+            "lr": 1e-5 if digits else 1e-6, "momentum": 0.99, "epochs": epochs(setup, (4, 20), (2, 10)),
             "evals_per_epoch": 4,
             "note": "the deterministic mode (--staleness S): update t uses gradients computed at the w^ of "
                     "update t-S-1, so the numbers count updates, as the paper's Figure 2; one process of G = 2 "
@@ -300,17 +320,20 @@ def _pp3_measure(runs, setup, hp, seed):
 
 def _pp_sync_hyper(setup):
     digits = setup.kind == "digits"
-    return {"model": setup.model("timing"), "threads": 2, "batch": 32, "lr": 2e-4 if digits else 3e-6,
-            "momentum": 0.99, "epochs": epochs(setup, (3, 15), (1, 5)),
+    return {"model": setup.model("timing"), "ranks": 1, "threads": 2, "batch": 32, "lr": 3e-5 if digits else 3e-6,
+            "momentum": 0.99, "epochs": epochs(setup, (6, 20), (1, 5)),
             "note": "pp-asgd in its threaded mode (G gradient threads per process) against the synchronous "
                     "ssgd-nag with --tau G (the G sub-batches of a rank one after another), the same lambda "
-                    "(a sum of gradients) and mu; time to the best test accuracy both reach"}
+                    "(a sum of gradients) and mu; time to the best test accuracy both reach; one process (on 2 "
+                    "processes of 2 threads, digits_cnn at this lambda, PP-ASGD stayed at chance accuracy: "
+                    "each update consumed many gradients; not yet understood)"}
 
 
 def _pp_sync_measure(runs, setup, hp, seed):
-    common = dict(model=hp["model"], batch=hp["batch"], lr=hp["lr"], momentum=hp["momentum"], epochs=hp["epochs"])
-    r = {"pp-asgd": runs.train("pp-asgd", seed, threads=hp["threads"], **common),
-         "ssgd-nag": runs.train("ssgd-nag", seed, tau=hp["threads"], **common)}
+    common = dict(model=hp["model"], batch=hp["batch"], lr=hp["lr"], momentum=hp["momentum"], epochs=hp["epochs"],
+                  eval_every=eval_every(setup, hp["batch"] * hp["threads"], hp["ranks"]))
+    r = {"pp-asgd": runs.train("pp-asgd", seed, ranks=hp["ranks"], threads=hp["threads"], **common),
+         "ssgd-nag": runs.train("ssgd-nag", seed, ranks=hp["ranks"], tau=hp["threads"], **common)}
     curves = {a: curve(v, x="seconds") for a, v in r.items()}
     target = min(max(c[1]) for c in curves.values())
     t = {a: first_reach(*c, target) for a, c in curves.items()}
@@ -337,7 +360,7 @@ def _daso_measure(runs, setup, hp, seed):
     g = Link.parse(link)
     local = f"{g.latency_us / 10:g},{g.gbit_s * 10:g}"
     common = dict(model=hp["model"], batch=hp["batch"], epochs=hp["epochs"], lr=hp["lr"], momentum=hp["momentum"],
-                  link=link)
+                  link=link, eval_every=eval_every(setup, hp["batch"], setup.ranks))
     r = {"ssgd": runs.train("ssgd", seed, **common),
          "ssgd+fp16": runs.train("ssgd", seed, compress="fp16", **common),
          "daso": runs.train("daso", seed, ranks_per_node=hp["ranks_per_node"], local_link=local,
@@ -377,7 +400,7 @@ PIPE_VARIANTS = (("ps-sync", "ps-sync", "none"), ("d-sync", "d-sync", "none"), (
 
 
 def _pipe_hyper(setup):
-    return {"model": setup.model("timing"), "batch": 32, "epochs": epochs(setup, (2, 10), (1, 3)),
+    return {"model": setup.model("timing"), "batch": 32, "epochs": epochs(setup, (3, 10), (1, 3)),
             "lr_sum": round(0.1 / setup.ranks, 6),
             "link": "EMULATED: one float32 all-reduce of the gradient = 2 x t_C (from an ssgd run without a link) "
                     "unless --link",
@@ -390,7 +413,9 @@ def _pipe_measure(runs, setup, hp, seed):
     link, t_c, t_comm = link_for(runs, setup, dict(hp, iterations=30, lr=0.01), seed, ratio=2.0)
     r = {}
     for label, algo, codec in PIPE_VARIANTS:
-        opts = dict(model=hp["model"], batch=hp["batch"], epochs=hp["epochs"], lr=hp["lr_sum"], link=link)
+        workers = setup.ranks
+        opts = dict(model=hp["model"], batch=hp["batch"], epochs=hp["epochs"], lr=hp["lr_sum"], link=link,
+                    eval_every=eval_every(setup, hp["batch"], workers))
         if codec != "none":
             opts["compress"] = codec
         r[label] = runs.train(algo, seed, ranks=setup.ranks + (label == "ps-sync"), **opts)
@@ -463,9 +488,13 @@ CLAIMS = [
     Claim("ppasgd-fig3", "Sato et al. 2017 (PP-ASGD)", "Figure 3 (right)",
           "The prediction error is smallest at the true staleness, well below naive ASGD's.",
           "at S = 7 the discrepancy is 42 % of ASGD's",
-          (Check("argmin_minus_S0", "<=", 0.0, 1.0, "|argmin_S E(S) - S0|"),
+          (Check("S0", ">=", 3.0, 1.0, "S0, the measured staleness (floor of S_bar): the prediction matters"),
+           Check("argmin_minus_S0", "<=", 0.0, 1.0, "|argmin_S E(S) - S0|"),
            Check("E_S0_over_E_asgd", "<=", 0.42, 0.8, "E(S0) / E_ASGD")),
-          _pp3_hyper, _pp3_measure, "lines", paper_values={"E_S0_over_E_asgd": "0.42"}),
+          _pp3_hyper, _pp3_measure, "lines", paper_values={"E_S0_over_E_asgd": "0.42", "S0": "7"},
+          at_scale="the staleness is what the G gradient threads of one process make on this machine: on the "
+                   "embedded digits a gradient is so cheap that S_bar stays near 1 (Python's GIL); with --data "
+                   "MNIST a 9,098-parameter CNN gives S_bar of about 6 on 2 cores"),
     Claim("ppasgd-vs-ssgd", "Sato et al. 2017 (PP-ASGD)", "section 4.3 (ImageNet, 256 GPUs)",
           "PP-ASGD reaches a target accuracy faster than synchronous SGD.",
           "1.9x less time to the same accuracy with 256 GPUs",
