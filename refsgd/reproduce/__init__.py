@@ -148,7 +148,7 @@ def figure(r, path):
     from refsgd.report import save_figure
     claim = _claims.BY_NAME[r["name"]]
     panels = list(r["series"][0])
-    fig, axes = plt.subplots(1, len(panels), figsize=(5.5 * len(panels), 4.2), squeeze=False)
+    fig, axes = plt.subplots(1, len(panels), figsize=(max(7.5, 5.5 * len(panels)), 4.6), squeeze=False)
     for ax, panel in zip(axes[0], panels):
         labels = list(r["series"][0][panel])
         for i, label in enumerate(labels):
@@ -170,8 +170,9 @@ def figure(r, path):
         ax.set_title(panel, fontsize="small")
         ax.grid(alpha=0.3)
         ax.legend(fontsize="x-small")
-    fig.suptitle(f"{r['name']}: {r['paper']}, {r['where']} -- {r['verdict']}"
-                 + (" (QUICK smoke run)" if r["quick"] else ""), fontsize="small")
+    import textwrap
+    title = f"{r['name']}: {r['paper']}, {r['where']} -- {r['verdict']}" + (" (QUICK smoke run)" if r["quick"] else "")
+    fig.suptitle("\n".join(textwrap.wrap(title, 30 * max(3, len(panels)))), fontsize="small")
     fig.tight_layout()
     save_figure(fig, path)
     plt.close(fig)

@@ -411,11 +411,10 @@ def _pipe_hyper(setup):
 
 def _pipe_measure(runs, setup, hp, seed):
     link, t_c, t_comm = link_for(runs, setup, dict(hp, iterations=30, lr=0.01), seed, ratio=2.0)
-    r = {}
+    r, every = {}, eval_every(setup, hp["batch"], setup.ranks)  # ps-sync: as many workers as the others
     for label, algo, codec in PIPE_VARIANTS:
-        workers = setup.ranks
         opts = dict(model=hp["model"], batch=hp["batch"], epochs=hp["epochs"], lr=hp["lr_sum"], link=link,
-                    eval_every=eval_every(setup, hp["batch"], workers))
+                    eval_every=every)
         if codec != "none":
             opts["compress"] = codec
         r[label] = runs.train(algo, seed, ranks=setup.ranks + (label == "ps-sync"), **opts)
