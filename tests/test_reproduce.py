@@ -73,8 +73,13 @@ def test_spread_over_seeds():
     assert s["b"] == {"mean": 2.0, "min": 2.0, "max": 2.0, "seeds": [2.0, None, None]}
 
 
-def test_more_ranks_than_cores_says_timing_is_meaningless():
-    assert not any("meaningless" in w for w in warnings_for(Setup(ranks=1)))
+def test_more_ranks_than_cores_or_a_busy_machine_say_timing_is_meaningless(monkeypatch):
+    import refsgd.reproduce as rep
+    monkeypatch.setattr(rep, "load_average", lambda: [0.0, 0.0, 0.0])
+    assert warnings_for(Setup(ranks=1)) == []
+    assert any("meaningless" in w for w in warnings_for(Setup(ranks=cores() + 1)))
+    monkeypatch.setattr(rep, "load_average", lambda: [cores() + 0.5, 1.0, 1.0])
+    assert any("the machine is busy" in w for w in warnings_for(Setup(ranks=1)))
     assert any("meaningless" in w for w in warnings_for(Setup(ranks=cores() + 1)))
 
 

@@ -64,6 +64,10 @@ def warnings_for(setup):
     if setup.ranks > cores():
         out.append(f"{setup.ranks} ranks on {cores()} cores: the ranks share cores, so the timing claims "
                    "(iteration times, idle, speed-ups) are meaningless in this run; the accuracy claims hold")
+    load = load_average()
+    if load and load[0] >= cores():
+        out.append(f"the machine is busy (1-minute load average {load[0]:g} on {cores()} cores) before this "
+                   "reproduce starts: the timing claims measure that load as much as the methods")
     if setup.quick:
         out.append("--quick: fewer epochs and iterations, one seed: a smoke test, not a result")
     return out
