@@ -155,9 +155,10 @@ def figure(r, path):
     fig, axes = plt.subplots(1, len(panels), figsize=(max(7.5, 5.5 * len(panels)), 4.6), squeeze=False)
     for ax, panel in zip(axes[0], panels):
         labels = list(r["series"][0][panel])
+        bars = claim.figure == "bars" or not isinstance(r["series"][0][panel][labels[0]][0], list)
         for i, label in enumerate(labels):
             color = f"C{i % 10}"
-            if claim.figure == "bars":
+            if bars:
                 vals = [s[panel][label] for s in r["series"]]
                 meas = sum(v[0] for v in vals) / len(vals)
                 ax.bar(i - 0.2, meas, 0.4, color=color, label=f"{label} measured")
@@ -167,8 +168,8 @@ def figure(r, path):
                 x, y = s[panel][label]
                 ax.plot(x, y, color=color, alpha=1.0 if k == 0 else 0.35, marker="o" if claim.figure == "lines" else None,
                         label=label if k == 0 else None)
-        if claim.figure == "bars":
-            ax.set_xticks(range(len(labels)), labels)
+        if bars:
+            ax.set_xticks(range(len(labels)), labels, rotation=30 if len(labels) > 3 else 0, fontsize="small")
         if claim.figure == "logx":
             ax.set_xscale("log")
         ax.set_title(panel, fontsize="small")

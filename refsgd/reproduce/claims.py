@@ -426,6 +426,24 @@ def _pipe_measure(runs, setup, hp, seed):
         n[f"acc_{k}"] = acc(v)
         n[f"seconds_{k}"] = t[k]
         n[f"ms_per_iteration_{k}"] = per_iteration_ms(v, "wall")
+    # the time split next to eq. 2 (synchronous: l_up + l_comp + l_comm) and eq. 4 (Pipe-SGD, K = 2:
+    # max(l_up + l_comp, l_comm)), l_comm the link's time for the bytes the codec puts on the wire
+    from refsgd.comm.link import Link
+    from refsgd.nn import load_model
+    lk, params = Link.parse(link), load_model(hp["model"]).num_params
+    wire = {"none": 4 * params, "t16": 2 * params, "q8": 260 * -(-params // 256)}
+    bars = {}
+    for label, algo, codec in PIPE_VARIANTS:
+        v = r[label]
+        l_up = per_iteration_ms(v, "update")
+        l_comp = per_iteration_ms(v, "compute") + per_iteration_ms(v, "codec")
+        p = v.world
+        # a parameter server's link carries the gradients up and the weights down
+        l_comm = 1e3 * (2 * lk.ps_time(wire[codec], p) if algo == "ps-sync" else lk.time(wire[codec], p))
+        model = max(l_up + l_comp, l_comm) if algo == "pipe-sgd" else l_up + l_comp + l_comm
+        n[f"model_ms_{label}"] = model
+        n[f"measured_over_model_{label}"] = n[f"ms_per_iteration_{label}"] / model
+        bars[label] = [n[f"ms_per_iteration_{label}"], model]
     finals = [n[f"acc_{k}"] for k in r]
     n["acc_spread"] = max(finals) - min(finals)
     best_pipe = min(t["pipe-sgd+T"], t["pipe-sgd+Q"])
@@ -433,7 +451,8 @@ def _pipe_measure(runs, setup, hp, seed):
     n["speedup_vs_pssync"] = t["ps-sync"] / best_pipe
     n["fastest_is_pipe_compressed"] = float(min(t, key=lambda k: t[k] if math.isfinite(t[k]) else math.inf)
                                             in ("pipe-sgd+T", "pipe-sgd+Q"))
-    return n, {"test accuracy (%) against seconds": curves}
+    return n, {"test accuracy (%) against seconds": curves,
+               "ms per iteration: measured | model (eq. 2 sync, eq. 4 pipe)": bars}
 
 
 def _pipe_scale(setup, hp, numbers):
