@@ -161,8 +161,8 @@ def figure(r, path):
             if bars:
                 vals = [s[panel][label] for s in r["series"]]
                 meas = sum(v[0] for v in vals) / len(vals)
-                ax.bar(i - 0.2, meas, 0.4, color=color, label=f"{label} measured")
-                ax.bar(i + 0.2, vals[0][1], 0.4, color=color, alpha=0.35, hatch="//", label=f"{label} model")
+                ax.bar(i - 0.2, meas, 0.4, color=color, label="measured (mean over seeds)" if i == 0 else None)
+                ax.bar(i + 0.2, vals[0][1], 0.4, color=color, alpha=0.35, hatch="//", label="model" if i == 0 else None)
                 continue
             for k, s in enumerate(r["series"]):
                 x, y = s[panel][label]
