@@ -134,3 +134,30 @@ def test_bad_input_is_one_line_and_exit_2(args, message):
 
 def test_not_under_mpiexec_text():
     assert os.path.exists(claims._bundled("ppasgd_mnist_cnn.toml"))
+
+
+def test_ctrl_c_stops_every_run_and_writes_nothing(tmp_path):
+    """SIGINT to the command's process group (Ctrl-C) while a run is in flight: exit 130 within
+    seconds, no mpiexec or rank left, no half-written result."""
+    import signal
+    import subprocess
+    import sys
+    import time
+    out = tmp_path / "res"
+    p = subprocess.Popen([sys.executable, "-m", "refsgd", "reproduce", "daso", "--quick", "--out-dir", str(out)],
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        deadline = time.time() + 120
+        while time.time() < deadline and not list(tmp_path.glob("res")):
+            time.sleep(0.2)
+        time.sleep(3)  # a run is in flight
+        os.killpg(p.pid, signal.SIGINT)
+        text, _ = p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+    assert p.returncode == 130, text
+    assert "running mpiexec" in text and "interrupted" in text
+    ps = subprocess.run(["ps", "-eo", "pgid="], capture_output=True, text=True).stdout.split()
+    assert str(p.pid) not in ps  # nothing of the job is left
+    assert not any(out.iterdir()) if out.exists() else True
