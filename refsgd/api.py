@@ -24,7 +24,7 @@ import warnings
 
 import numpy as np
 
-from refsgd import AgreedError, RefsgdError, __version__, options
+from refsgd import AgreedError, RefsgdError, __version__, did_you_mean, options
 
 
 @dataclasses.dataclass
@@ -235,8 +235,8 @@ def method(args, world):
     """Resolve and check the method's options (refsgd.options, the method's own check)."""
     from refsgd.algorithms import ALGORITHMS, check
     if args.algo not in ALGORITHMS:
-        raise RefsgdError(f"unknown method --algo {args.algo!r}; `refsgd train --list` shows "
-                          f"{', '.join(ALGORITHMS)}")
+        raise RefsgdError(f"unknown method --algo {args.algo!r}{did_you_mean(args.algo, ALGORITHMS)}; "
+                          f"`refsgd train --list` shows {', '.join(ALGORITHMS)}")
     options.resolve(args)
     if args.momentum >= 1:
         raise RefsgdError(f"--momentum must be in [0, 1), got {args.momentum}")

@@ -14,7 +14,7 @@ import warnings
 
 import numpy as np
 
-from refsgd import RankFailure, RefsgdError, Stopped, __version__, failure
+from refsgd import RankFailure, RefsgdError, Stopped, __version__, did_you_mean, failure
 
 SCHEDULE_HELP = """\
 learning-rate schedule, NAME or NAME:key=value,... (lengths may be given in epochs:
@@ -673,7 +673,8 @@ class _Parser(argparse.ArgumentParser):
     error, so that rank 0 prints it once, naming the ranks it came from (an MPMD launch may
     give one rank a bad flag), and every rank exits 2. Any other command prints on the
     launcher's rank 0 only. An unknown flag is reported by the command it was given to, with
-    that command's usage; a flag is never taken for a longer one it abbreviates (``--epoch``
+    that command's usage, except an unrecognized one: one line naming the option it resembles
+    ("did you mean --epochs?"). A flag is never taken for a longer one it abbreviates (``--epoch``
     is not ``--epochs``), so that a typo cannot silently mean another option."""
 
     def __init__(self, *a, **kw):
@@ -683,8 +684,21 @@ class _Parser(argparse.ArgumentParser):
     def parse_args(self, args=None, namespace=None):
         ns, extra = self.parse_known_args(args, namespace)
         if extra:
-            self._innermost(ns).error("unrecognized arguments: " + " ".join(extra))
+            p = self._innermost(ns)
+            p._usage = False  # one line: the usage of ~40 options would hide the suggestion
+            p.error("unrecognized arguments: " + " ".join(extra) + p._suggestion(extra))
         return ns
+
+    def _suggestion(self, extra):
+        """" (did you mean --epochs?)" for the first unknown option that resembles one of this
+        command's options (difflib, as refsgd.train's keywords), and where the options are listed."""
+        flags = [s for a in self._actions for s in a.option_strings if s.startswith("--")]
+        for word in extra:
+            if word.startswith("--") and len(word) > 2:
+                close = did_you_mean(word.split("=", 1)[0], flags, cutoff=0.75)
+                if close:
+                    return close
+        return f"; `{self.prog} --help` lists the options"
 
     def _innermost(self, ns):
         """The (sub)command parser that ``ns`` was parsed by: refsgd, refsgd bench, refsgd bench overlap, ..."""
@@ -696,6 +710,8 @@ class _Parser(argparse.ArgumentParser):
                 p = subs[0].choices[name]
         return p
 
+    _usage = True  # print the usage line(s) before an error
+
     def error(self, message):
         text = f"{self.prog}: error: {message}"
         if failure.launcher_size() not in (None, 1) and _argv_is_mpi_command(sys.argv[1:]):
@@ -703,11 +719,13 @@ class _Parser(argparse.ArgumentParser):
             errors = MPI.COMM_WORLD.allgather(text)
             if MPI.COMM_WORLD.Get_rank() == 0:
                 from refsgd.api import agreed_message
-                self.print_usage(sys.stderr)
+                if self._usage:
+                    self.print_usage(sys.stderr)
                 failure.say(agreed_message(errors))
             sys.exit(failure.EXIT_USER)
         if failure.launcher_rank() in (None, 0):
-            self.print_usage(sys.stderr)
+            if self._usage:
+                self.print_usage(sys.stderr)
             failure.say(text)
         sys.exit(failure.EXIT_USER)
 
