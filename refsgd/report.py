@@ -194,7 +194,11 @@ def smoothing_window(run):
 
 def load(path, index=1):
     """A :class:`Run` from a metrics file; RefsgdError naming what is wrong."""
-    from refsgd import metrics
+    from refsgd import metrics, trace
+    with open_h5(path, "a metrics file from refsgd train --out") as f:
+        if f.attrs.get("format") == trace.FORMAT:
+            raise RefsgdError(f"{path} is a trace (refsgd train --trace, refsgd golden), not a metrics file "
+                              f"(refsgd train --out): compare traces with `refsgd verify A.h5 B.h5`")
     evals, rec, attrs = metrics.read(path)
     config = json.loads(attrs.get("config", "{}"))  # read checked that it is a JSON object
     if "wall" not in rec:

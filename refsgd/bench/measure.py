@@ -217,12 +217,14 @@ def method_config(algo, *, batch, tau, iterations, lr, seed, poll=False, ranks_p
     return ns
 
 
-def _mean_over_ranks(comm, values, skip):
-    """Mean over ranks and over the iterations after the first ``skip`` (the last one, which
-    evaluates the model, left out when there are others), in seconds."""
+def _mean_over_ranks(comm, values, skip, servers=0):
+    """Mean over the workers (the ranks from ``servers`` on: a parameter server computes no
+    gradient, and its zero would halve a compute column at 2 ranks) and over the iterations after
+    the first ``skip`` (the last one, which evaluates the model, left out when there are
+    others), in seconds."""
     hi = len(values) - 1 if len(values) - 1 > skip else len(values)
-    mine = float(np.mean(values[skip:hi]))
-    return comm.allreduce(mine) / comm.Get_size()
+    mine = float(np.mean(values[skip:hi])) if comm.Get_rank() >= servers else 0.0
+    return comm.allreduce(mine) / max(1, comm.Get_size() - servers)
 
 
 def _allreduce_time(comm, n, dtype, repeat=20, stat=np.median):
@@ -279,13 +281,14 @@ def _ranks_per_node(comm, given):
 
 def _run_method(comm, cfg, net, data, schedule, skip):
     """Train ``cfg.algo`` for the configured iterations; (compute, idle, codec, wall, update) per
-    iteration, mean over ranks."""
+    iteration, mean over the workers (a parameter server's ranks left out)."""
     from refsgd.algorithms import ALGORITHMS, servers
     from refsgd.run import Run
     run = Run(comm, net, data, cfg, schedule, log=lambda *a: None, servers=servers(cfg.algo))
     ALGORITHMS[cfg.algo][0](run)
     run.final_model()
-    return tuple(_mean_over_ranks(comm, run.records[k], skip) for k in ("compute", "idle", "codec", "wall", "update"))
+    return tuple(_mean_over_ranks(comm, run.records[k], skip, servers(cfg.algo))
+                 for k in ("compute", "idle", "codec", "wall", "update"))
 
 
 def _ratio_link(seconds, nbytes, p, latency_us):
@@ -376,9 +379,9 @@ def overlap(comm, args):
             compute, idle, codec, wall, update = _run_method(lcomm, cfg(algo, flag != "nopoll"), net, data,
                                                      nag_schedule if algo == "ssgd-nag" else schedule, args.skip)
             model = models.MODELS[algo]
-            # the compute of one micro-batch in this very run (per worker: a server computes none),
+            # the compute of one micro-batch in this very run (the mean is over the workers already),
             # and its update as timed in the run (a server's per-push update stays t_up)
-            own = compute * P / max(1, P - model.servers) / (tau if model.tau else 1)
+            own = compute / (tau if model.tau else 1)
             in_run = dataclasses.replace(costs, t_c=own, t_up=costs.t_up if model.servers else {algo: update})
             rows.append(dict(method=name, algo=algo, compute=compute, idle=idle, codec=codec, wall=wall,
                              other=wall - compute - idle, t_c_own=own,
@@ -444,16 +447,17 @@ def format_overlap(r):
              f"  T_msg   = {ms * r['p2p']:.3f} ms   one message of the gradient between two ranks, measured",
              f"  gamma   = {1e9 * r['gamma']:.3f} ns/byte   CPU time of an element-wise addition",
              f"  cores   = {r.get('cores_per_rank', 2.0):g} per rank"
-             + (" (a communication thread shares its rank's core)" if r.get("cores_per_rank", 2.0) < 2 else ""),
-             f"  daso: {r['G']} rank(s) per node, B = {r['B']}, W = {r['W']}"
-             + (f", local {r['local_link']} -- EMULATED" if r["local_link"] else "")]
+             + (" (a communication thread shares its rank's core)" if r.get("cores_per_rank", 2.0) < 2 else "")]
+    if any(row["algo"] == "daso" for run in r["runs"] for row in run["rows"]):  # its parameters, when it ran
+        lines.append(f"  daso: {r['G']} rank(s) per node, B = {r['B']}, W = {r['W']}"
+                     + (f", local {r['local_link']} -- EMULATED" if r["local_link"] else ""))
     for run in r["runs"]:
         link = f"{run['link']} -- EMULATED" if run["link"] else "none (the real network of this run)"
         lines += ["", f"link: {link}" + (f" (ratio {run['ratio']:g})" if run["ratio"] else ""),
                   f"  T_comm  = {ms * run['t_comm']:.3f} ms   blocking all-reduce of the gradient through the link, "
                   f"measured (model {ms * run['t_ar_model']:.3f}, transfer X {ms * run['transfer']:.3f})",
                   f"  {'method':<15} {'compute':>8} {'idle':>8} {'other':>8} {'iteration':>10} {'model':>8} "
-                  f"{'ratio':>6} {'update':>7} {'at t_C':>8}   (ms per iteration, mean over ranks; the model at "
+                  f"{'ratio':>6} {'update':>7} {'at t_C':>8}   (ms per iteration, mean over the workers; the model at "
                   "this run's compute, measured / model, its t_up; the model at t_C)"]
         for row in run["rows"]:
             lines.append(f"  {row['method']:<15} {ms * row['compute']:8.3f} {ms * row['idle']:8.3f} "
@@ -470,7 +474,8 @@ def format_overlap(r):
                                  f"(models at t_C: {model:.2f}x)")
     lines.append("'other' is the rest of the iteration besides compute and idle: the method's update, posting "
                  "requests, bookkeeping; 'update' is the t_up the model takes (the run's own update time; a "
-                 "parameter server's step measured apart). A method "
+                 "parameter server's step measured apart). The means leave out a parameter server's rank "
+                 "(ps-sync, dcasgd), which computes no gradient. A method "
                  "overlaps when its idle time is below T_comm. An emulated link delays all-reduces, Gather, "
                  "Bcast and dcasgd's Send/Recv.")
     if r.get("codecs"):

@@ -188,14 +188,24 @@ def plot(inputs, ranks, table, path):
 
 
 # ------------------------------------------------------------------------------ --check
-def check(inputs, iterations=60, skip=10, worlds=(2, 4), methods=METHODS, log=print):
+def timed_iterations(iterations, skip):
+    """How many of a run's ``iterations`` bench overlap's means cover: the first ``skip`` (warm-up)
+    and the last (it evaluates the model) left out, when that leaves any (as _mean_over_ranks)."""
+    return iterations - skip - 1 if iterations - 1 > skip else iterations - skip
+
+
+def check(inputs, iterations=60, skip=None, worlds=(2, 4), methods=METHODS, log=print):
     """Run ``bench overlap`` with the same link at 2 and 4 ranks (launched with mpiexec) and
-    compare each method's measured iteration time with the prediction; returns the rows."""
+    compare each method's measured iteration time with the prediction; returns the rows. ``skip``
+    (default: 10, or a fifth of a shorter run) warm-up iterations are left out of the means."""
     import json
     import tempfile
 
     from refsgd.bench.measure import str_link
     from refsgd.bench.suite import launch
+    if skip is None:
+        skip = min(10, iterations // 5)
+    timed = timed_iterations(iterations, skip)
     rows = []
     with tempfile.TemporaryDirectory(prefix="refsgd-scale-") as tmp:
         for p in worlds:
@@ -203,12 +213,13 @@ def check(inputs, iterations=60, skip=10, worlds=(2, 4), methods=METHODS, log=pr
             out = os.path.join(tmp, f"check-{p}.json")
             argv = ["bench", "overlap", "--model", inputs.model, "--batch", str(inputs.batch), "--dtype",
                     inputs.dtype, "--iterations", str(iterations), "--skip", str(skip), "--algos", ",".join(methods),
-                    "--link", str_link(inputs.link), "--ranks-per-node", str(G), "--sync-every", str(inputs.B),
-                    "--json", out]
+                    "--link", str_link(inputs.link), "--ranks-per-node", str(G), "--sync-every", str(inputs.B)]
             if G > 1 and inputs.local_link is not None:
                 argv += ["--local-link", str_link(inputs.local_link)]
-            log(f"  measuring {p} ranks: mpiexec -n {p} refsgd {' '.join(argv[:-2])} ...")
-            launch(p, argv)
+            log(f"  measuring {p} ranks: mpiexec -n {p} refsgd {' '.join(argv)} ... (each method's mean "
+                f"over {timed} of its {iterations} iterations: the first {skip} warm up"
+                f"{', the last evaluates' if iterations - 1 > skip else ''})")
+            launch(p, argv + ["--json", out])
             with open(out) as f:
                 r = json.load(f)
             net = inputs.network()
@@ -219,14 +230,15 @@ def check(inputs, iterations=60, skip=10, worlds=(2, 4), methods=METHODS, log=pr
                 rows.append(dict(method=row["method"], ranks=p, measured=row["wall"],
                                  predicted=models.iteration_time(a, ours, net, p),
                                  at_run=models.iteration_time(a, theirs, net, p), emulated_model=row["model"],
-                                 t_c_run=r["t_c"], G=G))
+                                 t_c_run=r["t_c"], G=G, timed=timed, iterations=iterations))
     return rows
 
 
 def format_check(rows, inputs):
     ms = 1e3
+    timed = f", mean over {rows[0]['timed']} of {rows[0]['iterations']} iterations" if rows and "timed" in rows[0] else ""
     lines = [f"check against runs on this machine with the same link EMULATED ({inputs.link.latency_us:g} us, "
-             f"{inputs.link.gbit_s:g} Gbit/s), ms per iteration:",
+             f"{inputs.link.gbit_s:g} Gbit/s), ms per iteration{timed}:",
              f"  {'method':<12} {'ranks':>5} {'measured':>9} {'predicted':>9} {'meas/pred':>9} {'at run t_C':>10} "
              f"{'meas/that':>9} {'emulated':>9} {'meas/emul':>9} {'run t_C':>8}"]
     for r in rows:

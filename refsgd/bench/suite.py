@@ -219,7 +219,7 @@ def markdown(r):
                      f"{_ms(row['other'])} | {_ms(row['wall'])} | {_ms(row['model'])} | "
                      f"{row['wall'] / row['model']:.2f} | {_ms(row['model_at_t_c'])} | "
                      f"{row['wall'] / row['model_at_t_c']:.2f} | {row['model_text']} |")
-    L += ["", "ms per iteration, mean over ranks. 'model': the formula with the compute and the update measured in "
+    L += ["", "ms per iteration, mean over the workers. 'model': the formula with the compute and the update measured in "
           "that run (does the method hide what it communicates behind what it computed? a parameter server's "
           "update stays t_up); 'model at t_C': with the compute of the quiet SSGD run and t_up (the gap adds how "
           "much the method's own threads and waits slow its compute on this machine). t_up (the update alone, "
@@ -264,7 +264,8 @@ def markdown(r):
                 cells += [_ms(row["compute"]), _ms(row["other"]), _ms(row["update_run"]), _ms(rest),
                           f"{100 * rest / row['compute']:.1f}" if row["compute"] > 0 else "-"]
         L.append(f"| {name} | " + " | ".join(cells) + " |")
-    L += ["", "At 2 ranks the parameter-server methods' compute is the mean over the server (none) and the worker."]
+    L += ["", "The parameter-server methods' figures are the means over their workers (the server computes no "
+          "gradient)."]
     return "\n".join(L) + "\n"
 
 
