@@ -135,6 +135,9 @@ def header(args, run, net, data, schedule, link, threads):
                      else "  requests in flight left to the MPI library's own progress (--no-poll)")
     if link:
         lines.append(f"  {link} -- EMULATED, not the real network")
+    note = options.one_worker_note(args.algo, run.world)
+    if note:
+        lines.append(f"  {note} (3 or more ranks give it several workers)")
     return lines
 
 

@@ -177,10 +177,15 @@ def plot(inputs, ranks, table, path):
     b.set(xscale="log", xlabel="ranks", ylabel="speed-up over SSGD (samples/s)",
           title=f"link {inputs.link.latency_us:g} us, {inputs.link.gbit_s:g} Gbit/s (modelled); "
                 f"{inputs.G} ranks per node")
+    from matplotlib.ticker import LogFormatter, NullLocator
     for ax in (a, b):
         ax.set_xticks(ranks)
         ax.set_xticklabels([str(p) for p in ranks], fontsize=7)
+        ax.xaxis.set_minor_locator(NullLocator())  # a log axis labels minor ticks (6x10^1) among the ranks
         ax.grid(alpha=0.3)
+    # plain numbers (6, 20, 300) on the log axis of times, minor ticks labelled only where few decades show
+    a.yaxis.set_major_formatter(LogFormatter(labelOnlyBase=False))
+    a.yaxis.set_minor_formatter(LogFormatter(labelOnlyBase=False, minor_thresholds=(1, 0.4)))
     b.axhline(1.0, color="k", lw=0.8)
     b.legend(fontsize=7, ncol=2)
     fig.tight_layout()
