@@ -11,10 +11,13 @@ Text (standard output)
     SHA-256 and threads per rank where the file has them), the MPI library and thread level,
     the configuration, one line per evaluation, and the end-of-run summary
     (:func:`refsgd.metrics.summary`: final figures, wall time, traffic, per-rank time split).
+    DASO's virtual nodes (--ranks-per-node) are named as such, the method's regime changes
+    (DASO's phases) listed, and a parameter-server method with one worker noted as plain SGD.
     With several files, a comparison table follows: one row per run with its method, ranks,
     final test accuracy and loss, wall time and the mean milliseconds per iteration of compute,
     idle, update (the method's update of its state), other (wall - compute - idle - update) and
-    comm in flight, each the mean over the run's ranks.
+    comm in flight, each the mean over the run's ranks, and the settings in which the runs
+    differ (:func:`differing_settings`); an emulated link shared by every run is named once.
 
 Figure (``--plot F.png``; .pdf, .svg and the other formats matplotlib writes work too)
     * Loss: the training loss of every iteration (mean over the ranks that have one: a
@@ -34,7 +37,14 @@ Figure (``--plot F.png``; .pdf, .svg and the other formats matplotlib writes wor
     The x axis is the iteration, with a second axis in epochs on top (iterations per epoch =
     iteration / epoch of an evaluation; none when a run has no evaluation). Runs that differ in iterations per epoch (e.g. other
     numbers of workers) are drawn against epochs instead, so that they are compared at equal
-    data seen. Several runs share the axes, one colour per run, labelled by method and file.
+    data seen. Several runs share the axes, one colour per method (METHOD_COLORS, whatever the
+    order of the files; a shade of it for a second run of a method), labelled "[k] method:
+    the settings that differ" (the file where two would read alike); learning rates that
+    coincide are drawn in dashes of their runs' colours in turn. The loss axis holds the test
+    losses and the running median of each run's losses (:func:`loss_limits`): a few early
+    spikes are cut, and the cut is written on the axis. A method's regime changes (DASO's
+    warm-up, cycling, cool-down) are dotted vertical lines, named in the accuracy panel. An
+    emulated link shared by every run is named once in the title.
     Legends sit outside the axes (below the figure, and right of the time split).
 
 CSV (``--csv F.csv``)
@@ -442,7 +452,7 @@ def _labels(runs):
     keys = differing_settings(runs) if len(runs) > 1 else []
     out = {}
     for r in runs:
-        text = f"[{r.index}] {r.algo}" if len(runs) > 1 else r.algo
+        text = r.algo
         diff = _settings_text(r, keys)
         if diff:
             text += f": {diff}"
@@ -450,11 +460,13 @@ def _labels(runs):
             text += " (one worker: plain SGD)"
         out[r.index] = text
     texts = list(out.values())
+    names = [os.path.basename(x.path) for x in runs]
     for r in runs:
-        if texts.count(out[r.index]) > 1:
-            names = [os.path.basename(x.path) for x in runs]
+        if texts.count(out[r.index]) > 1:  # alike but for the file
             name = os.path.basename(r.path)
-            out[r.index] += f" [{name if names.count(name) == 1 else r.path}]"
+            out[r.index] += f" ({name if names.count(name) == 1 else r.path})"
+        if len(runs) > 1:  # the number of the time split's bars
+            out[r.index] = f"[{r.index}] {out[r.index]}"
     return out
 
 
@@ -474,21 +486,35 @@ def _x_axis(runs):
     return "epoch", None
 
 
-def loss_limits(raw, smooth, tests):
-    """(bottom, top, highest) of the loss axis. It holds every moving mean (``smooth``) and test
-    loss (``tests``) and the per-iteration losses (``raw``, pooled) up to their 98th percentile:
-    a few early spikes of single iterations are cut rather than flatten every curve; ``highest``
-    is the largest value of all, above the top when the axis cuts it."""
+def running_median(y, window):
+    """The median of the ``window`` values of ``y`` centred on each (at the ends, the first or the
+    last ``window``): a spike shorter than half the window disappears from it, a trend stays."""
+    y = np.asarray(y, dtype=np.float64)
+    window = min(int(window), len(y))
+    if window < 3:
+        return y.copy()
+    half = window // 2
+    med = np.median(np.lib.stride_tricks.sliding_window_view(y, window), axis=1)
+    return np.concatenate([np.full(half, med[0]), med, np.full(len(y) - len(med) - half, med[-1])])
+
+
+def loss_limits(raw, tests):
+    """(bottom, top, highest) of the loss axis. It holds every test loss (``tests``) and the running
+    median of each run's per-iteration losses (``raw``; a window of 5 to 51 iterations, a
+    twentieth of the run), so that a few spikes of single iterations are cut rather than flatten
+    every curve; ``highest`` is the largest loss of all, above the top when the axis cuts it. A cut
+    must gain more than it hides: none when the highest is within half the range above the top."""
     def finite(arrays):
         v = np.concatenate([np.asarray(a, dtype=np.float64).ravel() for a in arrays] or [np.zeros(0)])
         return v[np.isfinite(v)]
-    pooled, kept = finite(raw), finite(list(smooth) + list(tests))
+    pooled = finite(raw)
+    kept = finite([running_median(y, min(51, max(5, len(y) // 20))) for y in raw] + list(tests))
     every = np.concatenate([pooled, kept])
     if not len(every):
         return None
     highest, lowest = float(every.max()), float(every.min())
-    top = max(([float(kept.max())] if len(kept) else []) + ([float(np.percentile(pooled, 98))] if len(pooled) else []))
-    if highest <= top + 0.15 * (top - lowest):  # a cut must gain more than it hides
+    top = float(kept.max()) if len(kept) else highest
+    if highest <= top + 0.5 * (top - lowest):
         top = highest
     span = max(top - lowest, 1e-12)
     bottom = lowest - 0.04 * span
@@ -520,7 +546,7 @@ def figure(runs):
     xlabel = "iteration" if unit == "iteration" else "epoch (the runs differ in iterations per epoch)"
     colors = run_colors(runs) if multi else {runs[0].index: "C0"}
     labels = _labels(runs)
-    windows, raw_losses, smooth_losses, test_losses = [], [], [], []
+    windows, raw_losses, test_losses = [], [], []
     any_eval = any_event = False
     for r in runs:
         col = colors[r.index]
@@ -529,9 +555,8 @@ def figure(runs):
         w = smoothing_window(r)
         windows.append(w)
         raw_losses.append(y)
-        smooth_losses.append(moving_mean(y, w))
         ax_loss.plot(x * scale, y, color=col, lw=0.7, alpha=0.3, gid=f"train-raw:{r.index}")
-        ax_loss.plot(x * scale, smooth_losses[-1], color=col, lw=1.8, gid=f"train-smooth:{r.index}")
+        ax_loss.plot(x * scale, moving_mean(y, w), color=col, lw=1.8, gid=f"train-smooth:{r.index}")
         if r.evals:
             any_eval = True
             ex = np.array([e["iteration"] for e in r.evals]) * scale
@@ -543,14 +568,18 @@ def figure(runs):
         for e in r.events:  # DASO's warm-up, cycling and cool-down: a dotted line where each begins
             any_event = True
             ex = float(e["iteration"]) * scale
+            mark = col if multi else "dimgray"
             for ax in (ax_loss, ax_acc, ax_lr):
                 if ax is not None:
-                    ax.axvline(ex, color=col, ls=":", lw=1.2, alpha=0.9, zorder=1,
+                    ax.axvline(ex, color=mark, ls=":", lw=1.2, alpha=0.9, zorder=1,
                                gid=f"event:{r.index}:{int(e['iteration'])}")
-            ax_acc.text(ex, 0.01, f" {e['what']}", transform=ax_acc.get_xaxis_transform(), rotation=90, ha="left",
-                        va="bottom", fontsize=7.5, color=col, gid=f"event-label:{r.index}:{int(e['iteration'])}")
+            # named where the accuracy usually is not: at the top early in the run, at the bottom late
+            early = e["iteration"] < 0.5 * r.iterations
+            ax_acc.text(ex, 0.99 if early else 0.01, f" {_event_text(e)} ", transform=ax_acc.get_xaxis_transform(),
+                        rotation=90, ha="left", va="top" if early else "bottom", fontsize=7.5, color=mark,
+                        gid=f"event-label:{r.index}:{int(e['iteration'])}")
     _lr_curves(ax_lr, runs, colors, unit)
-    limits = loss_limits(raw_losses, smooth_losses, test_losses)
+    limits = loss_limits(raw_losses, test_losses)
     if limits is not None:
         bottom, top, highest = limits
         ax_loss.set_ylim(bottom, top)
@@ -591,7 +620,8 @@ def figure(runs):
                Line2D([], [], color=style, lw=1.8, label=f"train, moving mean over {span} iterations"),
                Line2D([], [], color=style, marker="o", ls="--", lw=1, mec="white", label="test (evaluations)")]
     if any_event:
-        handles.append(Line2D([], [], color=style, ls=":", lw=1.2, label="the method's phase changes"))
+        handles.append(Line2D([], [], color=style if multi else "dimgray", ls=":", lw=1.2,
+                              label="the method's phase changes"))
     ncol = len(handles)
     if multi:  # rows of styles, then rows of runs; matplotlib fills the legend column by column
         named = [Line2D([], [], color=colors[r.index], lw=3, label=labels[r.index]) for r in runs]
@@ -626,7 +656,7 @@ def _lr_curves(ax, runs, colors, unit):
         scale = 1.0 if unit == "iteration" else 1.0 / r.iterations_per_epoch
         x = np.arange(1, len(r.lr) + 1) * scale
         for gx, gy, members in groups:
-            if len(gx) == len(x) and np.allclose(gx, x) and np.allclose(gy, r.lr, rtol=1e-9, atol=0):
+            if _same_curve(gx, gy, x, r.lr):
                 members.append(r)
                 break
         else:
@@ -637,6 +667,16 @@ def _lr_curves(ax, runs, colors, unit):
         for j, r in enumerate(members):
             ls = "-" if k == 1 else (j * dash, (dash, (k - 1) * dash))
             ax.plot(x, y, color=colors[r.index], lw=1.6 if k > 1 else 1.2, ls=ls, gid=f"lr:{r.index}")
+
+
+def _same_curve(x1, y1, x2, y2):
+    """Whether two curves coincide as drawn: the same span of x (within 2 %) and each one's values
+    on the other's x (interpolated: the runs may differ in iterations per epoch)."""
+    span = max(x1[-1] - x1[0], x2[-1] - x2[0], 1e-12)
+    if abs(x1[0] - x2[0]) > 0.02 * span or abs(x1[-1] - x2[-1]) > 0.02 * span:
+        return False
+    return bool(np.allclose(np.interp(x2, x1, y1), y2, rtol=1e-6, atol=0) and
+                np.allclose(np.interp(x1, x2, y2), y1, rtol=1e-6, atol=0))
 
 
 def _time_split(ax, runs, multi, Patch):

@@ -160,7 +160,8 @@ def format_scale(inputs, ranks, table):
 
 
 def plot(inputs, ranks, table, path):
-    """Iteration time and speed-up against the world size, written atomically to ``path``."""
+    """Iteration time and speed-up against the world size, written atomically to ``path``; returns
+    the (closed) matplotlib Figure."""
     from refsgd.bench.suite import save_figure
     import matplotlib
     matplotlib.use("Agg")
@@ -190,6 +191,7 @@ def plot(inputs, ranks, table, path):
     b.legend(fontsize=7, ncol=2)
     fig.tight_layout()
     save_figure(fig, path)
+    return fig
 
 
 # ------------------------------------------------------------------------------ --check
