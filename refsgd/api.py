@@ -24,7 +24,8 @@ import warnings
 
 import numpy as np
 
-from refsgd import AgreedError, RefsgdError, __version__, did_you_mean, options
+from refsgd import AgreedError, RefsgdError, __version__, busy, did_you_mean, options
+from refsgd.busy import usable_cores
 
 
 @dataclasses.dataclass
@@ -68,6 +69,7 @@ def _run(args, comm, log):
     world_comm = MPI.COMM_WORLD if comm is None else comm
     rank = world_comm.Get_rank()
     say = (lambda line: None) if log is None else log
+    load_before = busy.load_average()
     algo, link, net, data, schedule, restorer = on_every_rank(
         world_comm, lambda: prepare(args, world_comm), lambda p: fingerprint(args, p[2], p[3]))
     threads = set_threads(world_comm, args.blas_threads)
@@ -82,10 +84,14 @@ def _run(args, comm, log):
     r = Run(comm, net, data, ns, schedule, log=say, restorer=restorer, checkpoint=ckpt, servers=servers(args.algo))
     for line in header(args, r, net, data, schedule, link, threads):
         r.log(line)
+    crowded = busy.note(load_before, ranks_on_node(world_comm), threads)
+    if crowded:
+        r.log(f"  note: {crowded}")
     if restorer:
         r.log(f"  resumed from {restorer.path.rsplit(os.sep, 1)[0]} at iteration {r.t}")
     algo(r)
     model = r.final_model()  # on every rank: it may be a collective (an average of the workers)
+    load_after = busy.load_average()
     if args.trace:
         r.write_trace(args.trace, cfg)
         r.log(f"trace written to {args.trace}")
@@ -96,7 +102,8 @@ def _run(args, comm, log):
         shown = link_text(args, link)
         say(metrics.summary(r.evals, rec, r.wall, shown, r.iterations_run, r.workers * args.batch * r.tau))
         if args.out:
-            metrics.write(args.out, r, rec, nodes, cfg, shown, model=model, threads=threads)
+            metrics.write(args.out, r, rec, nodes, cfg, shown, model=model, threads=threads,
+                          load=(load_before, load_after))
             say(f"metrics written to {args.out}")
     return Result(model=None if model is None else np.array(model), net=net, evals=list(r.evals),
                   events=list(r.events), metrics=rec, config=cfg, wall=r.wall, threads=threads)
@@ -182,11 +189,6 @@ def ranks_on_node(comm):
         return local.Get_size()
     finally:
         local.Free()
-
-
-def usable_cores():
-    """The cores this process may run on (its affinity set where the OS has one)."""
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
 def limit_threads(n):

@@ -285,7 +285,9 @@ def build_parser():
     s = bsub.add_parser("step", help="forward+backward time of a model against PyTorch on the same CPU",
                         description="Median time of one loss_and_grad of MODEL at BATCH, the same "
                                     "network in PyTorch if installed (same CPU, torch's default "
-                                    "threads), and the ratio.")
+                                    "threads), timed in turn with it (A B A B ...), and the median of "
+                                    "the pairs' ratios with their quartiles and range; the load average "
+                                    "before and after.")
     s.add_argument("--model", default="mnist_mlp", help="model name or spec path (default mnist_mlp)")
     s.add_argument("--batch", type=_positive_int, default=100, help="batch size (default 100)")
     s.add_argument("--dtype", choices=("float32", "float64"), default="float32")
@@ -554,8 +556,10 @@ def cmd_bench(args, parser):
                     write_bytes(tmp, json.dumps(bench.overlap_json(result), indent=1).encode())
         return 0
     if args.bench_command == "scale":
+        from refsgd import busy
         from refsgd.bench import scale
         scale.prepare_args(args)
+        load_before = busy.load_average()
         inputs = scale.measure_inputs(args.model, args.batch, args.link, args.local_link, args.ranks_per_node,
                                       args.sync_every, args.t_c, np.dtype(args.dtype))
         table = scale.predict(inputs, args.ranks)
@@ -568,6 +572,10 @@ def cmd_bench(args, parser):
             rows = scale.check(inputs, iterations=args.iterations,
                                log=lambda line: print(line, flush=True))
             print(scale.format_check(rows, inputs))
+        print(f"{busy.text(load_before, busy.load_average())}; t_C and the updates measured at one thread")
+        crowded = busy.note(load_before, 1, 1)
+        if crowded:
+            print(f"note: {crowded}")
         return 0
     if args.bench_command == "all":
         from refsgd.bench import suite

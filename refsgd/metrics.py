@@ -32,7 +32,9 @@ Schema (HDF5, written by rank 0, atomically)::
            threads_per_rank (BLAS / Numba threads of each rank; -1 unknown),
            events (JSON list: the method's regime changes, e.g. DASO's phases, each with
            iteration, epoch, what and its fields), config (JSON), world_size, nodes, mpi_library, mpi_thread_level, link (text or
-           "none"), link_emulated (bool), refsgd_version, wall_seconds
+           "none"), link_emulated (bool), refsgd_version, wall_seconds, load_average_before and
+           load_average_after (JSON [1, 5, 15-minute load averages] of the machine of rank 0
+           before and after the run, or null: refsgd.busy)
 """
 
 import json
@@ -63,8 +65,9 @@ def gather(run):
     return {f: arr[:, i, :] for i, f in enumerate(fields)}, nodes
 
 
-def write(path, run, rec, nodes, config, link, model=None, threads=None):
-    """Write the metrics file (rank 0), to a temporary file renamed into place."""
+def write(path, run, rec, nodes, config, link, model=None, threads=None, load=(None, None)):
+    """Write the metrics file (rank 0), to a temporary file renamed into place; ``load``: the load
+    averages before and after the run (refsgd.busy.load_average)."""
     from refsgd.trace import dataset_sha256
     with h5_written(path, what="the metrics") as f:
         f.attrs["format"] = FORMAT
@@ -96,6 +99,8 @@ def write(path, run, rec, nodes, config, link, model=None, threads=None):
         f.attrs["link_emulated"] = bool(link)
         f.attrs["refsgd_version"] = __version__
         f.attrs["wall_seconds"] = run.wall
+        for when, value in zip(("before", "after"), load):
+            f.attrs[f"load_average_{when}"] = json.dumps(value)  # [1, 5, 15 min], or null
 
 
 def summary(evals, rec, wall, link, iterations_run=None, samples_per_iteration=None):

@@ -103,7 +103,9 @@ CSV_COLUMNS = ("run", "file", "algo", "ranks", "iteration", "epoch", "train_loss
 EVAL_FIELDS = ("iteration", "epoch", "train_loss", "test_loss", "test_acc", "seconds")
 #: version-2 attributes shown in the text header when present, with their names there
 EXTRA_ATTRS = (("model_spec", "model spec"), ("layout", "layout"), ("dataset", "dataset"),
-               ("dataset_sha256", "dataset sha256"), ("threads_per_rank", "threads per rank"))
+               ("dataset_sha256", "dataset sha256"), ("threads_per_rank", "threads per rank"),
+               ("load_average_before", "load average before (1, 5, 15 min)"),
+               ("load_average_after", "load average after (1, 5, 15 min)"))
 
 
 @dataclasses.dataclass

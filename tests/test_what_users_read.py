@@ -1,6 +1,8 @@
 """Every number a user reads is right (issue 22): verify's values and indices, the report of a
 trace, the evaluation lines, bench's small print. Run as a user runs them: the command line."""
 
+import importlib.util
+import json
 import os
 import re
 import shutil
@@ -81,5 +83,65 @@ def test_bench_scale_check_says_how_many_iterations_it_times():
     assert r.returncode == 0, r.stderr
     assert r.stdout.count("each method's mean over 15 of its 20 iterations: the first 4 warm up, the last "
                           "evaluates") == 2, r.stdout
-    assert "ms per iteration, mean over 15 of 20 iterations:" in r.stdout
+    assert "ms per iteration, 15 of 20 iterations timed:" in r.stdout and "load average (1 min)" in r.stdout
     assert "--json" not in r.stdout and "--local-link 5,100" in r.stdout  # the command as it runs
+    # the median iteration and its quartiles, and the ratio's
+    row = [line.split() for line in r.stdout.splitlines() if line.startswith("  ssgd ")][-1]
+    lo, hi = (float(v) for v in row[3].split("-"))
+    assert lo <= float(row[2]) <= hi, row
+
+
+# ---------------------------------------------------------------------------- busy machines (item 8)
+def test_the_busy_note_says_when_the_load_exceeds_the_free_cores():
+    from refsgd import busy
+    crowded = busy.note([5.0, 4.0, 3.0], ranks=1, threads=2, cores=2)
+    assert "load average 5.00 (1 min) on 2 core(s)" in crowded and "--blas-threads 1" in crowded, crowded
+    assert busy.note([0.3, 0.2, 0.1], ranks=1, threads=2, cores=2) is None       # an idle machine
+    assert busy.note([2.5, 2.0, 2.0], ranks=1, threads=1, cores=4) is None       # 3 cores free for a load of 2.5
+    assert "--blas-threads" not in busy.note([4.0, 4.0, 4.0], ranks=1, threads=1, cores=4)  # one thread already
+    assert busy.note(None, ranks=4, threads=4, cores=2) is None                   # no load average on this OS
+
+
+def test_the_metrics_file_records_the_load_and_train_says_when_the_machine_is_busy(tmp_path):
+    out = tmp_path / "m.h5"
+    r = cli("train", "--iterations", "10", "--no-progress", "--out", str(out), n=2)
+    assert r.returncode == 0, r.stderr
+    with h5py.File(out) as f:
+        before, after = (json.loads(f.attrs[f"load_average_{k}"]) for k in ("before", "after"))
+    assert len(before) == 3 and len(after) == 3 and all(v >= 0 for v in before + after)
+    rep = cli("report", str(out))
+    assert f"load average before (1, 5, 15 min): {before}" in rep.stdout, rep.stdout
+    if before[0] >= (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()) + 1:
+        assert "note: the machine is busy: load average" in r.stdout, r.stdout  # (this machine is busy now)
+
+
+def test_interleaved_times_alternate_the_functions():
+    from refsgd.bench.models import interleaved_times, spread
+    calls = []
+    a, b = interleaved_times([lambda: calls.append("A"), lambda: calls.append("B")], repeat=3, warmup=1)
+    assert calls == ["A", "B"] * 4 and len(a) == len(b) == 3
+    s = spread([1.0, 2.0, 3.0, 4.0, 10.0])
+    assert (s["median"], s["min"], s["max"], s["n"]) == (3.0, 1.0, 10.0, 5) and s["p25"] == 2.0 and s["p75"] == 4.0
+
+
+def test_bench_step_gives_medians_with_their_spread_and_the_load():
+    r = cli("bench", "step", "--model", "digits_mlp", "--batch", "16", "--repeat", "5")
+    assert r.returncode == 0, r.stderr
+    assert "median of 5 repeats" in r.stdout and re.search(r"quartiles \d+\.\d\d-\d+\.\d\d ms", r.stdout), r.stdout
+    assert re.search(r"load average \(1 min\) \d+\.\d\d before, \d+\.\d\d after", r.stdout), r.stdout
+    if importlib.util.find_spec("torch") is not None:  # side by side: the median of the pairs' ratios
+        assert "PyTorch and refsgd in turn" in r.stdout
+        assert re.search(r"ratio refsgd / pytorch = \d+\.\d\d, the median of 5 side-by-side pairs \(quartiles "
+                         r"\d+\.\d\d-\d+\.\d\d, range \d+\.\d\d-\d+\.\d\d\)", r.stdout), r.stdout
+
+
+def test_bench_overlap_records_the_load_and_the_spread_of_its_iterations(tmp_path):
+    out = tmp_path / "o.json"
+    r = cli("bench", "overlap", "--model", "digits_tiny", "--batch", "16", "--iterations", "12", "--skip", "2",
+            "--algos", "ssgd", "--json", str(out), n=2, timeout=300)
+    assert r.returncode == 0, r.stderr
+    res = json.loads(out.read_text())
+    assert len(res["load_before"]) == 3 and len(res["load_after"]) == 3
+    row = res["runs"][0]["rows"][0]
+    assert 0 < row["wall_p25"] <= row["wall_median"] <= row["wall_p75"], row
+    assert "median" in r.stdout and "quartiles" in r.stdout and "load average (1 min)" in r.stdout

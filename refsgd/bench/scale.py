@@ -234,7 +234,8 @@ def check(inputs, iterations=60, skip=None, worlds=(2, 4), methods=METHODS, log=
             theirs = inputs.costs(G=G, t_c=r["t_c"], t_up=r["t_up"])
             for row in r["runs"][0]["rows"]:
                 a = row["algo"]
-                rows.append(dict(method=row["method"], ranks=p, measured=row["wall"],
+                rows.append(dict(method=row["method"], ranks=p, measured=row.get("wall_median", row["wall"]),
+                                 measured_p25=row.get("wall_p25"), measured_p75=row.get("wall_p75"),
                                  predicted=models.iteration_time(a, ours, net, p),
                                  at_run=models.iteration_time(a, theirs, net, p), emulated_model=row["model"],
                                  t_c_run=r["t_c"], G=G, timed=timed, iterations=iterations))
@@ -243,17 +244,23 @@ def check(inputs, iterations=60, skip=None, worlds=(2, 4), methods=METHODS, log=
 
 def format_check(rows, inputs):
     ms = 1e3
-    timed = f", mean over {rows[0]['timed']} of {rows[0]['iterations']} iterations" if rows and "timed" in rows[0] else ""
+    timed = f", {rows[0]['timed']} of {rows[0]['iterations']} iterations timed" if rows and "timed" in rows[0] else ""
     lines = [f"check against runs on this machine with the same link EMULATED ({inputs.link.latency_us:g} us, "
              f"{inputs.link.gbit_s:g} Gbit/s), ms per iteration{timed}:",
-             f"  {'method':<12} {'ranks':>5} {'measured':>9} {'predicted':>9} {'meas/pred':>9} {'at run t_C':>10} "
+             f"  {'method':<12} {'ranks':>5} {'measured':>9} {'quartiles':>15} {'predicted':>9} {'meas/pred':>9} "
+             f"{'its quartiles':>13} {'at run t_C':>10} "
              f"{'meas/that':>9} {'emulated':>9} {'meas/emul':>9} {'run t_C':>8}"]
     for r in rows:
-        lines.append(f"  {r['method']:<12} {r['ranks']:>5} {ms * r['measured']:9.3f} {ms * r['predicted']:9.3f} "
-                     f"{r['measured'] / r['predicted']:9.2f} {ms * r['at_run']:10.3f} "
+        lo, hi = r.get("measured_p25"), r.get("measured_p75")
+        q = f"{ms * lo:.3f}-{ms * hi:.3f}" if lo is not None else "-"
+        qr = f"{lo / r['predicted']:.2f}-{hi / r['predicted']:.2f}" if lo is not None else "-"
+        lines.append(f"  {r['method']:<12} {r['ranks']:>5} {ms * r['measured']:9.3f} {q:>15} {ms * r['predicted']:9.3f} "
+                     f"{r['measured'] / r['predicted']:9.2f} {qr:>13} {ms * r['at_run']:10.3f} "
                      f"{r['measured'] / r['at_run']:9.2f} {ms * r['emulated_model']:9.3f} "
                      f"{r['measured'] / r['emulated_model']:9.2f} {ms * r['t_c_run']:8.3f}")
-    lines.append("  predicted: this table's model with its t_C; 'at run t_C': the same formulas with the t_C and "
+    lines.append("  measured: the median iteration (mean over the workers) and its quartiles, whose spread shows "
+                 "how far a busy machine moves the ratio; "
+                 "predicted: this table's model with its t_C; 'at run t_C': the same formulas with the t_C and "
                  "t_up measured in that run (ranks share this machine's cores); 'emulated': bench overlap's model of "
                  "that run (the compute measured in the method's own run, the emulated link's semantics: the real "
                  "collective first, then the link's delay). daso at 2 ranks: 2 virtual nodes of 1; at 4: 2 of 2.")

@@ -132,6 +132,8 @@ def run_all(out, quick=False, force=False, log=None):
     if (failure.launcher_size() or 1) > 1:
         raise RefsgdError("bench all launches its own mpiexec: run it without mpiexec")
     check_outputs(out, force)
+    from refsgd import busy
+    load_before = busy.load_average()
     t0 = time.perf_counter()
     from refsgd.bench.measure import step
     from refsgd.bench.scale import one_thread
@@ -157,8 +159,13 @@ def run_all(out, quick=False, force=False, log=None):
         with open(f2) as f:
             two = json.load(f)
     seconds = time.perf_counter() - t0
-    result = dict(machine=machine(two.get("mpi_library")), steps=steps, one=one, two=two, seconds=seconds,
-                  quick=quick)
+    load_after = busy.load_average()
+    info = machine(two.get("mpi_library")) + [("load", busy.text(load_before, load_after))]
+    crowded = busy.note(load_before, 2, 1)  # its largest world: 2 ranks of one thread
+    if crowded:
+        info.append(("note", crowded))
+    result = dict(machine=info, steps=steps, one=one, two=two, seconds=seconds, quick=quick,
+                  load_before=load_before, load_after=load_after)
     md = markdown(result)
     write_outputs(out, result, md)
     return md
@@ -173,6 +180,14 @@ def _rows(run):
     return {row["method"]: row for row in run["rows"]}
 
 
+def _ratio_text(s):
+    """refsgd / PyTorch: the median of the side-by-side pairs and their range (refsgd.bench.measure.step)."""
+    q = s.get("ratio_spread")
+    if q is None:  # a result of an older refsgd: the ratio of the medians
+        return f"{s['refsgd_s'] / s['torch_s']:.2f}"
+    return f"{s['ratio']:.2f} ({q['min']:.2f}-{q['max']:.2f})"
+
+
 def markdown(r):
     one, two = r["one"], r["two"]
     L = [f"# refsgd bench all{' (--quick)' if r['quick'] else ''}", ""]
@@ -180,13 +195,14 @@ def markdown(r):
     L += [f"- **run time**: {r['seconds']:.0f} s", ""]
     # -- step
     L += ["## Step: forward+backward against PyTorch and the BLAS peak (1 thread each)", "",
-          "| model | batch | parameters | refsgd ms | GFLOP/s | % of BLAS peak | PyTorch ms | refsgd / PyTorch | "
+          "| model | batch | parameters | refsgd ms | GFLOP/s | % of BLAS peak | PyTorch ms | refsgd / PyTorch "
+          "(median of the pairs timed in turn; range) | "
           "update ms | PyTorch update ms |",
           "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for s in r["steps"]:
         gf = s["flops"] / s["refsgd_s"] / 1e9
         torch = "-" if s["torch_s"] is None else f"{1e3 * s['torch_s']:.2f}"
-        ratio = "-" if s["torch_s"] is None else f"{s['refsgd_s'] / s['torch_s']:.2f}"
+        ratio = "-" if s["torch_s"] is None else _ratio_text(s)
         L.append(f"| {s['model']} | {s['batch']} | {s['num_params']:,d} | {1e3 * s['refsgd_s']:.2f} | {gf:.1f} | "
                  f"{100 * s['flops'] / s['refsgd_s'] / s['blas_peak']:.0f} | {torch} | {ratio} | "
                  f"{_ms(s.get('update_s'), 3)} | {_ms(s.get('torch_update_s'), 3)} |")
@@ -285,7 +301,11 @@ def csv_text(r):
                     "%"])
         if s["torch_s"] is not None:
             w.writerow(["step", name, 1, "", "pytorch", f"{1e3 * s['torch_s']:.4f}", "ms"])
-            w.writerow(["step", name, 1, "", "refsgd_over_pytorch", f"{s['refsgd_s'] / s['torch_s']:.4f}", ""])
+            w.writerow(["step", name, 1, "", "refsgd_over_pytorch", f"{s.get('ratio') or s['refsgd_s'] / s['torch_s']:.4f}",
+                        ""])
+            for key in ("p25", "p75", "min", "max"):
+                if s.get("ratio_spread"):
+                    w.writerow(["step", name, 1, "", f"refsgd_over_pytorch_{key}", f"{s['ratio_spread'][key]:.4f}", ""])
         for key in ("update_s", "torch_update_s"):
             if s.get(key) is not None:
                 w.writerow(["step", name, 1, "", key[:-2], f"{1e3 * s[key]:.4f}", "ms"])
