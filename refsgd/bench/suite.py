@@ -348,11 +348,19 @@ def figure(r):
     ax = fig.add_subplot(gs[0, 0])
     names = [s["model"] for s in r["steps"]]
     x = np.arange(len(names))
-    ax.bar(x - 0.2, [1e3 * s["refsgd_s"] for s in r["steps"]], 0.4, label="refsgd")
-    ax.bar(x + 0.2, [1e3 * (s["torch_s"] or 0) for s in r["steps"]], 0.4, label="PyTorch")
+    def quartiles(key):  # whiskers from the first to the third quartile of the repeats
+        spreads = [s.get(f"{key}_spread") or {} for s in r["steps"]]
+        mid = [1e3 * (s[f"{key}_s"] or 0) for s in r["steps"]]
+        return np.array([[m - 1e3 * q.get("p25", m / 1e3), 1e3 * q.get("p75", m / 1e3) - m]
+                         for m, q in zip(mid, spreads)]).T
+    ax.bar(x - 0.2, [1e3 * s["refsgd_s"] for s in r["steps"]], 0.4, label="refsgd (median; quartiles)",
+           yerr=quartiles("refsgd"), capsize=4)
+    ax.bar(x + 0.2, [1e3 * (s["torch_s"] or 0) for s in r["steps"]], 0.4, label="PyTorch (median; quartiles)",
+           yerr=quartiles("torch"), capsize=4)
     for i, s in enumerate(r["steps"]):
-        ax.annotate(f"{100 * s['flops'] / s['refsgd_s'] / s['blas_peak']:.0f}% of peak", (i - 0.2, 1e3 * s["refsgd_s"]),
-                    ha="center", va="bottom", fontsize=7)
+        top = (s.get("refsgd_spread") or {}).get("p75", s["refsgd_s"])  # above the whisker
+        ax.annotate(f"{100 * s['flops'] / s['refsgd_s'] / s['blas_peak']:.0f}% of peak", (i - 0.2, 1e3 * top),
+                    xytext=(0, 2), textcoords="offset points", ha="center", va="bottom", fontsize=7)
     ax.set_xticks(x)
     ax.set_xticklabels([f"{s['model']}\nbatch {s['batch']}" for s in r["steps"]], fontsize=8)
     ax.set(ylabel="ms per forward+backward (1 thread)", title="step")
