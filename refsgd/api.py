@@ -93,7 +93,7 @@ def _run(args, comm, log):
     model = r.final_model()  # on every rank: it may be a collective (an average of the workers)
     load_after = busy.load_average()
     if args.trace:
-        r.write_trace(args.trace, cfg)
+        r.write_trace(args.trace, {**cfg, **r.found})
         r.log(f"trace written to {args.trace}")
     gathered = metrics.gather(r)
     rec = None
