@@ -178,6 +178,16 @@ class Run:
         called on every rank at the same boundary, so it may use collectives."""
         self._model = fn
 
+    def average_model(self, comm, w, out):
+        """out <- the mean over the ranks of ``comm`` of their w (collective, blocking). The frozen
+        parameters, the same on every rank and never moved, are copied from w: (w + w + w) / 3
+        can miss w by one ulp, and a frozen weight must stay bitwise its initial value."""
+        comm.Allreduce(w, out, op=MPI.SUM)
+        np.divide(out, comm.Get_size(), out=out)
+        if not self.net.trainable.all():
+            np.copyto(out, w, where=~self.net.trainable)
+        return out
+
     def final_model(self):
         """The model the method returns (what is evaluated), or None. Collective when the
         method's model is (e.g. an average over workers): call it on every rank."""

@@ -244,6 +244,33 @@ def test_a_frozen_layer_never_moves(tmp_path, algo):
             assert moved, f"{path.name}: the trainable layer never moved"
 
 
+@pytest.mark.parametrize("algo", ALL)
+def test_a_frozen_layer_is_bitwise_w0_in_the_final_model_at_3_ranks(tmp_path, algo):
+    """3 ranks, float64, weight decay 0.01 where it applies, 20 iterations: the frozen weights of
+    every traced state and of the final model (the one evaluated, /model of --out: an average of
+    3 workers for DC-S3GD and DASO, where (w + w + w) / 3 can miss w by one ulp) are bitwise w0."""
+    spec = tmp_path / "frozen.toml"
+    spec.write_text(FROZEN_SPEC)
+    lr = "0.002" if "asgd" in algo or algo == "ssgd-nag" else "0.05"
+    opts = ["--algo", algo, "--model", str(spec), "--batch", "8", "--lr", lr, "--dtype", "float64",
+            "--iterations", "20", "--no-progress", "--trace", str(tmp_path / "t.h5"), "--out", str(tmp_path / "m.h5")]
+    if "weight_decay" in APPLIES[algo]:
+        opts += ["--weight-decay", "0.01"]
+    opts += {"daso": ["--ranks-per-node", "1", "--warmup-epochs", "0"], "pp-asgd": ["--staleness", "1"],
+             "asgd": ["--staleness", "1"]}.get(algo, [])
+    r = cli("train", *opts, n=3)
+    assert r.returncode == 0, r.stderr
+    with h5py.File(tmp_path / "t.h5") as t, h5py.File(tmp_path / "m.h5") as m:
+        w0 = t["w0"][...]
+        for k in t["state"]:
+            s = t["state"][k][...][..., FROZEN]
+            assert np.array_equal(s, np.broadcast_to(s[:1], s.shape)), k
+        model = m["model"][...]
+    drift = np.abs(model[FROZEN] - w0[FROZEN]).max()
+    assert drift == 0.0, f"{algo}: the final model's frozen weights moved by up to {drift:.3g}"
+    assert not np.array_equal(model[FROZEN.stop:], w0[FROZEN.stop:]), "the trainable layer never moved"
+
+
 # ---------------------------------------------------------------------------- first-run compilation
 def test_compile_clock_counts_numba_compiling_not_cache_loads():
     import numba
