@@ -131,6 +131,16 @@ class Run:
             return v
 
     @property
+    def segments(self):
+        """The processes that made the run ([{"iterations": [first, end], "wall_seconds"}]; files
+        of format version 3), or None."""
+        try:
+            seg = json.loads(_text(self.attrs["segments"]))
+        except (KeyError, ValueError):
+            return None
+        return seg if isinstance(seg, list) and all(isinstance(x, dict) for x in seg) else None
+
+    @property
     def iterations_per_epoch(self):
         """iteration / epoch of the last evaluation past epoch 0, or None."""
         for e in reversed(self.evals):
@@ -273,7 +283,10 @@ def run_text(run):
         head.append(f"  iter {int(e['iteration']):>6}  epoch {e['epoch']:6.2f}  train loss {e['train_loss']:.4f}  "
                     f"test loss {e['test_loss']:.4f}  test acc {100 * e['test_acc']:.2f}%")
     wall = float(a.get("wall_seconds", 0))
-    return "\n".join(head) + "\n" + metrics.summary(run.evals, run.rec, wall, None if link == "none" else link)
+    batch = cfg.get("batch")
+    return "\n".join(head) + "\n" + metrics.summary(
+        run.evals, run.rec, wall, None if link == "none" else link, batch=batch if isinstance(batch, int) else None,
+        segments=run.segments, version=run.format_version if isinstance(run.format_version, int) else 1)
 
 
 def comparison_text(runs):
