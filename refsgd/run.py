@@ -453,11 +453,38 @@ class Run:
                 if ckpt:
                     self.records["checkpoint"][-1] = self._outside(self.save_checkpoint)
                 t, ran = t + 1, ran + 1
+            self._discount_compile_waits(ran)
         if progress is not None:
             progress.close()
             self._bar = None
         self.wall = segment["wall_seconds"] = time.perf_counter() - start
         self.iterations_run = ran
+
+    def _discount_compile_waits(self, ran):
+        """Collective, after the loop: a rank that compiled less than another (or not at all)
+        waited for it in the method's next collective, in the iteration of the compiling or the
+        one after. That wait, at most the difference to the rank that compiled longest in the
+        iteration, is moved from idle (and from the wall time and the time in flight) to compile,
+        so that another rank's compiling is not read as communication either."""
+        if ran == 0 or self.world == 1:
+            return
+        rec = self.records
+        lo = len(rec["wall"]) - ran
+        mine = np.ascontiguousarray(rec["compile"][lo:], dtype=np.float64)
+        every = np.empty((self.world, ran))
+        self.control_comm.Allgather(mine, every)
+        deficit = every.max(axis=0) - mine
+        if not deficit.any():
+            return
+        carry = 0.0
+        for i in range(ran):
+            owed, j = deficit[i] + carry, lo + i
+            waited = min(owed, rec["idle"][j])
+            rec["idle"][j] -= waited
+            rec["wall"][j] -= waited
+            rec["comm"][j] = max(rec["comm"][j] - waited, 0.0)
+            rec["compile"][j] += waited
+            carry = min(owed - waited, deficit[i])   # the rest waits in the next iteration at most
 
     def _finished(self, t):
         """Whether the run ends before iteration t: after total iterations, or once the
