@@ -456,6 +456,8 @@ class Run:
                 if ckpt:
                     self.records["checkpoint"][-1] = self._outside(self.save_checkpoint)
                 t, ran = t + 1, ran + 1
+            if ran:  # the last boundary's evaluation and checkpoint may have compiled too
+                self.records["compile"][-1] += clock.take()
             self._discount_compile_waits(ran)
         if progress is not None:
             progress.close()
