@@ -62,7 +62,7 @@ def _run(args, comm, log):
     from mpi4py import MPI
 
     from refsgd import metrics
-    from refsgd.algorithms import micro_batches, servers
+    from refsgd.algorithms import by_gradients, micro_batches, servers
     from refsgd.comm.link import Traffic, wrap
     from refsgd.run import Run
 
@@ -81,7 +81,8 @@ def _run(args, comm, log):
     ns = _namespace(args)
     ns.tau = micro_batches(args)  # PP-ASGD: the G threads' sub-batches of an update
     ckpt = (args.checkpoint, args.checkpoint_every, cfg, args.keep_checkpoints) if args.checkpoint else None
-    r = Run(comm, net, data, ns, schedule, log=say, restorer=restorer, checkpoint=ckpt, servers=servers(args.algo))
+    r = Run(comm, net, data, ns, schedule, log=say, restorer=restorer, checkpoint=ckpt, servers=servers(args.algo),
+            by_gradients=by_gradients(args))
     for line in header(args, r, net, data, schedule, link, threads):
         r.log(line)
     crowded = busy.note(load_before, ranks_on_node(world_comm), threads)
@@ -100,7 +101,8 @@ def _run(args, comm, log):
     if rank == 0:
         rec, nodes = gathered
         shown = link_text(args, link)
-        say(metrics.summary(r.evals, rec, r.wall, shown, r.iterations_run, r.workers * args.batch * r.tau))
+        say(metrics.summary(r.evals, rec, metrics.total_wall(r.segments), shown, batch=args.batch,
+                            segments=r.segments))
         if args.out:
             metrics.write(args.out, r, rec, nodes, cfg, shown, model=model, threads=threads,
                           load=(load_before, load_after))
@@ -134,8 +136,8 @@ def header(args, run, net, data, schedule, link, threads):
         hyper.append("U: MXNet momentum v = mu*v - eta*(g + wd*w)")
     lines = [f"refsgd {__version__}: {args.algo} on {run.world} rank(s), {net.name} ({net.num_params:,d} parameters, "
              f"{net.dtype.name}), {data.name} ({len(data.y_train)} train / {len(data.y_test)} test)",
-             f"  batch {args.batch} x tau {run.tau} per worker, {run.iters_per_epoch} iterations per epoch, "
-             f"{run.total} iterations, seed {args.seed}, {threads} BLAS/Numba thread(s) per rank",
+             f"  batch {args.batch} x tau {run.tau} per worker, {_length(run)}, seed {args.seed}, "
+             f"{threads} BLAS/Numba thread(s) per rank",
              "  " + "; ".join(hyper)]
     if args.algo in options.POLLED and run.world > 1:
         lines.append("  requests in flight tested after every layer of the forward and backward pass (--poll)" if getattr(args, "poll", False)
@@ -146,6 +148,14 @@ def header(args, run, net, data, schedule, link, threads):
     if note:
         lines.append(f"  {note} (3 or more ranks give it several workers)")
     return lines
+
+
+def _length(run):
+    """How long the run is, as the header says it."""
+    if run.budget is None:
+        return f"{run.iters_per_epoch} iterations per epoch, {run.total} iterations"
+    return (f"an epoch is {run.grads_per_epoch:,d} micro-batch gradients, {run.cfg.epochs} epoch(s) "
+            f"= {run.budget:,d} gradients, in as many iterations (updates) as they take")
 
 
 def link_text(args, link):

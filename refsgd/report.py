@@ -1,9 +1,14 @@
 """``refsgd report FILE [FILE ...]``: the text, the figure and the exports of metrics files
 (``refsgd train --out``; schema in :mod:`refsgd.metrics`).
 
-Files of metrics format version 1 (no ``format_version`` attribute) and 2 are read alike; what
+Files of metrics format version 1 (no ``format_version`` attribute), 2 and 3 are read alike; what
 version 2 adds (the ``/lr`` dataset, the attributes ``model``, ``model_spec``, ``layout``,
-``dataset``, ``dataset_sha256``, ``threads_per_rank``) is shown where it is present.
+``dataset``, ``dataset_sha256``, ``threads_per_rank``) is shown where it is present, and so is
+what version 3 adds: the segments of a resumed run (listed, the wall time and the throughput over
+all of them), the time spent evaluating and checkpointing, Numba's compiling (outside the time
+split from version 3 on; inside it before, which the text says) and a threaded method's
+gradient threads. A part of the split that a file of version 1-2 makes negative (PP-ASGD's
+compute summed over its threads) is shown as n/a.
 
 Text (standard output)
     The report of each FILE in turn, in the order given: a header (file, method, ranks, nodes,
@@ -70,7 +75,7 @@ JSON (``--json F.json``)
         time_per_rank  {"compute", "idle", "update", "other", "comm"}: each a list over ranks of
                        the total seconds (other = wall - compute - idle - update; update 0 in
                        files that predate it), and "*_ms_per_iteration" the same as mean ms per
-                       iteration
+                       iteration; null where a file of version 1-2 makes a part negative
         time_mean_ms_per_iteration  {"compute", "idle", "update", "other", "comm"}, mean over ranks
         per_iteration  {"iteration": [1..T], "train_loss": mean over the ranks that have one
                        (null where none has), "wall_ms", "compute_ms", "idle_ms", "comm_ms"
@@ -142,6 +147,34 @@ class Run:
             return int(v)
         except (TypeError, ValueError):
             return v
+
+    @property
+    def varying(self):
+        """Whether its iterations consumed varying numbers of gradients (PP-ASGD's threads)."""
+        g = self.rec.get("gradients")
+        return g is not None and g.shape[1] > 0 and g[0].min() != g[0].max()
+
+    def epochs_at(self, iterations):
+        """The epoch after each of ``iterations`` (1-based): iteration / iterations_per_epoch, or,
+        when the iterations consumed varying numbers of gradients, the gradients consumed so far
+        over an epoch's (which the last evaluation tells)."""
+        it = np.asarray(iterations, dtype=np.float64)
+        if not self.varying:
+            return it / self.iterations_per_epoch
+        consumed = np.concatenate([[0.0], np.cumsum(self.rec["gradients"][0])])
+        last = next(e for e in reversed(self.evals) if e["epoch"] > 0 and e["iteration"] > 0)
+        per_epoch = consumed[int(last["iteration"])] / last["epoch"]
+        return np.interp(it, np.arange(len(consumed), dtype=np.float64), consumed) / per_epoch
+
+    @property
+    def segments(self):
+        """The processes that made the run ([{"iterations": [first, end], "wall_seconds"}]; files
+        of format version 3), or None."""
+        try:
+            seg = json.loads(_text(self.attrs["segments"]))
+        except (KeyError, ValueError):
+            return None
+        return seg if isinstance(seg, list) and all(isinstance(x, dict) for x in seg) else None
 
     @property
     def iterations_per_epoch(self):
@@ -307,7 +340,10 @@ def run_text(run):
         head.append(f"  iter {int(e['iteration']):>6}  epoch {e['epoch']:6.2f}  train loss {e['train_loss']:.4f}  "
                     f"test loss {e['test_loss']:.4f}  test acc {100 * e['test_acc']:.2f}%")
     wall = float(a.get("wall_seconds", 0))
-    return "\n".join(head) + "\n" + metrics.summary(run.evals, run.rec, wall, None if link == "none" else link)
+    batch = cfg.get("batch")
+    return "\n".join(head) + "\n" + metrics.summary(
+        run.evals, run.rec, wall, None if link == "none" else link, batch=batch if isinstance(batch, int) else None,
+        segments=run.segments, version=run.format_version if isinstance(run.format_version, int) else 1)
 
 
 def comparison_text(runs):
@@ -321,7 +357,7 @@ def comparison_text(runs):
         rows.append([str(r.index), r.algo, str(r.world),
                      f"{100 * e['test_acc']:.2f}%" if e else "-", f"{e['test_loss']:.4f}" if e else "-",
                      f"{float(r.attrs.get('wall_seconds', 0)):.2f}",
-                     *(f"{ms[k]:.2f}" for k in PARTS), r.path])
+                     *(f"{ms[k]:.2f}" if ms[k] >= 0 else "n/a" for k in PARTS), r.path])  # n/a: see metrics.summary
         if keys:  # before the file
             rows[-1][-1:-1] = [_settings_text(r, keys) or "-"]
     header = ["run", "method", "ranks", "test acc", "test loss", "wall s", *PARTS, "file"]
@@ -483,9 +519,19 @@ def _x_axis(runs):
     ipes = [r.iterations_per_epoch for r in runs]
     if any(v is None for v in ipes):
         return "iteration", None
+    if any(r.varying for r in runs):   # an epoch is no fixed number of iterations: against epochs
+        return "epoch", None
     if max(ipes) - min(ipes) <= 1e-6 * max(ipes):
         return "iteration", ipes[0]
     return "epoch", None
+
+
+def _x_of(run, unit):
+    """Iterations (1-based) -> the x of ``run`` on an axis of ``unit`` (iterations, or epochs:
+    Run.epochs_at, which follows the gradients a threaded method's iterations consume)."""
+    if unit == "iteration":
+        return lambda v: np.asarray(v, dtype=np.float64)
+    return run.epochs_at
 
 
 def running_median(y, window):
@@ -545,23 +591,24 @@ def figure(runs):
     ax_lr = fig.add_subplot(gs[1, 0], sharex=ax_loss) if has_lr else None
 
     unit, ipe = _x_axis(runs)
-    xlabel = "iteration" if unit == "iteration" else "epoch (the runs differ in iterations per epoch)"
+    xlabel = ("iteration" if unit == "iteration" else "epoch (the runs differ in iterations per epoch)" if multi
+              else "epoch (of gradients: its iterations consume varying numbers)")
     colors = run_colors(runs) if multi else {runs[0].index: "C0"}
     labels = _labels(runs)
     windows, raw_losses, test_losses = [], [], []
     any_eval = any_event = False
     for r in runs:
         col = colors[r.index]
-        scale = 1.0 if unit == "iteration" else 1.0 / r.iterations_per_epoch
+        scale = _x_of(r, unit)
         x, y = r.train_loss()
         w = smoothing_window(r)
         windows.append(w)
         raw_losses.append(y)
-        ax_loss.plot(x * scale, y, color=col, lw=0.7, alpha=0.3, gid=f"train-raw:{r.index}")
-        ax_loss.plot(x * scale, moving_mean(y, w), color=col, lw=1.8, gid=f"train-smooth:{r.index}")
+        ax_loss.plot(scale(x), y, color=col, lw=0.7, alpha=0.3, gid=f"train-raw:{r.index}")
+        ax_loss.plot(scale(x), moving_mean(y, w), color=col, lw=1.8, gid=f"train-smooth:{r.index}")
         if r.evals:
             any_eval = True
-            ex = np.array([e["iteration"] for e in r.evals]) * scale
+            ex = scale([e["iteration"] for e in r.evals])
             test_losses.append([e["test_loss"] for e in r.evals])
             ax_loss.plot(ex, [e["test_loss"] for e in r.evals], "o", ls="--", lw=1, color=col, ms=6, mec="white",
                          mew=1.2, zorder=4, gid=f"test-loss:{r.index}")
@@ -569,7 +616,7 @@ def figure(runs):
                         gid=f"test-acc:{r.index}", label=labels[r.index])
         for e in r.events:  # DASO's warm-up, cycling and cool-down: a dotted line where each begins
             any_event = True
-            ex = float(e["iteration"]) * scale
+            ex = float(scale([e["iteration"]])[0])
             mark = col if multi else "dimgray"
             for ax in (ax_loss, ax_acc, ax_lr):
                 if ax is not None:
@@ -655,8 +702,7 @@ def _lr_curves(ax, runs, colors, unit):
     for r in runs:
         if r.lr is None:
             continue
-        scale = 1.0 if unit == "iteration" else 1.0 / r.iterations_per_epoch
-        x = np.arange(1, len(r.lr) + 1) * scale
+        x = _x_of(r, unit)(np.arange(1, len(r.lr) + 1))
         for gx, gy, members in groups:
             if _same_curve(gx, gy, x, r.lr):
                 members.append(r)
@@ -800,8 +846,10 @@ def run_json(r):
     except ValueError:
         events = None
     totals, ms = r.time_totals(), r.time_ms()
-    per_rank = {k: [_num(x) for x in totals[k]] for k in PARTS}
-    per_rank.update({f"{k}_ms_per_iteration": [_num(x) for x in ms[k]] for k in PARTS})
+    def time(x):  # a part that a file of version 1-2 makes negative (PP-ASGD's other) is null
+        return _num(x) if x >= 0 else None
+    per_rank = {k: [time(x) for x in totals[k]] for k in PARTS}
+    per_rank.update({f"{k}_ms_per_iteration": [time(x) for x in ms[k]] for k in PARTS})
     per_it = {"iteration": list(range(1, r.iterations + 1)),
               "train_loss": [_num(x) for x in rank_nanmean(r.rec["loss"])]}
     for k in ("wall", "compute", "idle", "comm"):
@@ -821,7 +869,7 @@ def run_json(r):
                    for k in EVAL_FIELDS if k in r.evals[-1]} if r.evals else None),
         "wall_seconds": _num(r.attrs.get("wall_seconds", math.nan)),
         "time_per_rank": per_rank,
-        "time_mean_ms_per_iteration": {k: _num(ms[k].mean()) if len(ms[k]) else None for k in PARTS},
+        "time_mean_ms_per_iteration": {k: time(ms[k].mean()) if len(ms[k]) else None for k in PARTS},
         "per_iteration": per_it,
     }
 
