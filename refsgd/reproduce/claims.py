@@ -48,17 +48,20 @@ def best_acc(run):
     return 100.0 * max(e["test_acc"] for e in run.evals) if run.evals else math.nan
 
 
-def compile_seconds(run, iteration):
-    """Seconds Numba spent compiling in the first ``iteration`` iterations (mean over ranks): a
-    first run after an install compiles the kernels it meets, later runs load them."""
-    if "compile" not in run.rec or iteration <= 0:
-        return 0.0
-    return float(np.asarray(run.rec["compile"], dtype=np.float64)[:, :int(iteration)].sum(axis=1).mean())
+def train_seconds(run, iteration):
+    """Seconds of training in the first ``iteration`` iterations, mean over ranks: the iterations'
+    wall times, without evaluations, checkpoints or Numba's compiling (which metrics files of
+    version 1-2 count within the wall time, version 3 apart)."""
+    it = int(iteration)
+    t = float(np.asarray(run.rec["wall"], dtype=np.float64)[:, :it].sum(axis=1).mean())
+    if "compile" in run.rec and isinstance(run.format_version, int) and run.format_version < 3:
+        t -= float(np.asarray(run.rec["compile"], dtype=np.float64)[:, :it].sum(axis=1).mean())
+    return t
 
 
 def curve(run, x="epoch", y="test_acc"):
-    """[x, y] of the evaluations; x "seconds" is the training time without Numba's compiling."""
-    xs = [float(e[x]) - (compile_seconds(run, e["iteration"]) if x == "seconds" else 0.0) for e in run.evals]
+    """[x, y] of the evaluations; x "seconds" is the training time before each (:func:`train_seconds`)."""
+    xs = [train_seconds(run, e["iteration"]) if x == "seconds" else float(e[x]) for e in run.evals]
     ys = [100.0 * e[y] if y == "test_acc" else float(e[y]) for e in run.evals]
     return [xs, ys]
 
@@ -93,9 +96,8 @@ def per_iteration_ms(run, part, skip=None):
 
 
 def run_seconds(run):
-    """Training time: the sum of the iterations' wall times, mean over ranks (no evaluation, no
-    Numba compiling)."""
-    return float(np.asarray(run.rec["wall"], dtype=np.float64).sum(axis=1).mean()) - compile_seconds(run, run.iterations)
+    """Training time of the whole run (:func:`train_seconds`)."""
+    return train_seconds(run, run.iterations)
 
 
 def eval_every(setup, batch, workers, per_epoch=4):
