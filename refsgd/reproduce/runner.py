@@ -10,18 +10,8 @@ import os
 import time
 
 from refsgd import RefsgdError
-
-
-def load_average():
-    """The 1-, 5- and 15-minute load averages (None where the OS has none)."""
-    try:
-        return [round(v, 2) for v in os.getloadavg()]
-    except (AttributeError, OSError):
-        return None
-
-
-def cores():
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+from refsgd.busy import load_average
+from refsgd.busy import usable_cores as cores  # noqa: F401 -- refsgd.reproduce's warnings use it
 
 
 @dataclasses.dataclass
