@@ -342,6 +342,9 @@ def build_parser():
                    help="daso: emulated link within a node (default: the real one)")
     o.add_argument("--sync-every", type=_positive_int, default=None, metavar="B",
                    help="daso: batches between global syncs, B (default 4; W = max(1, B/4))")
+    o.add_argument("--timeline-cost", type=_nonneg_int, default=0, metavar="PAIRS",
+                   help="also time each method with train --timeline recording every timed iteration: PAIRS runs "
+                        "without and with it, alternating, and print the iteration times (medians) and the cost")
     o.add_argument("--lr", type=_nonneg_float, default=0.001, help="learning rate of the timed runs (default 0.001)")
     o.add_argument("--seed", type=_nonneg_int, default=0)
     o.add_argument("--dtype", choices=("float32", "float64"), default="float32")
