@@ -165,7 +165,7 @@ class Timeline:
             offset, error, method = 0.0, 0.0, "MPI_WTIME_IS_GLOBAL"
         else:
             offset, error = _ping_pong(comm, rounds)
-            method = f"ping-pong with rank 0, best of {rounds}"
+            method = f"ping-pong with rank 0, fastest of {rounds} or more round trips"
         if phase == "start":
             self.to_wtime, self.offset = to_wtime, offset
             self.clock = dict(offset_s=offset, error_s=error, drift_s=0.0, method=method)
@@ -195,29 +195,38 @@ class Timeline:
 _NAMES_LOCK = threading.Lock()
 
 
-def _ping_pong(comm, rounds):
+def _ping_pong(comm, rounds, good=20e-6, most=10):
     """(offset, error) of this rank's MPI.Wtime against rank 0's: rank 0 answers each rank's
-    ``rounds`` round trips in turn with its clock; the fastest round trip gives the offset
-    (rank 0's clock minus the midpoint of the trip) and half its length bounds the error."""
+    round trips in turn with its clock; the fastest round trip gives the offset (rank 0's clock
+    minus the midpoint of the trip) and half its length bounds the error. A rank makes
+    ``rounds`` round trips, and up to ``most`` times as many while none was faster than
+    ``good`` (on a loaded machine a rank may wait for a core in every one of the first ones)."""
     from mpi4py import MPI
     rank, size = comm.Get_rank(), comm.Get_size()
     buf = np.zeros(1)
     tag = 27
     if rank == 0:
         for r in range(1, size):
-            for _ in range(rounds):
+            while True:
                 comm.Recv(buf, source=r, tag=tag)
+                if buf[0] < 0:                           # that rank is done
+                    break
                 buf[0] = MPI.Wtime()
                 comm.Send(buf, dest=r, tag=tag)
         return 0.0, 0.0
     best, offset = np.inf, 0.0
-    for _ in range(rounds):
+    for k in range(rounds * most):
+        if k >= rounds and best < good:
+            break
         a = MPI.Wtime()
+        buf[0] = 0.0
         comm.Send(buf, dest=0, tag=tag)
         comm.Recv(buf, source=0, tag=tag)
         b = MPI.Wtime()
         if b - a < best:
             best, offset = b - a, buf[0] - (a + b) / 2
+    buf[0] = -1.0
+    comm.Send(buf, dest=0, tag=tag)
     return float(offset), float(best / 2)
 
 
@@ -357,9 +366,11 @@ def chrome_trace(d):
 #: the Gantt chart's colours, by kind
 COLOURS = {"compute": "#4c72b0", "idle": "#c44e52", "flight": "#f0a35e", "comm": "#dd8452", "codec": "#8172b2",
            "update": "#55a868", "mpi": "#7f7f7f", "link": "#fbd7a8", "evaluate": "#937860",
-           "checkpoint": "#da8bc3"}
+           "checkpoint": "#da8bc3", "bookkeeping": "#e9a3a5"}
 LEGEND = (("compute", "compute"), ("idle", "idle (blocked)"), ("flight", "communication in flight"),
-          ("codec", "codec"), ("update", "update"), ("mpi", "MPI_Test (poll)"), ("link", "link (modelled)"))
+          ("comm", "a thread's all-reduce"), ("codec", "codec"), ("update", "update"), ("mpi", "MPI_Test (poll)"),
+          ("link", "link (modelled)"), ("bookkeeping", "idle in the run's loss check"), ("evaluate", "evaluation"),
+          ("checkpoint", "checkpoint"))
 
 
 def line_of(label):
@@ -409,7 +420,7 @@ def gantt(timelines, names, iterations=None):
             for name, _, idx in rank_rows:
                 labels.append(f"rank {r} {name}")
                 for i in idx:
-                    kind = d["kind_names"][i]
+                    kind = _shown_kind(d, i)
                     a, e = d["start"][i] - t0, d["end"][i] - t0
                     if kind == "iteration" or e < 0 or a > t1 - t0:
                         continue
@@ -419,9 +430,13 @@ def gantt(timelines, names, iterations=None):
                 y += 1
             ax.axhline(y - 0.5, color="#999999", linewidth=0.6)
         ax._refsgd_text = (d, t0, labels)                 # the listing lines are drawn once the axis is set
+        shown = -np.inf
         for it in first:
-            ax.axvline((bounds[it][0] - t0) * scale, color="black", linewidth=0.6, linestyle=":")
-            ax.text((bounds[it][0] - t0) * scale, -0.75, f"t={it}", fontsize=7, va="bottom")
+            x = (bounds[it][0] - t0) * scale
+            ax.axvline(x, color="black", linewidth=0.6, linestyle=":")
+            if x - shown > 0.04 * (t1 - t0) * scale:       # the label of an iteration too short is left out
+                ax.text(x, -0.75, f" t={it}", fontsize=7, va="bottom")
+                shown = x
         ax.set_yticks(range(len(labels)))
         ax.set_yticklabels(labels, fontsize=7)
         ax.set_ylim(len(labels) - 0.5, -0.9)
@@ -432,20 +447,31 @@ def gantt(timelines, names, iterations=None):
     fig.canvas.draw() if hasattr(fig.canvas, "draw") else None
     for ax in axes:
         _listing_text(ax, *ax._refsgd_text)
-    fig.legend(handles=[Patch(color=COLOURS[k], label=text) for k, text in LEGEND], loc="lower center",
-               ncol=len(LEGEND), fontsize=8, frameon=False)
+    present = {_shown_kind(d, i) for d in timelines for i in range(len(d["kind_names"]))}
+    handles = [Patch(color=COLOURS[k], label=text) for k, text in LEGEND if k in present]
+    fig.legend(handles=handles, loc="lower center", ncol=len(handles), fontsize=8, frameon=False)
     return fig
 
 
+def _shown_kind(d, i):
+    """The colour's kind of span i: an idle span of the run's own bookkeeping apart."""
+    kind = d["kind_names"][i]
+    if kind == "idle" and line_of(d["label_names"][i]) is None:
+        return "bookkeeping"
+    return kind
+
+
 def _listing_text(ax, d, t0, labels):
-    """The listing line on every span wide enough to hold it."""
+    """The listing line on every span wide enough to hold it (not on the layers of a pass that
+    already shows it)."""
     x0, x1 = ax.get_xlim()
     width_px = ax.get_window_extent().width
     ms_per_px = (x1 - x0) / max(width_px, 1)
     y, rows = 0, tracks(d)
     for rank_rows in rows:
         for _, _, idx in rank_rows:
-            for i in idx:
+            drawn = []
+            for i in sorted(idx, key=lambda i: (d["start"][i], -d["end"][i])):
                 kind = d["kind_names"][i]
                 if kind in ("iteration", "link"):
                     continue
@@ -453,6 +479,9 @@ def _listing_text(ax, d, t0, labels):
                 a, e = (d["start"][i] - t0) * 1e3, (d["end"][i] - t0) * 1e3
                 if text is None or a < x0 or e > x1 or (e - a) / ms_per_px < 7 * len(text) + 4:
                     continue
+                if any(p <= a and e <= q and s == text for p, q, s in drawn):
+                    continue
+                drawn.append((a, e, text))
                 ax.text((a + e) / 2, y, text, ha="center", va="center", fontsize=6.5, color="white",
                         clip_on=True)
             y += 1
