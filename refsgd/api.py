@@ -88,7 +88,7 @@ def _run(args, comm, log):
     algo(r)
     model = r.final_model()  # on every rank: it may be a collective (an average of the workers)
     if args.trace:
-        r.write_trace(args.trace, cfg)
+        r.write_trace(args.trace, {**cfg, **r.found})
         r.log(f"trace written to {args.trace}")
     gathered = metrics.gather(r)
     spans = timeline_gather(r)

@@ -51,7 +51,9 @@ Schema (HDF5, written by rank 0, atomically)::
            dataset_sha256 (as in a trace: refsgd.trace.dataset_sha256, in the run's dtype),
            threads_per_rank (BLAS / Numba threads of each rank; -1 unknown),
            events (JSON list: the method's regime changes, e.g. DASO's phases, each with
-           iteration, epoch, what and its fields), config (JSON), world_size, nodes, mpi_library, mpi_thread_level, link (text or
+           iteration, epoch, what and its fields), config (JSON), world_size, nodes (the number of
+           distinct MPI_Get_processor_name), node_names (JSON list of those names, in the order of
+           each node's lowest rank), mpi_library, mpi_thread_level, link (text or
            "none"), link_emulated (bool), refsgd_version, wall_seconds (the run's wall time, over
            all its segments), segments (JSON list, one per process that made the run: the first
            and a --resume's: {"iterations": [first, end], "wall_seconds": s})
@@ -85,15 +87,16 @@ def gather(run):
     fields = list(FIELDS) + sorted(set(run.records) - set(FIELDS))  # and the method's own (run.record)
     local = np.array([run.records[f] for f in fields], dtype=np.float64)
     allrec = run.comm.gather(local, root=0)
-    nodes = len(set(run.comm.allgather(MPI.Get_processor_name())))
+    names = run.comm.allgather(MPI.Get_processor_name())
     if run.rank != 0:
         return None
     arr = np.stack(allrec)  # (world, fields, T)
-    return {f: arr[:, i, :] for i, f in enumerate(fields)}, nodes
+    return {f: arr[:, i, :] for i, f in enumerate(fields)}, list(dict.fromkeys(names))
 
 
 def write(path, run, rec, nodes, config, link, model=None, threads=None, timeline=None):
-    """Write the metrics file (rank 0), to a temporary file renamed into place; ``timeline``:
+    """Write the metrics file (rank 0), to a temporary file renamed into place. ``nodes``: the
+    processor names of the nodes (gather's), in the order of their lowest rank; ``timeline``:
     the gathered spans of --timeline (refsgd.timeline.gather), or None."""
     from refsgd.trace import dataset_sha256
     with h5_written(path, what="the metrics") as f:
@@ -122,7 +125,8 @@ def write(path, run, rec, nodes, config, link, model=None, threads=None, timelin
         f.attrs["config"] = json.dumps(config, sort_keys=True)
         f.attrs["events"] = json.dumps(run.events)
         f.attrs["world_size"] = run.world
-        f.attrs["nodes"] = nodes
+        f.attrs["nodes"] = len(nodes)
+        f.attrs["node_names"] = json.dumps(nodes)
         f.attrs["mpi_library"] = MPI.Get_library_version().strip()
         f.attrs["mpi_thread_level"] = THREAD_LEVELS.get(MPI.Query_thread(), "unknown")
         f.attrs["link"] = str(link) if link else "none"

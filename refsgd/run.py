@@ -120,6 +120,9 @@ class Run:
         self.records = {k: [] for k in FIELDS}
         self.evals = []
         self.events = []
+        #: options the run found rather than was given (DASO's ranks per node from shared memory):
+        #: the trace records them, so that it names the layout its trajectory followed
+        self.found = {}
         self.first_bad = None
         self._pending = []
         # --trace: every iteration's state, batches, loss and lr (see refsgd.trace)

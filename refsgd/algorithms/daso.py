@@ -235,6 +235,8 @@ def train(run):
     local_link = Link.parse(c.local_link, "--local-link") if getattr(c, "local_link", None) else None
     topo = Topology(run.comm, getattr(c, "ranks_per_node", None), link, local_link, run.traffic)
     G, P, local, group, me = topo.G, topo.P, topo.local, topo.group, topo.local_rank
+    if getattr(c, "ranks_per_node", None) is None:
+        run.found["ranks_per_node"] = G      # the trace names the nodes found (a serial rendering needs G)
     run.log(f"  daso: {topo.describe()}" + (f"; local {local_link} -- EMULATED" if local_link else "")
             + ("; one node: no global syncs (use --ranks-per-node to form several)" if topo.P == 1 else ""))
     x = run.register("x", run.init_params())

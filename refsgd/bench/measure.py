@@ -239,9 +239,9 @@ def _allreduce_time(comm, n, dtype, repeat=20, stat=np.median):
     return comm.allreduce(float(stat(times[3:])), op=MPI.MAX)
 
 
-def _message_time(comm, n, dtype, repeat=20):
-    """Median seconds of one message of n values from rank 1 to rank 0 and back, halved
-    (ranks beyond 1 take no part); 0 on one rank."""
+def _message_time(comm, n, dtype, repeat=20, peer=1, stat=np.median):
+    """``stat`` (the median) of the seconds of one message of n values from rank 0 to ``peer``
+    and back, halved (the other ranks take no part); 0 on one rank."""
     from mpi4py import MPI
     if comm.Get_size() < 2:
         return 0.0
@@ -251,13 +251,33 @@ def _message_time(comm, n, dtype, repeat=20):
         comm.Barrier()
         t0 = time.perf_counter()
         if rank == 0:
-            comm.Recv(a, source=1, tag=7)
-            comm.Send(a, dest=1, tag=8)
-        elif rank == 1:
-            comm.Send(a, dest=0, tag=7)
-            comm.Recv(a, source=0, tag=8)
+            comm.Send(a, dest=peer, tag=7)
+            comm.Recv(a, source=peer, tag=8)
+        elif rank == peer:
+            comm.Recv(a, source=0, tag=7)
+            comm.Send(a, dest=0, tag=8)
         times.append((time.perf_counter() - t0) / 2)
-    return comm.allreduce(float(np.median(times[3:])) if rank < 2 else 0.0, op=MPI.MAX)
+    return comm.allreduce(float(stat(times[3:])) if rank in (0, peer) else 0.0, op=MPI.MAX)
+
+
+def measured_link(comm, n, dtype, repeat=20):
+    """The link between two nodes, measured: a ping-pong of one value and of n values between
+    rank 0 and the first rank on another node (MPI_Get_processor_name), the fastest of
+    ``repeat`` (the link's floor: on a loaded machine a median of a 1-value message measured the
+    ranks' wake-ups, up to 1.5 ms); alpha = the one-value message, beta = the rest of the n-value
+    message per byte. Returns (Link, the two processor names), or (None, None) when every rank
+    is on one node."""
+    from mpi4py import MPI
+
+    from refsgd.comm.link import Link
+    names = comm.allgather(MPI.Get_processor_name())
+    peer = next((r for r, name in enumerate(names) if name != names[0]), None)
+    if peer is None:
+        return None, None
+    t = {size: _message_time(comm, size, dtype, repeat, peer, np.min) for size in (1, n)}
+    nbytes = (n - 1) * np.dtype(dtype).itemsize
+    beta = max(t[n] - t[1], 1e-12) / nbytes
+    return Link(1e6 * t[1], 8.0 / beta / 1e9), (names[0], names[peer])
 
 
 def _cores_per_rank(comm):
@@ -394,6 +414,9 @@ def overlap(comm, args):
             links.append((ratio, None if ratio == 0 else _ratio_link(ratio * t_c, nbytes, P, args.latency_us)))
     else:
         links.append((None, args.link))
+    # on several nodes (e.g. scripts/cluster), the real link's alpha and beta, and each method's
+    # model of Pipe-SGD's eq. 5 with them
+    real_link, real_pair = measured_link(comm, n, net.dtype) if P > 1 else (None, None)
     runs = []
     for ratio, link in links:
         lcomm = wrap(comm, link) if link else comm
@@ -424,6 +447,10 @@ def overlap(comm, args):
                              other=wall - compute - idle, t_c_own=own,
                              model=models.iteration_time(algo, in_run, network, P),
                              model_at_t_c=models.iteration_time(algo, costs, network, P),
+                             model_link=None if link is not None or real_link is None or
+                             (algo == "daso" and local_link is None) else models.iteration_time(
+                                 algo, in_run, models.Network(nbytes, "model", link=real_link, local_link=local_link,
+                                                              gamma=gamma), P),
                              model_text=model.text, update=costs.up(algo), update_run=update,
                              samples=models.samples_per_iteration(algo, P, args.batch, tau)))
         runs.append(dict(ratio=ratio, link=link, t_comm=t_comm, transfer=network.transfer(P),
@@ -434,6 +461,7 @@ def overlap(comm, args):
     return dict(t_c=t_c, cpu_real=cpu_real, p2p=p2p, gamma=gamma, t_up=t_up, nbytes=nbytes, num_params=n, world=P,
                 span_seconds=span_seconds() if getattr(args, "timeline_cost", 0) else None,
                 G=G, B=costs.B, W=costs.W, cores_per_rank=costs.cores_per_rank, local_link=local_link, runs=runs,
+                real_link=real_link, real_link_nodes=real_pair,
                 codecs=codecs,
                 mpi_library=MPI.Get_library_version().splitlines()[0].strip(), model=net.name,
                 dtype=net.dtype.name, batch=args.batch, tau=tau, iterations=args.iterations, skip=args.skip,
@@ -462,8 +490,9 @@ def str_link(link):
 
 def overlap_json(r):
     """The result of :func:`overlap` as plain JSON types (links as their spec and text)."""
-    out = {k: v for k, v in r.items() if k not in ("runs", "local_link")}
+    out = {k: v for k, v in r.items() if k not in ("runs", "local_link", "real_link")}
     out["local_link"] = str_link(r["local_link"])
+    out["real_link"] = str_link(r.get("real_link"))
     out["runs"] = []
     for run in r["runs"]:
         d = dict(run)
@@ -488,6 +517,10 @@ def format_overlap(r):
              + (" (a communication thread shares its rank's core)" if r.get("cores_per_rank", 2.0) < 2 else ""),
              f"  daso: {r['G']} rank(s) per node, B = {r['B']}, W = {r['W']}"
              + (f", local {r['local_link']} -- EMULATED" if r["local_link"] else "")]
+    if r.get("real_link") is not None:
+        a, b = r["real_link_nodes"]
+        lines.append(f"  link    = alpha {r['real_link'].latency_us:.1f} us, 1/beta {r['real_link'].gbit_s:.3f} Gbit/s   "
+                     f"between nodes {a} and {b}, MEASURED (ping-pong of 1 and of {r['num_params']:,} values, fastest of 20)")
     for run in r["runs"]:
         link = f"{run['link']} -- EMULATED" if run["link"] else "none (the real network of this run)"
         lines += ["", f"link: {link}" + (f" (ratio {run['ratio']:g})" if run["ratio"] else ""),
@@ -500,7 +533,9 @@ def format_overlap(r):
             lines.append(f"  {row['method']:<15} {ms * row['compute']:8.3f} {ms * row['idle']:8.3f} "
                          f"{ms * row['other']:8.3f} {ms * row['wall']:10.3f} {ms * row['model']:8.3f} "
                          f"{row['wall'] / row['model']:6.2f} {ms * row['update']:7.3f} "
-                         f"{ms * row['model_at_t_c']:8.3f}   {row['model_text']}")
+                         f"{ms * row['model_at_t_c']:8.3f}   {row['model_text']}"
+                         + (f"; with the measured alpha, beta: {ms * row['model_link']:.3f}"
+                            if row.get("model_link") is not None else ""))
         base = next((row for row in run["rows"] if row["method"] == "ssgd"), None)
         if base is not None:
             for row in run["rows"]:
