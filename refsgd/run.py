@@ -132,11 +132,6 @@ class Run:
         # checkpoint = (folder, every K iterations, configuration dict) or None
         self._checkpoint = checkpoint
         self._restorer = restorer
-        # --timeline: the spans of a window of iterations (refsgd.timeline); None: nothing recorded
-        self.timeline = None
-        if getattr(cfg, "timeline", None):
-            from refsgd import timeline
-            self.timeline = timeline.Timeline(*timeline.window(cfg.timeline, self.total))
         if restorer is not None:
             self.t = restorer.t
             self.records.update({k: list(v) for k, v in restorer.records.items()})
@@ -151,6 +146,11 @@ class Run:
             self.events = list(restorer.events)
             if restorer.schedule_state is not None:
                 schedule.state[...] = restorer.schedule_state
+        # --timeline: the spans of a window of iterations (refsgd.timeline); None: nothing recorded
+        self.timeline = None
+        if getattr(cfg, "timeline", None):
+            from refsgd import timeline
+            self.timeline = timeline.Timeline(*timeline.window(cfg.timeline, self.total, self.t))
 
     def log(self, msg):
         """Print on rank 0 (above the progress bar when there is one)."""

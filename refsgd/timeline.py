@@ -32,7 +32,8 @@ at the start of the loop.
 SPEC (:func:`parse_spec`): ``START:COUNT`` (iterations START .. START+COUNT-1; ``it100:5`` is
 the same as ``100:5``), ``START`` (COUNT = 5) or ``:COUNT``; default ``3:5``, a few iterations
 after the first epoch's start, past the first iterations where Numba compiles or loads its
-kernels and the caches fill. A window past the run's end is moved back to fit.
+kernels and the caches fill (after a --resume: 3 iterations after the resumed one). A window
+past the run's end is moved back to fit, one before a --resume's first iteration forward.
 
 File (in the metrics file, :mod:`refsgd.metrics`, format version 4): the group ``/timeline``
 with one-dimensional datasets ``start``, ``end`` (float64 seconds), ``rank``, ``thread`` (index
@@ -78,15 +79,15 @@ def parse_spec(text):
     return start, count
 
 
-def window(spec, total):
-    """(first iteration, count) of the window for a run of ``total`` iterations (None: unknown,
-    PP-ASGD's threaded mode with --epochs): moved back to fit in the run."""
+def window(spec, total, first=0):
+    """(first iteration, count) of the window for a run of iterations ``first`` (> 0 after a
+    --resume) .. ``total`` - 1 (None: unknown, PP-ASGD's threaded mode with --epochs): the
+    default starts DEFAULT_START iterations after ``first``; moved into the run to fit."""
     start, count = parse_spec(spec)
-    if start is None:
-        start = DEFAULT_START
+    start = first + DEFAULT_START if start is None else max(start, first)
     if total is not None:
-        count = min(count, total)
-        start = min(start, total - count)
+        count = max(min(count, total - first), 1)
+        start = max(min(start, total - count), first)
     return start, count
 
 
@@ -160,8 +161,9 @@ class Timeline:
         from mpi4py import MPI
         a, w, b = time.perf_counter(), MPI.Wtime(), time.perf_counter()
         to_wtime = w - (a + b) / 2
-        is_global = bool(comm.Get_attr(MPI.WTIME_IS_GLOBAL)) if comm.Get_size() > 1 else True
-        if is_global:
+        if comm.Get_size() == 1:
+            offset, error, method = 0.0, 0.0, "one rank"
+        elif comm.Get_attr(MPI.WTIME_IS_GLOBAL):
             offset, error, method = 0.0, 0.0, "MPI_WTIME_IS_GLOBAL"
         else:
             offset, error = _ping_pong(comm, rounds)

@@ -188,6 +188,9 @@ def test_timeline_spec_and_its_errors(tmp_path):
     assert T.parse_spec(None) == (None, 5) and T.parse_spec("it100:5") == (100, 5)
     assert T.parse_spec("100:5") == (100, 5) and T.parse_spec("7") == (7, 5) and T.parse_spec(":2") == (None, 2)
     assert T.window(None, 100) == (3, 5) and T.window("98:5", 100) == (95, 5) and T.window(None, 2) == (0, 2)
+    # after a --resume at 40: counted from the run's start, within the iterations this process runs
+    assert T.window(None, 100, 40) == (43, 5) and T.window("10:5", 100, 40) == (40, 5)
+    assert T.window("18:5", 50, 40) == (40, 5) and T.window("48:5", 50, 45) == (45, 5)
     for bad in ("x", "1:0", "-1:2", "1:2:3"):
         with pytest.raises(Exception, match="--timeline"):
             T.parse_spec(bad)
@@ -203,6 +206,19 @@ def test_the_span_count_is_bounded_by_the_window_not_the_run(tmp_path):
     assert abs(len(long["start"]) - len(short["start"])) <= 0.1 * len(short["start"])
 
 
+def test_recording_changes_nothing_of_the_trajectory(tmp_path):
+    """The same seed with and without --timeline: the same final model, bit for bit."""
+    import h5py
+    out, _ = _train(tmp_path, "laga-sgd", iterations=8)
+    plain = tmp_path / "plain.h5"
+    r = cli("train", "--algo", "laga-sgd", *METHODS["laga-sgd"], "--iterations", "8", "--eval-every", "5it",
+            "--no-progress", "--out", str(plain), n=2)
+    assert r.returncode == 0, r.stderr
+    with h5py.File(out, "r") as a, h5py.File(plain, "r") as b:
+        assert np.array_equal(a["model"][...], b["model"][...])
+        assert np.array_equal(a["iterations/loss"][...], b["iterations/loss"][...])
+
+
 def test_without_timeline_the_file_has_none_and_older_files_read(tmp_path):
     import h5py
     out = tmp_path / "r.h5"
@@ -215,3 +231,17 @@ def test_without_timeline_the_file_has_none_and_older_files_read(tmp_path):
         f.attrs["format_version"] = 3
     r = cli("report", str(out))
     assert r.returncode == 0 and "metrics format version 3" in r.stdout
+
+
+def test_a_resumed_run_records_its_window_after_the_resume(tmp_path):
+    ck, out = tmp_path / "ck", tmp_path / "r.h5"
+    r = cli("train", "--iterations", "10", "--checkpoint", str(ck), "--checkpoint-every", "5", "--no-progress", n=2)
+    assert r.returncode == 0, r.stderr
+    r = cli("train", "--iterations", "20", "--resume", str(ck), "--checkpoint", str(ck), "--checkpoint-every", "5",
+            "--timeline", "--out", str(out), "--no-progress", n=2)
+    assert r.returncode == 0, r.stderr
+    d = T.read(str(out))
+    assert d["window"] == [13, 5]
+    its = d["iteration"][np.array(d["kind_names"]) == "iteration"]
+    assert sorted(set(its.tolist())) == [13, 14, 15, 16, 17]
+    assert "checkpoint" in d["kind_names"]          # after iteration 14
