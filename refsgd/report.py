@@ -68,6 +68,13 @@ JSON (``--json F.json``)
 
     NaN and infinite values are written as null (JSON has no NaN).
 
+Timeline (``--timeline F.json``, one file; ``--timeline-plot F.png``, one or several)
+    The spans that ``refsgd train --timeline`` recorded (:mod:`refsgd.timeline`): exported in the
+    Trace Event Format (Perfetto, chrome://tracing), or drawn as a Gantt chart, one panel per run
+    on a common time axis of the same number of iterations. The text gets one line per file
+    saying its window, its span count and how well its clocks are aligned. A file without a
+    timeline is refused with one message.
+
 Every output is checked before anything is read or drawn: an existing file is refused unless
 ``--force``, an output may not be one of the input files or another output, and each is
 written to a temporary file renamed into place (:func:`refsgd.files.atomic_path`).

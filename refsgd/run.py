@@ -30,6 +30,13 @@ An algorithm's ``train(run)`` receives a :class:`Run` and uses
 * ``run.control_comm``: the same communicator without the emulated link and the traffic
   counter, for bookkeeping (the loss checks, evaluation, a model average) that is not part of
   the method's communication;
+* ``label=`` of ``grad``, ``idle``, ``codec``, ``update``, ``started``, ``wait``, ``waitall`` and
+  ``allreduce_sum`` (and ``data=``, the buffer a call sends): the listing line the call executes,
+  as the method's ``# Ln`` comment cites it, for ``--timeline`` (:mod:`refsgd.timeline`), which
+  records the spans of a window of iterations through these timing points; ``run.span(kind,
+  label)`` for work of the method's own threads, ``run.in_flight(key, label)`` and
+  ``idle(awaits=key)`` for communication handed to another thread. Without ``--timeline`` the
+  labels are not used;
 * ``for t in run.iterations():``: the loop; at iteration boundaries it records the times and
   the loss, checks for a non-finite loss on all ranks, shows progress, evaluates the model
   given by ``run.set_model(fn)`` on the test set, and stops after the last iteration. An
