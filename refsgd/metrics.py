@@ -22,8 +22,10 @@ Schema (HDF5, written by rank 0, atomically)::
                                              LAGA's 1/N); part of wall - compute - idle - codec
     /iterations/compile  float64 (world, T)  seconds Numba spent compiling kernels since the
                                              previous record, any thread (a first run; 0 when
-                                             loaded from its cache); none of it is in the other
-                                             times (version 3; within them in versions 1-2)
+                                             loaded from its cache), and this rank's wait in a
+                                             collective for a rank that compiled longer (at most
+                                             the difference); none of it is in the other times
+                                             (version 3; within them in versions 1-2)
     /iterations/evaluate float64 (world, T)  seconds evaluating after the iteration (0: none)
     /iterations/checkpoint float64 (world, T)  seconds writing a checkpoint after it (0: none;
                                              a checkpoint's own record of it says 0)

@@ -1,9 +1,14 @@
 """``refsgd report FILE [FILE ...]``: the text, the figure and the exports of metrics files
 (``refsgd train --out``; schema in :mod:`refsgd.metrics`).
 
-Files of metrics format version 1 (no ``format_version`` attribute) and 2 are read alike; what
+Files of metrics format version 1 (no ``format_version`` attribute), 2 and 3 are read alike; what
 version 2 adds (the ``/lr`` dataset, the attributes ``model``, ``model_spec``, ``layout``,
-``dataset``, ``dataset_sha256``, ``threads_per_rank``) is shown where it is present.
+``dataset``, ``dataset_sha256``, ``threads_per_rank``) is shown where it is present, and so is
+what version 3 adds: the segments of a resumed run (listed, the wall time and the throughput over
+all of them), the time spent evaluating and checkpointing, Numba's compiling (outside the time
+split from version 3 on; inside it before, which the text says) and a threaded method's
+gradient threads. A part of the split that a file of version 1-2 makes negative (PP-ASGD's
+compute summed over its threads) is shown as n/a.
 
 Text (standard output)
     The report of each FILE in turn, in the order given: a header (file, method, ranks, nodes,
@@ -137,6 +142,24 @@ class Run:
             return int(v)
         except (TypeError, ValueError):
             return v
+
+    @property
+    def varying(self):
+        """Whether its iterations consumed varying numbers of gradients (PP-ASGD's threads)."""
+        g = self.rec.get("gradients")
+        return g is not None and g.shape[1] > 0 and g[0].min() != g[0].max()
+
+    def epochs_at(self, iterations):
+        """The epoch after each of ``iterations`` (1-based): iteration / iterations_per_epoch, or,
+        when the iterations consumed varying numbers of gradients, the gradients consumed so far
+        over an epoch's (which the last evaluation tells)."""
+        it = np.asarray(iterations, dtype=np.float64)
+        if not self.varying:
+            return it / self.iterations_per_epoch
+        consumed = np.concatenate([[0.0], np.cumsum(self.rec["gradients"][0])])
+        last = next(e for e in reversed(self.evals) if e["epoch"] > 0 and e["iteration"] > 0)
+        per_epoch = consumed[int(last["iteration"])] / last["epoch"]
+        return np.interp(it, np.arange(len(consumed), dtype=np.float64), consumed) / per_epoch
 
     @property
     def segments(self):
@@ -306,7 +329,7 @@ def comparison_text(runs):
         rows.append([str(r.index), r.algo, str(r.world),
                      f"{100 * e['test_acc']:.2f}%" if e else "-", f"{e['test_loss']:.4f}" if e else "-",
                      f"{float(r.attrs.get('wall_seconds', 0)):.2f}",
-                     *(f"{ms[k]:.2f}" for k in PARTS), r.path])
+                     *(f"{ms[k]:.2f}" if ms[k] >= 0 else "n/a" for k in PARTS), r.path])  # n/a: see metrics.summary
     header = ["run", "method", "ranks", "test acc", "test loss", "wall s", *PARTS, "file"]
     widths = [max(len(x[j]) for x in rows + [header]) for j in range(len(header))]
     left = {1, len(header) - 1}
@@ -351,6 +374,8 @@ def _x_axis(runs):
     ipes = [r.iterations_per_epoch for r in runs]
     if any(v is None for v in ipes):
         return "iteration", None
+    if any(r.varying for r in runs):   # an epoch is no fixed number of iterations: against epochs
+        return "epoch", None
     if max(ipes) - min(ipes) <= 1e-6 * max(ipes):
         return "iteration", ipes[0]
     return "epoch", None
@@ -378,26 +403,27 @@ def figure(runs):
     ax_lr = fig.add_subplot(gs[1, 0], sharex=ax_loss) if has_lr else None
 
     unit, ipe = _x_axis(runs)
-    xlabel = "iteration" if unit == "iteration" else "epoch (the runs differ in iterations per epoch)"
+    xlabel = ("iteration" if unit == "iteration" else "epoch (the runs differ in iterations per epoch)" if multi
+              else "epoch (of gradients: its iterations consume varying numbers)")
     windows = []
     any_eval = False
     for r in runs:
         col = f"C{(r.index - 1) % 10}"
-        scale = 1.0 if unit == "iteration" else 1.0 / r.iterations_per_epoch
+        scale = (lambda v: np.asarray(v, dtype=np.float64)) if unit == "iteration" else r.epochs_at
         x, y = r.train_loss()
         w = smoothing_window(r)
         windows.append(w)
-        ax_loss.plot(x * scale, y, color=col, lw=0.7, alpha=0.3, gid=f"train-raw:{r.index}")
-        ax_loss.plot(x * scale, moving_mean(y, w), color=col, lw=1.8, gid=f"train-smooth:{r.index}")
+        ax_loss.plot(scale(x), y, color=col, lw=0.7, alpha=0.3, gid=f"train-raw:{r.index}")
+        ax_loss.plot(scale(x), moving_mean(y, w), color=col, lw=1.8, gid=f"train-smooth:{r.index}")
         if r.evals:
             any_eval = True
-            ex = np.array([e["iteration"] for e in r.evals]) * scale
+            ex = scale([e["iteration"] for e in r.evals])
             ax_loss.plot(ex, [e["test_loss"] for e in r.evals], "o", ls="--", lw=1, color=col, ms=6, mec="white",
                          mew=1.2, zorder=4, gid=f"test-loss:{r.index}")
             ax_acc.plot(ex, [100 * e["test_acc"] for e in r.evals], "o-", color=col, ms=6, mec="white", mew=1.2,
                         gid=f"test-acc:{r.index}", label=_label(r, runs))
         if r.lr is not None and ax_lr is not None:
-            ax_lr.plot(np.arange(1, len(r.lr) + 1) * scale, r.lr, color=col, lw=1.2, gid=f"lr:{r.index}")
+            ax_lr.plot(scale(np.arange(1, len(r.lr) + 1)), r.lr, color=col, lw=1.2, gid=f"lr:{r.index}")
 
     ax_loss.set_ylabel("loss")
     ax_loss.set_title("loss: train (faint: per iteration, mean over the ranks that have one;\n"

@@ -40,8 +40,20 @@ An algorithm's ``train(run)`` receives a :class:`Run` and uses
 * ``for t in run.iterations():``: the loop; at iteration boundaries it records the times and
   the loss, checks for a non-finite loss on all ranks, shows progress, evaluates the model
   given by ``run.set_model(fn)`` on the test set, and stops after the last iteration. An
-  iteration's recorded wall time runs from its start to the end of that bookkeeping (not
-  evaluation or checkpoints): wall - compute - idle - codec is everything else it cost.
+  iteration's recorded wall time runs from its start to the end of that bookkeeping: wall -
+  compute - idle - codec is everything else it cost. The evaluation and the checkpoint after
+  it are recorded apart (``evaluate``, ``checkpoint``); its time with communication in flight
+  (``comm``) is cut to [start, end] (a request spanning the boundary counts in both
+  iterations); the seconds Numba spends compiling kernels (a first run) are taken out of every
+  timer of the thread that compiles, and out of the wall time, and recorded as ``compile``;
+* ``run.record("gradients", n)``: a method whose iteration consumes a varying number of
+  micro-batch gradients (all workers; default tau x workers) says how many; an epoch is
+  ``grads_per_epoch`` of them, and with ``by_gradients`` (PP-ASGD's threaded mode) ``--epochs``
+  is a budget of gradients (``run.budget``), the iterations as many as it takes;
+* ``run.grad_at`` (from gradient threads), ``run.awaiting_gradients()`` (the loop's thread
+  waiting for them, timed as compute) and ``run.add_loss``;
+* ``run.segments``: the processes that made the run (the first and each ``--resume``), their
+  iterations and wall time, kept in the checkpoints and the metrics file.
 
 Data: rank r's micro-batch k is row ``k % nb`` of ``epoch_batches(seed, k // nb, r, world,
 batch, n)`` (nb micro-batches per epoch and rank), a continuous stream across epochs;
@@ -529,11 +541,11 @@ class Run:
                 if eval_due(t + 1, before, self.grads_done) or last:
                     self.records["evaluate"][-1] = self._outside(self.evaluate, t)
                 if ckpt:
-                    segment["wall_seconds"] = time.perf_counter() - start
                     self.records["checkpoint"][-1] = self._outside(self.save_checkpoint)
                 t, ran = t + 1, ran + 1
             if tl is not None:
                 tl.active = False
+            self._discount_compile_waits(ran)
         if progress is not None:
             progress.close()
             self._bar = None
@@ -541,6 +553,32 @@ class Run:
         self.iterations_run = ran
         if tl is not None:
             tl.align(self.control_comm, "end")    # the clocks' drift over the loop
+
+    def _discount_compile_waits(self, ran):
+        """Collective, after the loop: a rank that compiled less than another (or not at all)
+        waited for it in the method's next collective, in the iteration of the compiling or the
+        one after. That wait, at most the difference to the rank that compiled longest in the
+        iteration, is moved from idle (and from the wall time and the time in flight) to compile,
+        so that another rank's compiling is not read as communication either."""
+        if ran == 0 or self.world == 1:
+            return
+        rec = self.records
+        lo = len(rec["wall"]) - ran
+        mine = np.ascontiguousarray(rec["compile"][lo:], dtype=np.float64)
+        every = np.empty((self.world, ran))
+        self.control_comm.Allgather(mine, every)
+        deficit = every.max(axis=0) - mine
+        if not deficit.any():
+            return
+        carry = 0.0
+        for i in range(ran):
+            owed, j = deficit[i] + carry, lo + i
+            waited = min(owed, rec["idle"][j])
+            rec["idle"][j] -= waited
+            rec["wall"][j] -= waited
+            rec["comm"][j] = max(rec["comm"][j] - waited, 0.0)
+            rec["compile"][j] += waited
+            carry = min(owed - waited, deficit[i])   # the rest waits in the next iteration at most
 
     def _finished(self, t):
         """Whether the run ends before iteration t: after total iterations, or once the
@@ -642,6 +680,9 @@ class Run:
         if self._settle is not None:
             self._settle()
         self._complete_pending()
+        if self.segments:  # this process's segment so far, as the checkpoint keeps it
+            self.segments[-1]["iterations"][1] = self.t + 1
+            self.segments[-1]["wall_seconds"] = time.perf_counter() - self._run_start
         root, _, config, keep = self._checkpoint
         return checkpoint.save(self, root, config, keep)
 

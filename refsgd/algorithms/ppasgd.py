@@ -39,8 +39,9 @@ Two modes:
   Fig. 4c batch size), their mean staleness (``staleness``), S_bar and S in the metrics file;
   the progress display shows S_bar. Not deterministic: it depends on timing. D_g is a *sum*:
   when the update (with its all-reduce) is slow next to a gradient, an update consumes many
-  gradients and lambda must be smaller accordingly, as in the paper. Compute time in the
-  records is summed over the threads (thread-seconds), so it can exceed the wall time.
+  gradients and lambda must be smaller accordingly, as in the paper. The time split is the
+  update thread's: its wait for gradients is its compute (``run.awaiting_gradients``); the
+  gradient threads' seconds, summed over the threads, are ``thread_compute``.
 * ``--staleness S`` (deterministic, what the serial rendering computes; the paper generated
   staleness artificially on CIFAR-10): at update t each thread g computes one sub-batch at the
   w^ published after update t-S-1 (w_0 before the first), the threads in parallel, and L3 sums
@@ -59,7 +60,10 @@ Deviations and readings:
   copies it (L6) under the same lock.
 * Threaded mode: an update waits until its process has at least one gradient (the paper's
   updates run incessantly; on a machine with fewer cores than threads they would starve the
-  gradient threads). An iteration of the run is one update; an epoch is n / (N G b) updates.
+  gradient threads). An iteration of the run is one update. ``--epochs E`` is E epochs of
+  gradients (``run.budget``: iters_per_epoch x G x N sub-batches): each process's threads compute
+  their share and stop (:func:`_share`), and the updates are as many as it takes to consume them
+  (an update whose process has no gradient left to wait for contributes none).
 * Only the main thread calls MPI (MPI_THREAD_FUNNELED is enough; checked before the first
   collective). An exception in a gradient thread stops the update loop with one message naming
   the rank and the thread, and the command line aborts every rank. The threads are joined
