@@ -383,13 +383,9 @@ def line_of(label):
 
 def _iteration_bounds(d):
     """{iteration: (start, end)} of rank 0's main thread."""
-    it = _KIND_OF(d, "iteration")
+    it = d["kinds"].index("iteration")
     sel = np.flatnonzero((d["kind"] == it) & (d["rank"] == 0))
     return {int(d["iteration"][i]): (float(d["start"][i]), float(d["end"][i])) for i in sel}
-
-
-def _KIND_OF(d, name):
-    return d["kinds"].index(name)
 
 
 def gantt(timelines, names, iterations=None):
@@ -411,7 +407,7 @@ def gantt(timelines, names, iterations=None):
     fig = Figure(figsize=(13, 1.2 + 0.32 * sum(heights) + 0.7 * len(timelines)))
     axes = fig.subplots(len(timelines), 1, sharex=True, squeeze=False,
                         gridspec_kw=dict(height_ratios=[max(h, 1) for h in heights]))[:, 0]
-    widest = 0.0
+    widest, texts = 0.0, []
     for ax, d, bounds, rows, title in zip(axes, timelines, spans, rows_of, names):
         first = sorted(bounds)[:n]
         t0, t1 = bounds[first[0]][0], bounds[first[-1]][1]
@@ -431,7 +427,7 @@ def gantt(timelines, names, iterations=None):
                                    facecolors=COLOURS.get(kind, "#cccccc"), edgecolor="white", linewidth=0.3)
                 y += 1
             ax.axhline(y - 0.5, color="#999999", linewidth=0.6)
-        ax._refsgd_text = (d, t0, labels)                 # the listing lines are drawn once the axis is set
+        texts.append((ax, d, t0))                          # the listing lines are drawn once the axes are set
         shown = -np.inf
         for it in first:
             x = (bounds[it][0] - t0) * scale
@@ -446,9 +442,8 @@ def gantt(timelines, names, iterations=None):
     axes[-1].set_xlim(0, widest * 1e3)
     axes[-1].set_xlabel(f"ms from the start of the window ({n} iterations of each run)")
     fig.tight_layout(rect=(0, 0.06, 1, 1))
-    fig.canvas.draw() if hasattr(fig.canvas, "draw") else None
-    for ax in axes:
-        _listing_text(ax, *ax._refsgd_text)
+    for ax, d, t0 in texts:
+        _listing_text(ax, d, t0)
     present = {_shown_kind(d, i) for d in timelines for i in range(len(d["kind_names"]))}
     handles = [Patch(color=COLOURS[k], label=text) for k, text in LEGEND if k in present]
     fig.legend(handles=handles, loc="lower center", ncol=len(handles), fontsize=8, frameon=False)
@@ -463,7 +458,7 @@ def _shown_kind(d, i):
     return kind
 
 
-def _listing_text(ax, d, t0, labels):
+def _listing_text(ax, d, t0):
     """The listing line on every span wide enough to hold it (not on the layers of a pass that
     already shows it)."""
     x0, x1 = ax.get_xlim()
