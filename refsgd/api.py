@@ -154,7 +154,7 @@ def _length(run):
     if run.budget is None:
         return f"{run.iters_per_epoch} iterations per epoch, {run.total} iterations"
     return (f"an epoch is {run.grads_per_epoch:,d} micro-batch gradients, {run.cfg.epochs} epoch(s) "
-            f"{run.budget:,d} gradients in as many iterations (updates) as they take")
+            f"= {run.budget:,d} gradients, in as many iterations (updates) as they take")
 
 
 def link_text(args, link):

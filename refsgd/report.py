@@ -65,7 +65,7 @@ JSON (``--json F.json``)
         time_per_rank  {"compute", "idle", "update", "other", "comm"}: each a list over ranks of
                        the total seconds (other = wall - compute - idle - update; update 0 in
                        files that predate it), and "*_ms_per_iteration" the same as mean ms per
-                       iteration
+                       iteration; null where a file of version 1-2 makes a part negative
         time_mean_ms_per_iteration  {"compute", "idle", "update", "other", "comm"}, mean over ranks
         per_iteration  {"iteration": [1..T], "train_loss": mean over the ranks that have one
                        (null where none has), "wall_ms", "compute_ms", "idle_ms", "comm_ms"
@@ -585,8 +585,10 @@ def run_json(r):
     except ValueError:
         events = None
     totals, ms = r.time_totals(), r.time_ms()
-    per_rank = {k: [_num(x) for x in totals[k]] for k in PARTS}
-    per_rank.update({f"{k}_ms_per_iteration": [_num(x) for x in ms[k]] for k in PARTS})
+    def time(x):  # a part that a file of version 1-2 makes negative (PP-ASGD's other) is null
+        return _num(x) if x >= 0 else None
+    per_rank = {k: [time(x) for x in totals[k]] for k in PARTS}
+    per_rank.update({f"{k}_ms_per_iteration": [time(x) for x in ms[k]] for k in PARTS})
     per_it = {"iteration": list(range(1, r.iterations + 1)),
               "train_loss": [_num(x) for x in rank_nanmean(r.rec["loss"])]}
     for k in ("wall", "compute", "idle", "comm"):
@@ -606,7 +608,7 @@ def run_json(r):
                    for k in EVAL_FIELDS if k in r.evals[-1]} if r.evals else None),
         "wall_seconds": _num(r.attrs.get("wall_seconds", math.nan)),
         "time_per_rank": per_rank,
-        "time_mean_ms_per_iteration": {k: _num(ms[k].mean()) if len(ms[k]) else None for k in PARTS},
+        "time_mean_ms_per_iteration": {k: time(ms[k].mean()) if len(ms[k]) else None for k in PARTS},
         "per_iteration": per_it,
     }
 

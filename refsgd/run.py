@@ -545,6 +545,8 @@ class Run:
                 t, ran = t + 1, ran + 1
             if tl is not None:
                 tl.active = False
+            if ran:  # the last boundary's evaluation and checkpoint may have compiled too
+                self.records["compile"][-1] += clock.take()
             self._discount_compile_waits(ran)
         if progress is not None:
             progress.close()

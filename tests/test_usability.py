@@ -241,7 +241,7 @@ def test_epochs_of_a_threaded_method_count_its_gradients(tmp_path, algo):
     r = cli("train", "--algo", algo, "--epochs", "2", "--no-progress", "--out", str(out), n=2)
     assert r.returncode == 0, r.stderr
     per_epoch = (1500 // (2 * 8)) // 2 * 2 * 2    # iterations per epoch x G threads x 2 processes
-    assert f"an epoch is {per_epoch} micro-batch gradients, 2 epoch(s) {2 * per_epoch} gradients" in r.stdout
+    assert f"an epoch is {per_epoch} micro-batch gradients, 2 epoch(s) = {2 * per_epoch} gradients" in r.stdout
     with h5py.File(out) as f:
         rec = {k: f["iterations"][k][...] for k in f["iterations"]}
         epochs = f["evals/epoch"][...]
