@@ -388,6 +388,71 @@ def _iteration_bounds(d):
     return {int(d["iteration"][i]): (float(d["start"][i]), float(d["end"][i])) for i in sel}
 
 
+#: how each method's iteration is scheduled in its timing model (refsgd.bench.models): the
+#: blocking ones compute, all-reduce, update; the lagged ones (LAGA, DC-S3GD) all-reduce iteration
+#: t-1's result while iteration t computes; Pipe-SGD's thread all-reduces while the computation
+#: runs K iterations ahead
+SCHEDULES = {"ssgd": "blocking", "d-sync": "blocking", "ssgd-nag": "blocking", "laga-sgd": "lagged",
+             "laga-sgdm": "lagged", "laga-sgdn": "lagged", "dcs3gd": "lagged", "pipe-sgd": "pipelined"}
+
+
+def model_schedule(d, n):
+    """The timing model's schedule of ``n`` iterations of the run of ``d`` (seconds from the
+    window's start): [(row name, [(start, end, kind), ...]), ...], rows for the computation and
+    the communication. Its costs are the run's own, from rank 0's spans in the window: the
+    compute and the update of an iteration (medians), and the all-reduce's time as the emulated
+    link models it (the median of its modelled transfers); [] for a method without a schedule
+    here (SCHEDULES) or a run without --link."""
+    how = SCHEDULES.get(d["config"].get("algo"))
+    kinds = np.array(d["kind_names"])
+    r0 = d["rank"] == 0
+    link = r0 & (kinds == "link")
+    if how is None or not link.any():
+        return []
+    T = float(np.median(d["end"][link] - d["start"][link]))
+    main = r0 & (d["thread"] == 0)
+    its = sorted(set(d["iteration"][main & (kinds == "iteration")].tolist()))
+
+    def per_iteration(kind):
+        sel = np.flatnonzero(main & (kinds == kind))
+        outer = [i for i in sel if not any(j != i and d["start"][j] <= d["start"][i] and d["end"][i] <= d["end"][j]
+                                           and (d["start"][j], d["end"][j]) != (d["start"][i], d["end"][i])
+                                           for j in sel)]
+        return float(np.median([sum(d["end"][i] - d["start"][i] for i in outer if d["iteration"][i] == t)
+                                for t in its]))
+    C, U = per_iteration("compute"), per_iteration("update")
+    comp, comm = [], []
+    if how == "blocking":
+        s = 0.0
+        for _ in range(n):
+            comp.append((s, s + C, "compute"))
+            comm.append((s + C, s + C + T, "flight"))
+            comp.append((s + C + T, s + C + T + U, "update"))
+            s += C + T + U
+    elif how == "lagged":
+        s, arrives = 0.0, T                    # the previous iteration's all-reduce, in flight at the start
+        comm.append((0.0, T, "flight"))
+        for _ in range(n):
+            comp.append((s, s + C, "compute"))
+            w = max(s + C, arrives)
+            comp.append((w, w + U, "update"))
+            s = w + U
+            comm.append((s, s + T, "flight"))
+            arrives = s + T
+    else:                                      # pipelined: K sums in flight, one communication thread
+        K = int(d["config"].get("dependency") or 2)
+        done, s, free = [0.0] * K, 0.0, 0.0
+        for i in range(n):
+            w = max(s, done[i % K])            # L3: the sum of t - K is ready
+            comp.append((w, w + U, "update"))
+            comp.append((w + U, w + U + C, "compute"))
+            s = w + U + C                      # L10: handed to the communication thread
+            start = max(s, free)
+            comm.append((start, start + T, "comm"))
+            free = done[i % K] = start + T
+    return [("model: computation", comp), ("model: communication", comm)]
+
+
 def gantt(timelines, names, iterations=None):
     """A matplotlib Figure: one panel per run (``timelines``: read() dicts, ``names``: titles),
     its ranks' threads and lanes as rows, on a common time axis that covers the same number of
@@ -403,12 +468,13 @@ def gantt(timelines, names, iterations=None):
         spans.append(b)
     n = min(len(b) for b in spans) if iterations is None else iterations
     rows_of = [tracks(d) for d in timelines]
-    heights = [sum(len(rows) for rows in r) for r in rows_of]
+    models = [model_schedule(d, n) for d in timelines]
+    heights = [sum(len(rows) for rows in r) + len(m) for r, m in zip(rows_of, models)]
     fig = Figure(figsize=(13, 1.2 + 0.32 * sum(heights) + 0.7 * len(timelines)))
     axes = fig.subplots(len(timelines), 1, sharex=True, squeeze=False,
                         gridspec_kw=dict(height_ratios=[max(h, 1) for h in heights]))[:, 0]
     widest, texts = 0.0, []
-    for ax, d, bounds, rows, title in zip(axes, timelines, spans, rows_of, names):
+    for ax, d, bounds, rows, title, model in zip(axes, timelines, spans, rows_of, names, models):
         first = sorted(bounds)[:n]
         t0, t1 = bounds[first[0]][0], bounds[first[-1]][1]
         widest = max(widest, t1 - t0)
@@ -427,6 +493,12 @@ def gantt(timelines, names, iterations=None):
                                    facecolors=COLOURS.get(kind, "#cccccc"), edgecolor="white", linewidth=0.3)
                 y += 1
             ax.axhline(y - 0.5, color="#999999", linewidth=0.6)
+        for name, bars in model:                           # the timing model's schedule, hatched
+            labels.append(name)
+            for a, e, kind in bars:
+                ax.broken_barh([(a * scale, (e - a) * scale)], (y - 0.3, 0.6), facecolors=COLOURS[kind], alpha=0.55,
+                               hatch="///", edgecolor="white", linewidth=0.3)
+            y += 1
         texts.append((ax, d, t0))                          # the listing lines are drawn once the axes are set
         shown = -np.inf
         for it in first:
@@ -446,6 +518,8 @@ def gantt(timelines, names, iterations=None):
         _listing_text(ax, d, t0)
     present = {_shown_kind(d, i) for d in timelines for i in range(len(d["kind_names"]))}
     handles = [Patch(color=COLOURS[k], label=text) for k, text in LEGEND if k in present]
+    if any(models):
+        handles.append(Patch(facecolor="white", edgecolor="#777777", hatch="///", label="the timing model"))
     fig.legend(handles=handles, loc="lower center", ncol=len(handles), fontsize=8, frameon=False)
     return fig
 

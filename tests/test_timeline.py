@@ -245,3 +245,35 @@ def test_a_resumed_run_records_its_window_after_the_resume(tmp_path):
     its = d["iteration"][np.array(d["kind_names"]) == "iteration"]
     assert sorted(set(its.tolist())) == [13, 14, 15, 16, 17]
     assert "checkpoint" in d["kind_names"]          # after iteration 14
+
+
+def _synthetic(algo, c, u, x, n=4, dependency=2):
+    """A one-rank timeline of n iterations with compute c, update u and the link's transfer x."""
+    rows = []
+    for t in range(n):
+        s = t * (c + u + x)
+        rows += [(s, s + c + u + x, "iteration", t), (s, s + c, "compute", t), (s + c, s + c + u, "update", t),
+                 (s, s + x, "link", t)]
+    return dict(config=dict(algo=algo, dependency=dependency), kinds=list(T.KINDS), kind_names=[r[2] for r in rows],
+                start=np.array([r[0] for r in rows]), end=np.array([r[1] for r in rows]),
+                rank=np.zeros(len(rows), int), thread=np.array([T.LINK if r[2] == "link" else 0 for r in rows]),
+                iteration=np.array([r[3] for r in rows]))
+
+
+@pytest.mark.parametrize("algo", ["ssgd", "laga-sgd", "dcs3gd", "pipe-sgd"])
+@pytest.mark.parametrize("c, u, x", [(3.0, 0.5, 1.0), (1.0, 0.5, 6.0)])
+def test_the_models_schedule_repeats_at_the_models_iteration_time(algo, c, u, x):
+    """The timing model's schedule drawn under a run: its steady iteration is the model's
+    (refsgd.bench.models): SSGD t_C + T_AR + t_up (Rigazzi eq. 13), LAGA and DC-S3GD
+    max(t_C, T_AR) + t_up (LAGA eq. 6, Rigazzi eq. 14), Pipe-SGD max(t_up + t_C, T_AR) (its eq. 4:
+    K = 2 sums in flight, one all-reduce at a time on the communication thread)."""
+    rows = T.model_schedule(_synthetic(algo, c, u, x), 12)
+    assert [name for name, _ in rows] == ["model: computation", "model: communication"]
+    starts = [a for a, _, kind in rows[0][1] if kind == "compute"]
+    period = {"ssgd": c + x + u, "laga-sgd": max(c, x) + u, "dcs3gd": max(c, x) + u, "pipe-sgd": max(u + c, x)}
+    assert np.allclose(np.diff(starts)[-4:], period[algo]), np.diff(starts)
+    # no schedule without the link's model, nor for a method the table leaves out
+    d = _synthetic(algo, c, u, x)
+    d["kind_names"] = ["iteration" if k == "link" else k for k in d["kind_names"]]
+    assert T.model_schedule(d, 4) == []
+    assert T.model_schedule(_synthetic("daso", c, u, x), 4) == []
