@@ -24,7 +24,8 @@ import warnings
 
 import numpy as np
 
-from refsgd import AgreedError, RefsgdError, __version__, options
+from refsgd import AgreedError, RefsgdError, __version__, busy, did_you_mean, options
+from refsgd.busy import usable_cores
 
 
 @dataclasses.dataclass
@@ -68,6 +69,7 @@ def _run(args, comm, log):
     world_comm = MPI.COMM_WORLD if comm is None else comm
     rank = world_comm.Get_rank()
     say = (lambda line: None) if log is None else log
+    load_before = busy.load_average()
     algo, link, net, data, schedule, restorer = on_every_rank(
         world_comm, lambda: prepare(args, world_comm), lambda p: fingerprint(args, p[2], p[3]))
     threads = set_threads(world_comm, args.blas_threads)
@@ -83,10 +85,14 @@ def _run(args, comm, log):
             by_gradients=by_gradients(args))
     for line in header(args, r, net, data, schedule, link, threads):
         r.log(line)
+    crowded = busy.note(load_before, ranks_on_node(world_comm), threads)
+    if crowded:
+        r.log(f"  note: {crowded}")
     if restorer:
         r.log(f"  resumed from {restorer.path.rsplit(os.sep, 1)[0]} at iteration {r.t}")
     algo(r)
     model = r.final_model()  # on every rank: it may be a collective (an average of the workers)
+    load_after = busy.load_average()
     if args.trace:
         r.write_trace(args.trace, {**cfg, **r.found})
         r.log(f"trace written to {args.trace}")
@@ -99,7 +105,8 @@ def _run(args, comm, log):
         say(metrics.summary(r.evals, rec, metrics.total_wall(r.segments), shown, batch=args.batch,
                             segments=r.segments))
         if args.out:
-            metrics.write(args.out, r, rec, nodes, cfg, shown, model=model, threads=threads, timeline=spans)
+            metrics.write(args.out, r, rec, nodes, cfg, shown, model=model, threads=threads,
+                          load=(load_before, load_after), timeline=spans)
             say(f"metrics written to {args.out}")
     return Result(model=None if model is None else np.array(model), net=net, evals=list(r.evals),
                   events=list(r.events), metrics=rec, config=cfg, wall=r.wall, threads=threads)
@@ -146,6 +153,9 @@ def header(args, run, net, data, schedule, link, threads):
                      else "  requests in flight left to the MPI library's own progress (--no-poll)")
     if link:
         lines.append(f"  {link} -- EMULATED, not the real network")
+    note = options.one_worker_note(args.algo, run.world)
+    if note:
+        lines.append(f"  {note} (3 or more ranks give it several workers)")
     return lines
 
 
@@ -200,11 +210,6 @@ def ranks_on_node(comm):
         local.Free()
 
 
-def usable_cores():
-    """The cores this process may run on (its affinity set where the OS has one)."""
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-
-
 def limit_threads(n):
     """BLAS (and OpenMP) and Numba use at most n threads in this process from now on."""
     try:
@@ -254,8 +259,8 @@ def method(args, world):
     """Resolve and check the method's options (refsgd.options, the method's own check)."""
     from refsgd.algorithms import ALGORITHMS, check
     if args.algo not in ALGORITHMS:
-        raise RefsgdError(f"unknown method --algo {args.algo!r}; `refsgd train --list` shows "
-                          f"{', '.join(ALGORITHMS)}")
+        raise RefsgdError(f"unknown method --algo {args.algo!r}{did_you_mean(args.algo, ALGORITHMS)}; "
+                          f"`refsgd train --list` shows {', '.join(ALGORITHMS)}")
     options.resolve(args)
     if args.momentum >= 1:
         raise RefsgdError(f"--momentum must be in [0, 1), got {args.momentum}")

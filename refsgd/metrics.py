@@ -58,7 +58,9 @@ Schema (HDF5, written by rank 0, atomically)::
            each node's lowest rank), mpi_library, mpi_thread_level, link (text or
            "none"), link_emulated (bool), refsgd_version, wall_seconds (the run's wall time, over
            all its segments), segments (JSON list, one per process that made the run: the first
-           and a --resume's: {"iterations": [first, end], "wall_seconds": s})
+           and a --resume's: {"iterations": [first, end], "wall_seconds": s}), load_average_before
+           and load_average_after (JSON [1, 5, 15-minute load averages] of the machine of rank 0
+           before and after this process's part of the run, or null: refsgd.busy)
 
 Version 4 (this one) adds the /timeline group (with --timeline); otherwise as version 3.
 Version 3 adds /iterations/evaluate, checkpoint, gradients, thread_compute and the
@@ -96,10 +98,11 @@ def gather(run):
     return {f: arr[:, i, :] for i, f in enumerate(fields)}, list(dict.fromkeys(names))
 
 
-def write(path, run, rec, nodes, config, link, model=None, threads=None, timeline=None):
+def write(path, run, rec, nodes, config, link, model=None, threads=None, load=(None, None), timeline=None):
     """Write the metrics file (rank 0), to a temporary file renamed into place. ``nodes``: the
-    processor names of the nodes (gather's), in the order of their lowest rank; ``timeline``:
-    the gathered spans of --timeline (refsgd.timeline.gather), or None."""
+    processor names of the nodes (gather's), in the order of their lowest rank; ``load``: the
+    load averages before and after the run (refsgd.busy.load_average); ``timeline``: the
+    gathered spans of --timeline (refsgd.timeline.gather), or None."""
     from refsgd.trace import dataset_sha256
     with h5_written(path, what="the metrics") as f:
         if timeline is not None:
@@ -136,6 +139,8 @@ def write(path, run, rec, nodes, config, link, model=None, threads=None, timelin
         f.attrs["refsgd_version"] = __version__
         f.attrs["wall_seconds"] = total_wall(run.segments)
         f.attrs["segments"] = json.dumps(run.segments)
+        for when, value in zip(("before", "after"), load):
+            f.attrs[f"load_average_{when}"] = json.dumps(value)  # [1, 5, 15 min], or null
 
 
 def total_wall(segments):

@@ -759,7 +759,7 @@ class Run:
         if hasattr(self.schedule, "observe"):
             self.schedule.observe(rec["train_loss"])
         self.log(f"iter {t + 1:>6}  epoch {rec['epoch']:6.2f}  lr {self.lr(t):.4g}  train loss {rec['train_loss']:.4f}  "
-                 f"test loss {rec['test_loss']:.4f}  test acc {100 * rec['test_acc']:.2f}%  ({rec['seconds']:.1f} s)")
+                 f"test loss {rec['test_loss']:.4f}  test acc {100 * rec['test_acc']:.2f}%  (elapsed {rec['seconds']:.1f} s)")
 
 
 def eval_schedule(every, iters_per_epoch, grads_per_epoch=None):
