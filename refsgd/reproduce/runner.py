@@ -61,7 +61,8 @@ class Runs:
     def __init__(self, setup):
         self.setup = setup
         self.records = []  # every run launched for the current claim, in order
-        self._done = {}  # argv (without --out) -> (path, record)
+        self._done = {}  # (ranks, trace, argv without --out) -> (path, trace path, record)
+        self._used = set()  # the keys read at least once
         self._count = 0
 
     def start_claim(self):
@@ -99,7 +100,9 @@ class Runs:
                       "load_before": before, "load_after": load_average()}
             self._done[key] = (path, tpath, record)
         path, tpath, record = self._done[key]
-        self.records.append(dict(record, shared=record in self.records))
+        # a run that this or an earlier claim launched before is read again, not run again
+        self.records.append(dict(record, shared=key in self._used))
+        self._used.add(key)
         run = report.load(path)
         run.trace_path = tpath
         return run
