@@ -166,8 +166,8 @@ def figure(r, path):
                 continue
             for k, s in enumerate(r["series"]):
                 x, y = s[panel][label]
-                ax.plot(x, y, color=color, alpha=1.0 if k == 0 else 0.35, marker="o" if claim.figure == "lines" else None,
-                        label=label if k == 0 else None)
+                ax.plot(x, y, color=color, alpha=1.0 if k == 0 else 0.35,
+                        marker="o" if claim.figure == "lines" else None, label=label if k == 0 else None)
         if bars:
             ax.set_xticks(range(len(labels)), labels, rotation=30 if len(labels) > 3 else 0, fontsize="small")
         if claim.figure == "logx":
