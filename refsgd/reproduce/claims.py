@@ -385,7 +385,8 @@ def _daso_measure(runs, setup, hp, seed):
     gb = {k: float(np.asarray(v.rec["global_bytes"]).sum(axis=1).mean()) for k, v in r.items()}
     n = {"acc_ssgd": acc(r["ssgd"]), "acc_fp16": acc(r["ssgd+fp16"]), "acc_daso": acc(r["daso"]),
          "seconds_ssgd": secs["ssgd"], "seconds_fp16": secs["ssgd+fp16"], "seconds_daso": secs["daso"],
-         "global_mb_ssgd": gb["ssgd"] / 1e6, "global_mb_fp16": gb["ssgd+fp16"] / 1e6, "global_mb_daso": gb["daso"] / 1e6}
+         "global_mb_ssgd": gb["ssgd"] / 1e6, "global_mb_fp16": gb["ssgd+fp16"] / 1e6,
+         "global_mb_daso": gb["daso"] / 1e6}
     n["daso_minus_ssgd_acc"] = n["acc_daso"] - n["acc_ssgd"]
     n["time_saved_vs_fp16_pct"] = 100 * (1 - secs["daso"] / secs["ssgd+fp16"])
     n["time_saved_vs_ssgd_pct"] = 100 * (1 - secs["daso"] / secs["ssgd"])
