@@ -161,3 +161,26 @@ def test_ctrl_c_stops_every_run_and_writes_nothing(tmp_path):
     ps = subprocess.run(["ps", "-eo", "pgid="], capture_output=True, text=True).stdout.split()
     assert str(p.pid) not in ps  # nothing of the job is left
     assert not any(out.iterdir()) if out.exists() else True
+
+
+def test_data_picks_the_claims_models(tmp_path):
+    """--data: a 1x28x28 set trains mnist_mlp, a 3x32x32 one with 10 classes cifar10_cnn, the
+    embedded digits digits_mlp (accuracy) and digits_cnn (timing); another shape is refused."""
+    import numpy as np
+
+    from refsgd import RefsgdError
+    from refsgd.datasets import write
+
+    def data(shape, classes=10):
+        rng = np.random.default_rng(0)
+        path = str(tmp_path / f"d{'x'.join(map(str, shape))}.h5")
+        x = rng.integers(0, 255, (20,) + shape, dtype=np.uint8)
+        y = np.arange(20) % classes
+        return write(path, "t", x, y, x[:10], y[:10], classes, "test", "none", "none")
+
+    assert (Setup().model("accuracy"), Setup().model("timing")) == ("digits_mlp", "digits_cnn")
+    mnist = Setup(data=data((1, 28, 28)))
+    assert mnist.kind == "mnist" and mnist.model("accuracy") == mnist.model("timing") == "mnist_mlp"
+    assert Setup(data=data((3, 32, 32))).model("timing") == "cifar10_cnn"
+    with pytest.raises(RefsgdError, match="1x28x28"):
+        Setup(data=data((1, 16, 16))).kind
