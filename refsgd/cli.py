@@ -586,8 +586,9 @@ def main(argv=None):
         pass
     parser = build_parser()
     args = parser.parse_args(argv)
-    if _is_mpi_command(args):
-        failure.install()  # SIGINT/SIGTERM: stop together at the loss check, or end every rank
+    # SIGINT/SIGTERM: stop together at the loss check, or end every rank (refsgd.entry installs
+    # the handlers as its first instruction; a caller of main() without it gets them here)
+    failure.install(mpi_command=_is_mpi_command(args))
     np.seterr(all="ignore")  # non-finite values are detected and reported by refsgd itself, once
     warnings.filterwarnings("ignore", category=RuntimeWarning)
     try:
@@ -713,12 +714,8 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _argv_is_mpi_command(argv):
-    words = [a for a in argv if not a.startswith("-")]
-    if not words:
-        return False
-    if words[0] == "train":
-        return "--list" not in argv
-    return words[0] == "bench" and len(words) > 1 and words[1] == "overlap"
+    from refsgd.entry import is_mpi_command
+    return is_mpi_command(argv)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,76 @@
+"""SIGINT and SIGTERM at any moment of `mpiexec -n 2 refsgd train`: exit code 130 / 143, every rank
+gone within seconds, one line; and an interrupted run keeps its --out and --trace files.
+
+Deterministic moments come from tests/signal_inject.py (the process signals itself at a named
+phase of its start-up, loop or end); the others from signals to the whole job at offsets after
+the launch, as a Ctrl-C or scancel lands. Every run has a timeout, so a hang fails.
+"""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import h5py
+import numpy as np
+import pytest
+from conftest import MPIEXEC, ONE_THREAD, ROOT, cli
+
+INJECT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "signal_inject.py")
+sys.path.insert(0, os.path.dirname(INJECT))
+from signal_inject import PHASES  # noqa: E402
+
+WORDS = {"SIGINT": (130, "refsgd: interrupted (SIGINT)"), "SIGTERM": (143, "refsgd: terminated (SIGTERM)")}
+
+
+def refsgd_lines(stderr):
+    return [ln for ln in stderr.splitlines() if ln.startswith("refsgd")]
+
+
+def assert_stopped(r_code, stderr, name, elapsed, limit=30):
+    code, word = WORDS[name]
+    assert r_code == code, stderr
+    lines = refsgd_lines(stderr)
+    assert len(lines) == 1 and lines[0].startswith(word), stderr
+    assert "Traceback" not in stderr and "BAD TERMINATION" not in stderr and "Abort(" not in stderr, stderr
+    assert elapsed < limit, elapsed
+
+
+@pytest.mark.parametrize("phase", PHASES)
+@pytest.mark.parametrize("name", ["SIGINT", "SIGTERM"])
+def test_a_signal_to_every_rank_at_each_phase(phase, name):
+    t0 = time.monotonic()
+    r = subprocess.run([MPIEXEC, "-n", "2", sys.executable, INJECT, phase, name, "train", "--iterations", "30",
+                        "--no-progress"], capture_output=True, text=True, timeout=90, cwd=ROOT,
+                       env={**os.environ, **ONE_THREAD})
+    assert_stopped(r.returncode, r.stderr, name, time.monotonic() - t0)
+
+
+@pytest.mark.parametrize("phase, spec", [("start", "SIGINT:1"), ("mpi-import", "SIGTERM:1"), ("mpi-import", "SIGINT:0"),
+                                         ("data", "SIGTERM:1"), ("collective", "SIGINT:0")])
+def test_a_signal_to_one_rank_during_start_up_ends_every_rank(phase, spec):
+    t0 = time.monotonic()
+    r = subprocess.run([MPIEXEC, "-n", "2", sys.executable, INJECT, phase, spec, "train", "--iterations", "300",
+                        "--no-progress"], capture_output=True, text=True, timeout=90, cwd=ROOT,
+                       env={**os.environ, **ONE_THREAD})
+    assert_stopped(r.returncode, r.stderr, spec.split(":")[0], time.monotonic() - t0)
+
+
+@pytest.mark.parametrize("name", ["SIGINT", "SIGTERM"])
+def test_signals_to_the_whole_job_at_offsets_after_the_launch(name):
+    """As a Ctrl-C or scancel lands: the signal to mpiexec and every rank, 0.3 to 2 s after the launch."""
+    for offset in (0.3, 0.5, 0.7, 0.9, 1.2, 1.6, 2.0):
+        t0 = time.monotonic()
+        p = subprocess.Popen([MPIEXEC, "-n", "2", sys.executable, "-m", "refsgd", "train", "--iterations", "1000000",
+                              "--no-progress"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             env={**os.environ, **ONE_THREAD}, start_new_session=True)
+        time.sleep(offset)
+        os.killpg(p.pid, getattr(signal, name))
+        try:
+            out, err = p.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.communicate()
+            raise AssertionError(f"{name} {offset} s after the launch: still running after 60 s")
+        assert_stopped(p.returncode, err, name, time.monotonic() - t0 - offset, limit=45)
