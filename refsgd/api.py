@@ -24,7 +24,7 @@ import warnings
 
 import numpy as np
 
-from refsgd import AgreedError, RefsgdError, __version__, options
+from refsgd import AgreedError, RefsgdError, Stopped, __version__, options
 
 
 @dataclasses.dataclass
@@ -60,7 +60,6 @@ def run(args, comm=None, log=print):
 def _run(args, comm, log):
     from mpi4py import MPI
 
-    from refsgd import metrics
     from refsgd.algorithms import micro_batches, servers
     from refsgd.comm.link import Traffic, wrap
     from refsgd.run import Run
@@ -84,21 +83,39 @@ def _run(args, comm, log):
         r.log(line)
     if restorer:
         r.log(f"  resumed from {restorer.path.rsplit(os.sep, 1)[0]} at iteration {r.t}")
-    algo(r)
+    try:
+        algo(r)
+    except Stopped as stop:  # a signal, agreed on by every rank at the same boundary
+        if not stop.collective:
+            raise
+        # the iterations done are written as a finished run's, marked interrupted
+        _outputs(args, r, cfg, link, threads, say, summary=False)
+        stop.saved += [f"{what} of the {r.t + 1} iterations done written to {path} (marked interrupted)"
+                       for what, path in (("metrics", args.out), ("trace", args.trace)) if path]
+        raise
+    return _outputs(args, r, cfg, link, threads, say)
+
+
+def _outputs(args, r, cfg, link, threads, say, summary=True):
+    """Collective: the final model, the --trace file, the summary and the --out file."""
+    from refsgd import metrics
     model = r.final_model()  # on every rank: it may be a collective (an average of the workers)
     if args.trace:
         r.write_trace(args.trace, cfg)
-        r.log(f"trace written to {args.trace}")
+        if summary:
+            r.log(f"trace written to {args.trace}")
     gathered = metrics.gather(r)
     rec = None
-    if rank == 0:
+    if r.rank == 0:
         rec, nodes = gathered
         shown = link_text(args, link)
-        say(metrics.summary(r.evals, rec, r.wall, shown, r.iterations_run, r.workers * args.batch * r.tau))
+        if summary:
+            say(metrics.summary(r.evals, rec, r.wall, shown, r.iterations_run, r.workers * args.batch * r.tau))
         if args.out:
             metrics.write(args.out, r, rec, nodes, cfg, shown, model=model, threads=threads)
-            say(f"metrics written to {args.out}")
-    return Result(model=None if model is None else np.array(model), net=net, evals=list(r.evals),
+            if summary:
+                say(f"metrics written to {args.out}")
+    return Result(model=None if model is None else np.array(model), net=r.net, evals=list(r.evals),
                   events=list(r.events), metrics=rec, config=cfg, wall=r.wall, threads=threads)
 
 

@@ -32,7 +32,9 @@ Schema (HDF5, written by rank 0, atomically)::
            threads_per_rank (BLAS / Numba threads of each rank; -1 unknown),
            events (JSON list: the method's regime changes, e.g. DASO's phases, each with
            iteration, epoch, what and its fields), config (JSON), world_size, nodes, mpi_library, mpi_thread_level, link (text or
-           "none"), link_emulated (bool), refsgd_version, wall_seconds
+           "none"), link_emulated (bool), refsgd_version, wall_seconds; and, only when SIGINT or
+           SIGTERM stopped the run, interrupted (the signal's name, "SIGINT") and
+           iterations_planned (the run's end: the file holds the T iterations done before it)
 """
 
 import json
@@ -96,6 +98,9 @@ def write(path, run, rec, nodes, config, link, model=None, threads=None):
         f.attrs["link_emulated"] = bool(link)
         f.attrs["refsgd_version"] = __version__
         f.attrs["wall_seconds"] = run.wall
+        if getattr(run, "interrupted", None):  # a signal stopped the run: the file holds the iterations done
+            f.attrs["interrupted"] = run.interrupted
+            f.attrs["iterations_planned"] = run.total
 
 
 def summary(evals, rec, wall, link, iterations_run=None, samples_per_iteration=None):

@@ -260,6 +260,9 @@ def run_text(run):
     head = [f"{run.path}: {run.algo} on {_text(a.get('world_size', run.world))} rank(s), "
             f"{_text(a.get('nodes', '?'))} node(s), model {run.model}, refsgd {_text(a.get('refsgd_version', '?'))}, "
             f"metrics format version {run.format_version}"]
+    if "interrupted" in a:
+        head.append(f"INTERRUPTED by {_text(a['interrupted'])} after iteration {run.iterations} of "
+                    f"{_text(a.get('iterations_planned', '?'))}: the file holds the iterations done")
     head += [f"{name}: {_attr_text(k, a[k])}" for k, name in EXTRA_ATTRS if k in a]
     mpi = _text(a.get("mpi_library", "")).strip()
     head.append(f"MPI: {mpi.splitlines()[0] if mpi else '?'}, thread level {_text(a.get('mpi_thread_level', '?'))}")

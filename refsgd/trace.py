@@ -81,8 +81,9 @@ def check_finite(out, what):
                           "rate or take fewer steps")
 
 
-def write(path, *, method, source, config, net, data, w0, batches, loss, lr, states):
-    """Write a trace atomically. states: {name: (T, N, d) array}."""
+def write(path, *, method, source, config, net, data, w0, batches, loss, lr, states, interrupted=None):
+    """Write a trace atomically. states: {name: (T, N, d) array}. interrupted: the signal that
+    stopped the run ("SIGINT"), kept in the attribute of that name (the trace holds the steps done)."""
     T, N = loss.shape
     comp = dict(compression="gzip", shuffle=True)
     with h5_written(path, what="the trace") as f:
@@ -93,6 +94,8 @@ def write(path, *, method, source, config, net, data, w0, batches, loss, lr, sta
                        layout=json.dumps([[n, o, list(s)] for n, o, s in net.layout]),
                        dataset=data.name, dataset_sha256=dataset_sha256(data, net.dtype),
                        state_names=json.dumps(list(states)), refsgd_version=__version__)
+        if interrupted:
+            f.attrs["interrupted"] = interrupted
         f.create_dataset("w0", data=w0)
         f.create_dataset("batches", data=np.asarray(batches, dtype=np.int64), **comp)
         f.create_dataset("loss", data=loss)

@@ -124,13 +124,13 @@ class _Patcher:
     def patch(self, module):
         fire, phase, when = self.fire, self.phase, self.when
         if phase == "loop":
-            grad = module.Run.grad
+            record = module.Run._record  # the end of every iteration, in the main thread of every method
 
-            def grad_then_fire(run, *a, **kw):
-                if run.t == 3 and run._micro == 0:
+            def fire_then_record(run, *a, **kw):
+                if run.t == 3:
                     fire(phase)
-                return grad(run, *a, **kw)
-            module.Run.grad = grad_then_fire
+                return record(run, *a, **kw)
+            module.Run._record = fire_then_record
             return
         original = getattr(module, self.func)
 

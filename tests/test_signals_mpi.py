@@ -74,3 +74,33 @@ def test_signals_to_the_whole_job_at_offsets_after_the_launch(name):
             p.communicate()
             raise AssertionError(f"{name} {offset} s after the launch: still running after 60 s")
         assert_stopped(p.returncode, err, name, time.monotonic() - t0 - offset, limit=45)
+
+
+# ---------------------------------------------------------------------- issue 22, item 6
+@pytest.mark.parametrize("name", ["SIGINT", "SIGTERM"])
+def test_an_interrupted_run_writes_out_and_trace_for_the_iterations_done(tmp_path, name):
+    out, trace = tmp_path / "run.h5", tmp_path / "trace.h5"
+    r = subprocess.run([MPIEXEC, "-n", "2", sys.executable, INJECT, "loop", name, "train", "--iterations", "30",
+                        "--log-every", "5", "--dtype", "float64", "--no-progress", "--out", str(out),
+                        "--trace", str(trace)], capture_output=True, text=True, timeout=120, cwd=ROOT,
+                       env={**os.environ, **ONE_THREAD})
+    code, word = WORDS[name]
+    assert r.returncode == code, r.stderr
+    lines = refsgd_lines(r.stderr)
+    assert len(lines) == 1 and lines[0].startswith(f"{word} after iteration 5;"), r.stderr  # signal at t = 3
+    assert f"metrics of the 5 iterations done written to {out} (marked interrupted)" in lines[0]
+    assert f"trace of the 5 iterations done written to {trace} (marked interrupted)" in lines[0]
+    with h5py.File(out) as f:
+        assert f.attrs["interrupted"] == name and f.attrs["iterations_planned"] == 30
+        assert f["iterations/wall"].shape == (2, 5) and np.isfinite(f["iterations/loss"][...]).all()
+        assert f["model"].shape[0] > 0 and f.attrs["wall_seconds"] > 0
+    with h5py.File(trace) as f:
+        assert f.attrs["interrupted"] == name and f["loss"].shape == (5, 2)
+    rep = cli("report", str(out))
+    assert rep.returncode == 0, rep.stderr
+    assert f"INTERRUPTED by {name} after iteration 5 of 30" in rep.stdout
+    # the 5 steps traced are those of an uninterrupted run
+    full = tmp_path / "full.h5"
+    assert cli("golden", "--workers", "2", "--steps", "30", "--dtype", "float64", "--out", str(full)).returncode == 0
+    v = cli("verify", str(trace), str(full), "--prefix")
+    assert v.returncode == 0 and "OK: 5 steps" in v.stdout, v.stdout + v.stderr
