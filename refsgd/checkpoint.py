@@ -235,13 +235,15 @@ class Restorer:
     the method registers them."""
 
     def __init__(self, folder, rank, t):
-        from refsgd.files import open_h5
+        from refsgd.files import open_h5, read_array
         self.path = os.path.join(folder, f"rank{rank}.h5")
         try:
             with open_h5(self.path, "a refsgd checkpoint rank file") as f:
-                self.state = {k: f["state"][k][...] for k in f["state"]}
-                self.schedule_state = f["schedule_state"][...] if "schedule_state" in f else None
-                self.records = {k: np.asarray(f["records"][k][...], dtype=np.float64) for k in f["records"]}
+                def read(name):
+                    return read_array(f, name, advice=" (--resume); resume from an earlier checkpoint")
+                self.state = {k: read(f"state/{k}") for k in f["state"]}
+                self.schedule_state = read("schedule_state") if "schedule_state" in f else None
+                self.records = {k: np.asarray(read(f"records/{k}"), dtype=np.float64) for k in f["records"]}
                 evals, events = f.attrs["evals"], f.attrs.get("events", "[]")
                 saved_t, saved_rank = int(f.attrs["t"]), int(f.attrs.get("rank", rank))
                 checksum = f.attrs.get("sha256")

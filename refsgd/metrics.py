@@ -43,7 +43,7 @@ import numpy as np
 from mpi4py import MPI
 
 from refsgd import __version__
-from refsgd.files import h5_written, open_h5
+from refsgd.files import h5_written, open_h5, read_array
 from refsgd.run import FIELDS
 
 FORMAT = "refsgd-metrics"
@@ -162,8 +162,8 @@ def read(path):
         missing += [f"/evals/{k}" for k in _EVAL_COLUMNS if k not in f["evals"]]
         if missing:
             raise RefsgdError(f"{path}: malformed metrics file, missing {', '.join(missing)}")
-        rec = {k: f["iterations"][k][...] for k in f["iterations"]}
-        cols = {k: f["evals"][k][...] for k in f["evals"]}
+        rec = {k: read_array(f, f"iterations/{k}") for k in f["iterations"]}
+        cols = {k: read_array(f, f"evals/{k}") for k in f["evals"]}
         attrs = dict(f.attrs)
     shapes = {k: v.shape for k, v in rec.items()}
     if any(len(sh) != 2 for sh in shapes.values()) or len(set(shapes.values())) != 1:

@@ -83,7 +83,7 @@ import os
 import numpy as np
 
 from refsgd import RefsgdError
-from refsgd.files import atomic_path, check_distinct, check_output, open_h5
+from refsgd.files import atomic_path, check_distinct, check_output, open_h5, read_array
 
 #: the time split, in the order drawn and tabled
 PARTS = ("compute", "idle", "update", "other", "comm")
@@ -208,7 +208,7 @@ def load(path, index=1):
             if shape != (t,) or getattr(d, "dtype", np.dtype(object)).kind not in "fiu":
                 raise RefsgdError(f"{path}: malformed metrics file: /lr must be numbers of shape ({t},) "
                                   f"(one per iteration), got {shape if shape is not None else 'a group'}")
-            lr = np.asarray(d[...], dtype=np.float64)
+            lr = np.asarray(read_array(f, "lr"), dtype=np.float64)
     return Run(index, path, evals, rec, attrs, config, lr)
 
 

@@ -40,7 +40,7 @@ import json
 import numpy as np
 
 from refsgd import RefsgdError, __version__
-from refsgd.files import h5_written, open_h5
+from refsgd.files import h5_written, open_h5, read_array
 
 FORMAT = "refsgd-trace"
 FORMAT_VERSION = 1
@@ -145,11 +145,8 @@ class Trace:
             if absent:
                 raise RefsgdError(f"{path}: malformed trace, state_names lists {', '.join(absent)} but "
                                   f"/state has no such array")
-            self.w0 = f["w0"][...]
-            self.batches = f["batches"][...]
-            self.loss = f["loss"][...]
-            self.lr = f["lr"][...]
-            self.state = {k: f["state"][k][...] for k in self.state_names}
+            self.w0, self.batches, self.loss, self.lr = (read_array(f, k) for k in ("w0", "batches", "loss", "lr"))
+            self.state = {k: read_array(f, f"state/{k}") for k in self.state_names}
         d = self.w0.shape[0] if self.w0.ndim == 1 else None
         expect = {"w0": (self.w0.shape, (d,)), "loss": (self.loss.shape, (T, N)), "lr": (self.lr.shape, (T,))}
         expect["batches"] = (self.batches.shape[:2], (T, N))

@@ -1,0 +1,85 @@
+"""The last reliability gaps (issue 25, items 2 to 5): a damaged file, options that allocate
+without bound, resumes that should be refused, and the small ones. Every test runs the command
+line as a user does (under mpiexec for train), with a timeout, and asserts the exit code and the
+one message."""
+
+import os
+import shutil
+
+import h5py
+import numpy as np
+import pytest
+from conftest import cli
+
+SHORT = ["--no-progress"]
+
+
+def errors(r):
+    return [ln for ln in r.stderr.splitlines() if ln.startswith("refsgd")]
+
+
+def one_message(r, *texts):
+    lines = errors(r)
+    assert len(lines) == 1 and all(t in lines[0] for t in texts), r.stderr
+    assert "Traceback" not in r.stderr and "Abort(" not in r.stderr, r.stderr
+
+
+def damage_chunk(path, name):
+    """Rewrite ``path`` with dataset ``name`` gzip-compressed in chunks (as h5repack -f GZIP would),
+    then overwrite bytes of its first chunk, as a bad disk block does."""
+    tmp = str(path) + ".repack"
+    with h5py.File(path) as src, h5py.File(tmp, "w") as dst:
+        for k, v in src.attrs.items():
+            dst.attrs[k] = v
+
+        def copy(key, obj):
+            if isinstance(obj, h5py.Group):
+                dst.require_group(key)
+                for k, v in obj.attrs.items():
+                    dst[key].attrs[k] = v
+                return
+            if key == name and obj.size > 1:
+                dst.create_dataset(key, data=obj[...], compression="gzip", chunks=True)
+            else:
+                dst.create_dataset(key, data=obj[...], compression=obj.compression, chunks=obj.chunks)
+            for k, v in obj.attrs.items():
+                dst[key].attrs[k] = v
+        src.visititems(copy)
+        if name in dst and dst[name].compression is None:  # a dataset visititems met before its group
+            raise AssertionError(f"{name} was not compressed")
+    with h5py.File(tmp) as f:
+        offset = f[name].id.get_chunk_info(0).byte_offset
+    raw = bytearray(open(tmp, "rb").read())
+    raw[offset + 10: offset + 60] = b"\xff" * 50
+    with open(path, "wb") as f:
+        f.write(bytes(raw))
+    os.unlink(tmp)
+
+
+# ---------------------------------------------------------------------- 25.2 a damaged file
+def test_verify_on_a_damaged_trace_names_the_file_and_the_dataset(tmp_path):
+    g = tmp_path / "g.h5"
+    assert cli("golden", "--workers", "2", "--steps", "6", "--out", str(g)).returncode == 0
+    bad = tmp_path / "bad.h5"
+    shutil.copy(g, bad)
+    damage_chunk(bad, "state/x")  # the golden file's own chunks (gzip), bytes overwritten
+    r = cli("verify", str(bad), str(g), timeout=120)
+    assert r.returncode == 2, r.stderr
+    one_message(r, f"{bad}: the dataset /state/x cannot be read, the file is damaged")
+
+
+def test_report_and_resume_of_a_damaged_file_name_the_dataset(tmp_path):
+    out, ck = tmp_path / "run.h5", tmp_path / "ck"
+    r = cli("train", "--iterations", "6", *SHORT, "--out", str(out), "--checkpoint", str(ck), "--checkpoint-every",
+            "6", n=2, timeout=120)
+    assert r.returncode == 0, r.stderr
+    damage_chunk(out, "iterations/compute")
+    r = cli("report", str(out), timeout=120)
+    assert r.returncode == 2, r.stderr
+    one_message(r, f"{out}: the dataset /iterations/compute cannot be read, the file is damaged")
+    rank1 = ck / "ckpt-6" / "rank1.h5"
+    damage_chunk(rank1, "state/x")
+    r = cli("train", "--iterations", "12", *SHORT, "--resume", str(ck), n=2, timeout=120)
+    assert r.returncode == 2, r.stderr
+    one_message(r, f"{rank1}: the dataset /state/x cannot be read, the file is damaged", "resume from an earlier",
+                "(on rank(s) 1)")
