@@ -273,7 +273,7 @@ def per_epoch(args, data, workers):
 def prepare(args, comm):
     """Everything that can fail on bad input, done identically on every rank before any collective."""
     from refsgd import datasets
-    from refsgd.algorithms import ALGORITHMS, servers
+    from refsgd.algorithms import ALGORITHMS, check_sizes, servers
     from refsgd.nn import load_model
 
     world = comm.Get_size()
@@ -293,6 +293,7 @@ def prepare(args, comm):
         raise RefsgdError(f"dataset {data.name} has no test samples: refsgd train evaluates the model on the test set")
     ipe = per_epoch(args, data, world - servers(args.algo))
     schedule = parse_schedule(args.schedule, args.lr, ipe)
+    check_sizes(args.algo, args, net, args.iterations or args.epochs * ipe)
     if args.checkpoint_every and not args.checkpoint:
         raise RefsgdError("--checkpoint-every needs --checkpoint DIR")
     if args.checkpoint and not args.checkpoint_every:

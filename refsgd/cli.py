@@ -166,7 +166,8 @@ def _add_method_options(p, dtype):
                         "(deterministic, as the serial rendering; default arrival)")
     g.add_argument("--dependency", type=_positive_int, default=None, metavar="K",
                    help="pipe-sgd: iteration dependency K, each update applies the summed gradient of the "
-                        "K-th last iteration (default 2, the paper's optimum; 1 is D-Sync)")
+                        "K-th last iteration (default 2, the paper's optimum; 1 is D-Sync); below the run's iterations, "
+                        "and its 4 K copies of the model within the memory available")
     g.add_argument("--warmup-epochs", type=_nonneg_int, default=None, metavar="E",
                    help="pipe-sgd: the first E epochs with dependency 1 (D-Sync), as the paper trains AlexNet "
                         "and ResNet (default 0); daso: the first E epochs sync globally every batch, "
@@ -188,7 +189,8 @@ def _add_method_options(p, dtype):
                         "its sub-batches of --batch samples (default 2)")
     g.add_argument("--staleness", type=_nonneg_int, default=None, metavar="S",
                    help="pp-asgd, asgd: deterministic mode, update t consumes one sub-batch per thread "
-                        "computed at the w^ of update t-S-1, and f_S uses S (default: threaded, measured)")
+                        "computed at the w^ of update t-S-1, and f_S uses S (default: threaded, measured); below "
+                        "the run's iterations")
     g.add_argument("--compress", choices=("none", "t16", "bf16", "fp16", "q8"), default=None,
                    help="ssgd, ssgd-nag, pipe-sgd, d-sync: the gradient all-reduce carries t16 (upper 16 "
                         "bits of each float32, truncated), bf16 (bfloat16), fp16 (IEEE half, as Horovod's "

@@ -83,3 +83,32 @@ def test_report_and_resume_of_a_damaged_file_name_the_dataset(tmp_path):
     assert r.returncode == 2, r.stderr
     one_message(r, f"{rank1}: the dataset /state/x cannot be read, the file is damaged", "resume from an earlier",
                 "(on rank(s) 1)")
+
+
+# ---------------------------------------------------------------------- 25.3 allocations nobody asked for
+@pytest.mark.parametrize("args, text", [
+    (["--algo", "pipe-sgd", "--dependency", "1000000000"], "--dependency 1000000000 is not below the run's 20 iterations"),
+    (["--algo", "pipe-sgd", "--dependency", "20"], "would never apply a gradient"),
+    (["--algo", "pp-asgd", "--staleness", "1000000000"], "--staleness 1000000000 is not below the run's 20 iterations"),
+    (["--algo", "asgd", "--staleness", "20"], "give a staleness below 20"),
+])
+def test_a_dependency_or_staleness_not_below_the_iterations_is_refused(args, text):
+    r = cli("train", "--iterations", "20", *SHORT, *args, n=2, timeout=120)
+    assert r.returncode == 2, r.stderr
+    one_message(r, text)
+    assert "refsgd 0." not in r.stdout  # refused before the run started
+
+
+@pytest.mark.parametrize("args, text", [
+    (["--algo", "pipe-sgd", "--dependency", "1000000", "--iterations", "2000000"],
+     "--dependency 1000000: 4,000,000 copies of the model (4,810 parameters, float32) per rank need about 71.7 GiB"),
+    (["--iterations", "5000000", "--trace", "TRACE"], "--trace of 5000000 iterations keeps at least one state array"),
+])
+def test_what_the_run_would_allocate_is_said_when_it_exceeds_the_memory(tmp_path, args, text):
+    from refsgd.nn.network import available_memory
+    args = [str(tmp_path / "t.h5") if a == "TRACE" else a for a in args]
+    if available_memory() is None or available_memory() > 70 * 2**30:
+        pytest.skip("this machine has the memory")
+    r = cli("train", *SHORT, *args, n=2, timeout=120)
+    assert r.returncode == 2, r.stderr
+    one_message(r, text, "of memory available")
