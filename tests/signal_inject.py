@@ -14,6 +14,8 @@ import os
 import signal
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # this checkout's refsgd
+
 #: the moments, in the order a run meets them
 PHASES = ("start", "imports", "mpi-import", "mpi-up", "data", "collective", "loop", "write", "exit")
 
