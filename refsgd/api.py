@@ -293,7 +293,8 @@ def prepare(args, comm):
         raise RefsgdError(f"dataset {data.name} has no test samples: refsgd train evaluates the model on the test set")
     ipe = per_epoch(args, data, world - servers(args.algo))
     schedule = parse_schedule(args.schedule, args.lr, ipe)
-    check_sizes(args.algo, args, net, args.iterations or args.epochs * ipe)
+    total = args.iterations or args.epochs * ipe
+    check_sizes(args.algo, args, net, total)
     if args.checkpoint_every and not args.checkpoint:
         raise RefsgdError("--checkpoint-every needs --checkpoint DIR")
     if args.checkpoint and not args.checkpoint_every:
@@ -304,7 +305,10 @@ def prepare(args, comm):
     restorer = None
     if args.resume:
         from refsgd import checkpoint
-        folder, meta = checkpoint.read_meta(args.resume, options.config(args), world, net.num_params)
+        from refsgd.trace import dataset_sha256
+        folder, meta = checkpoint.read_meta(args.resume, options.config(args), world, net.num_params,
+                                            data_sha256=dataset_sha256(data, dtype, test=True),
+                                            total=total)
         restorer = checkpoint.Restorer(folder, comm.Get_rank(), meta["t"])
     return ALGORITHMS[args.algo][0], link, net, data, schedule, restorer
 

@@ -3,7 +3,10 @@
 Layout of ``--checkpoint DIR``::
 
     DIR/latest                 the name of the newest complete checkpoint (one line)
-    DIR/ckpt-<t>/meta.json     method, model, world size, dtype, the configuration, t
+    DIR/ckpt-<t>/meta.json     method, model, world size, dtype, the configuration, t, and
+                               (format_version 2) data_sha256, the SHA-256 of the dataset's
+                               content (refsgd.trace.dataset_sha256, test set included); a
+                               version-1 checkpoint, without it, is still read
     DIR/ckpt-<t>/rank<r>.h5    rank r's state: every array the method registered (weights,
                                optimizer buffers, ...), the schedule's state, the per-iteration
                                records and the evaluations so far; attributes t, rank and
@@ -24,7 +27,9 @@ random state exists.
 
 ``--resume DIR`` (the checkpoint root, whose ``latest`` is used, or one ``ckpt-<t>``) refuses a
 checkpoint of another method, model, world size or trajectory-changing option, naming the
-differences; the number of epochs / iterations, evaluation and logging may change. Every rank
+differences, and one whose dataset content differs (the same path may hold other data), naming
+both SHA-256s, and one already past the end of the resuming run (nothing to do); the number of
+epochs / iterations, evaluation and logging may change. Every rank
 checks its own file before the first collective (readable, the same t and rank as the
 checkpoint, the checksum, finite state), so a damaged, truncated or stale rank file is refused
 with one message.
@@ -64,9 +69,14 @@ def _ckpt_dir(path):
     return d
 
 
-def read_meta(path, config, world, num_params):
-    """Validate a checkpoint against this run (every rank, before any collective); returns
-    (folder, meta)."""
+#: meta.json's format_version: 2 records data_sha256 (version 1, without format_version, is read too)
+FORMAT_VERSION = 2
+
+
+def read_meta(path, config, world, num_params, data_sha256=None, total=None):
+    """Validate a checkpoint against this run (every rank, before any collective): its method,
+    model, world size, options, dataset content (``data_sha256``) and that it is not past the
+    run's ``total`` iterations; returns (folder, meta)."""
     d = _ckpt_dir(path)
     try:
         with open(os.path.join(d, "meta.json")) as f:
@@ -91,10 +101,23 @@ def read_meta(path, config, world, num_params):
     if diff:
         shown = ", ".join(f"{k} ({saved.get(k)!r} -> {config.get(k)!r})" for k in diff)
         raise RefsgdError(f"--resume {d}: these options differ from the checkpointed run: {shown}")
+    saved_sha = meta.get("data_sha256")
+    if data_sha256 is not None and saved_sha is not None and saved_sha != data_sha256:
+        raise RefsgdError(f"--resume {d}: the checkpoint was trained on other data: its dataset's SHA-256 is "
+                          f"{saved_sha[:16]}..., this run's {_data_text(config)} is {data_sha256[:16]}...; resume "
+                          f"with the checkpoint's data")
+    if total is not None and meta["t"] > total:
+        raise RefsgdError(f"--resume {d}: the checkpoint is at iteration {meta['t']}, already past the end of this run "
+                          f"({total} iterations): nothing to do; give --iterations or --epochs beyond it to "
+                          "continue")
     for r in range(world):
         if not os.path.isfile(os.path.join(d, f"rank{r}.h5")):
             raise RefsgdError(f"--resume {d}: rank{r}.h5 is missing")
     return d, meta
+
+
+def _data_text(config):
+    return f"--data {config['data']}" if config.get("data") else "dataset (the embedded digits)"
 
 
 def digest(state, schedule_state, records, evals, events, t):
@@ -149,8 +172,10 @@ def save(run, root, config, keep=0):
     errors = [e for e in comm.allgather(err) if e]
     if run.rank == 0 and not errors:
         try:
-            meta = dict(format="refsgd-checkpoint", t=t, world_size=run.world, num_params=run.net.num_params,
-                        config=config, dtype=run.net.dtype.name, state=sorted(run.state))
+            from refsgd.trace import dataset_sha256
+            meta = dict(format="refsgd-checkpoint", format_version=FORMAT_VERSION, t=t, world_size=run.world,
+                        num_params=run.net.num_params, config=config, dtype=run.net.dtype.name,
+                        state=sorted(run.state), data_sha256=dataset_sha256(run.data, run.net.dtype, test=True))
             with open(os.path.join(tmp, "meta.json"), "w") as f:
                 json.dump(meta, f, indent=1, sort_keys=True)
             final = os.path.join(root, name)

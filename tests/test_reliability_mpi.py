@@ -112,3 +112,62 @@ def test_what_the_run_would_allocate_is_said_when_it_exceeds_the_memory(tmp_path
     r = cli("train", *SHORT, *args, n=2, timeout=120)
     assert r.returncode == 2, r.stderr
     one_message(r, text, "of memory available")
+
+
+# ---------------------------------------------------------------------- 25.4 resumes
+@pytest.fixture(scope="module")
+def forty(tmp_path_factory):
+    """A 40-iteration run on a copy of the embedded digits, checkpointed at its end."""
+    from refsgd.datasets import _embedded_path
+    d = tmp_path_factory.mktemp("forty")
+    shutil.copy(_embedded_path(), d / "digits.h5")
+    r = cli("train", "--iterations", "40", *SHORT, "--data", str(d / "digits.h5"), "--checkpoint", str(d / "ck"),
+            "--checkpoint-every", "40", n=2, timeout=120)
+    assert r.returncode == 0, r.stderr
+    return d
+
+
+@pytest.mark.parametrize("end", [["--iterations", "20"], ["--epochs", "1"]])
+def test_resuming_past_the_end_is_refused(forty, end):
+    r = cli("train", *end, *SHORT, "--data", str(forty / "digits.h5"), "--resume", str(forty / "ck"), n=2,
+            timeout=120)
+    assert r.returncode == 2, r.stderr
+    one_message(r, "the checkpoint is at iteration 40, already past the end of this run", "nothing to do")
+    assert "throughput" not in r.stdout and "-" not in r.stdout
+
+
+def _checkpointed_on_a_copy(folder, iterations="10"):
+    from refsgd.datasets import _embedded_path
+    shutil.copy(_embedded_path(), folder / "digits.h5")
+    r = cli("train", "--iterations", iterations, *SHORT, "--data", str(folder / "digits.h5"), "--checkpoint",
+            str(folder / "ck"), "--checkpoint-every", iterations, n=2, timeout=120)
+    assert r.returncode == 0, r.stderr
+    return folder / "digits.h5", folder / "ck"
+
+
+def test_resuming_with_other_data_at_the_same_path_is_refused(tmp_path):
+    from refsgd import datasets
+    from refsgd.trace import dataset_sha256
+    data, ck = _checkpointed_on_a_copy(tmp_path)
+    before = dataset_sha256(datasets.load(str(data)), np.float32, test=True)
+    with h5py.File(data, "r+") as f:  # other contents, same path: a label changed
+        y = f["train/labels"][...]
+        y[0] = (y[0] + 1) % 10
+        f["train/labels"][...] = y
+    after = dataset_sha256(datasets.load(str(data)), np.float32, test=True)
+    r = cli("train", "--iterations", "20", *SHORT, "--data", str(data), "--resume", str(ck), n=2, timeout=120)
+    assert r.returncode == 2, r.stderr
+    one_message(r, "the checkpoint was trained on other data", before[:16], after[:16])
+
+
+def test_a_version_1_checkpoint_without_the_data_sha_still_resumes(tmp_path):
+    import json
+    data, ck = _checkpointed_on_a_copy(tmp_path)
+    meta_path = ck / "ckpt-10" / "meta.json"
+    meta = json.loads(meta_path.read_text())
+    assert meta["format_version"] == 2 and len(meta["data_sha256"]) == 64
+    del meta["format_version"], meta["data_sha256"]
+    meta_path.write_text(json.dumps(meta))
+    r = cli("train", "--iterations", "15", *SHORT, "--data", str(data), "--resume", str(ck), n=2, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "resumed from" in r.stdout and "after 15 iterations" in r.stdout
