@@ -70,9 +70,12 @@ def _run(args, comm, log):
     algo, link, net, data, schedule, restorer = on_every_rank(
         world_comm, lambda: prepare(args, world_comm), lambda p: fingerprint(args, p[2], p[3]))
     threads = set_threads(world_comm, args.blas_threads)
-    if rank == 0 and args.force and holds_other_run(args):
+    unfinished = []
+    if rank == 0 and args.checkpoint:
         from refsgd import checkpoint
-        checkpoint.clear(args.checkpoint)  # --force: this folder now belongs to this run
+        if args.force and holds_other_run(args):
+            checkpoint.clear(args.checkpoint)  # --force: this folder now belongs to this run
+        unfinished = checkpoint.remove_unfinished(args.checkpoint)  # left by a kill -9 while writing one
     comm = wrap(world_comm, link, traffic=Traffic())  # delayed by --link if given, its payload counted
     cfg = options.config(args)
     ns = _namespace(args)
@@ -83,6 +86,9 @@ def _run(args, comm, log):
         r.log(line)
     if restorer:
         r.log(f"  resumed from {restorer.path.rsplit(os.sep, 1)[0]} at iteration {r.t}")
+    if unfinished:
+        r.log(f"  removed from {args.checkpoint} the unfinished checkpoint(s) {', '.join(unfinished)}, left by a run "
+              "killed while writing them")
     try:
         algo(r)
     except Stopped as stop:  # a signal, agreed on by every rank at the same boundary
@@ -257,6 +263,9 @@ def method(args, world):
     options.resolve(args)
     if args.momentum >= 1:
         raise RefsgdError(f"--momentum must be in [0, 1), got {args.momentum}")
+    if getattr(args, "nesterov", False) and not args.momentum:  # checked here, before the first collective
+        raise RefsgdError(f"--nesterov needs --momentum > 0 (Nesterov's look-ahead is along the momentum), got "
+                          f"momentum {args.momentum:g}")
     check(args.algo, args, world)
 
 
@@ -279,11 +288,10 @@ def prepare(args, comm):
     world = comm.Get_size()
     method(args, world)
     link = None
-    if args.link:
-        from refsgd.comm.link import Link
+    from refsgd.comm.link import Link
+    if args.link is not None:  # --link '' is refused, not taken for no link
         link = Link.parse(args.link)
-    if args.local_link:
-        from refsgd.comm.link import Link
+    if args.local_link is not None:
         Link.parse(args.local_link, "--local-link")
     dtype = np.dtype(args.dtype)
     net = load_model(args.model, dtype=dtype)

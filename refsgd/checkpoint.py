@@ -238,6 +238,23 @@ def checkpoints(root):
     return sorted(out)
 
 
+def remove_unfinished(root):
+    """Remove what a run killed while writing a checkpoint left in ``root`` (the folder
+    ``.tmp-ckpt-<t>`` and ``.latest.tmp``; ``latest`` still names the last complete checkpoint);
+    returns the names removed."""
+    removed = []
+    with contextlib.suppress(OSError):
+        for name in sorted(os.listdir(root)):
+            path = os.path.join(root, name)
+            if name.startswith(".tmp-ckpt-") and os.path.isdir(path):
+                shutil.rmtree(path, ignore_errors=True)
+                removed.append(name)
+            elif name == ".latest.tmp":
+                with contextlib.suppress(OSError):
+                    os.unlink(path)
+    return removed
+
+
 def clear(root):
     """Remove the checkpoints and ``latest`` of another run from ``root`` (--force)."""
     with contextlib.suppress(OSError):

@@ -499,8 +499,8 @@ def _prepare_overlap(args, world):
         raise RefsgdError(f"--skip {args.skip} leaves no iteration of --iterations {args.iterations} to measure")
     if args.link and args.ratio is not None:
         raise RefsgdError("give --link or --ratio, not both")
-    args.link = Link.parse(args.link) if args.link else None
-    args.local_link = Link.parse(args.local_link, "--local-link") if args.local_link else None
+    args.link = Link.parse(args.link) if args.link is not None else None
+    args.local_link = Link.parse(args.local_link, "--local-link") if args.local_link is not None else None
     args.ratios = None
     if args.ratio is not None:
         args.ratios = bench.measure.parse_ratios(args.ratio)
@@ -684,6 +684,7 @@ class _Parser(argparse.ArgumentParser):
         super().__init__(*a, **kw)
 
     def parse_args(self, args=None, namespace=None):
+        args = _negative_link_values(sys.argv[1:] if args is None else list(args))
         ns, extra = self.parse_known_args(args, namespace)
         if extra:
             self._innermost(ns).error("unrecognized arguments: " + " ".join(extra))
@@ -713,6 +714,18 @@ class _Parser(argparse.ArgumentParser):
             self.print_usage(sys.stderr)
             failure.say(text)
         sys.exit(failure.EXIT_USER)
+
+
+def _negative_link_values(argv):
+    """``--link -5,1`` as ``--link=-5,1``: argparse takes "-5,1" for a flag ("expected one
+    argument"); written with "=", the value reaches Link.parse, which names the negative latency."""
+    out = []
+    for a in argv:
+        if out and out[-1] in ("--link", "--local-link") and re.match(r"^-[\d.]", a):
+            out[-1] = f"{out[-1]}={a}"
+        else:
+            out.append(a)
+    return out
 
 
 def _argv_is_mpi_command(argv):

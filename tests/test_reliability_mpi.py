@@ -171,3 +171,68 @@ def test_a_version_1_checkpoint_without_the_data_sha_still_resumes(tmp_path):
     r = cli("train", "--iterations", "15", *SHORT, "--data", str(data), "--resume", str(ck), n=2, timeout=120)
     assert r.returncode == 0, r.stderr
     assert "resumed from" in r.stdout and "after 15 iterations" in r.stdout
+
+
+# ---------------------------------------------------------------------- 25.5 small ones
+@pytest.mark.parametrize("args, text", [
+    (["--link", ""], "--link expects LATENCY_US,GBIT_S with latency in [0, 1e+07] us and bandwidth in [1e-06, 1e+06] "
+                     "Gbit/s, got ''"),
+    (["--link", "-5,1"], "--link -5,1: the latency -5 us is negative"),
+    (["--link", "5,-1"], "--link 5,-1: the bandwidth -1 Gbit/s is not positive"),
+    (["--algo", "daso", "--local-link", "-5,1"], "--local-link -5,1: the latency -5 us is negative"),
+    (["--nesterov"], "--nesterov needs --momentum > 0"),
+])
+def test_small_option_errors_are_one_line(args, text):
+    r = cli("train", "--iterations", "3", *SHORT, *args, n=2, timeout=120)
+    assert r.returncode == 2, r.stderr
+    one_message(r, text)
+    assert "(rank" not in r.stderr
+
+
+def test_a_garbage_tarball_is_one_line(tmp_path):
+    import gzip
+    junk, gz = tmp_path / "junk.tar.gz", tmp_path / "notatar.tar.gz"
+    junk.write_bytes(bytes(range(256)) * 20)
+    gz.write_bytes(gzip.compress(b"hello"))
+    for src, why in [(junk, "neither a tar archive nor a gzip, bzip2 or xz-compressed one"),
+                     (gz, "a gzip file whose content is not a tar archive")]:
+        r = cli("data", "convert", "cifar10", str(src), str(tmp_path / "c.h5"), timeout=120)
+        assert r.returncode == 2, r.stderr
+        one_message(r, f"{src}: not a readable tar archive ({why}", "cifar-10-python.tar.gz")
+        assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+def test_unfinished_checkpoints_of_a_killed_run_are_removed_and_said(tmp_path):
+    ck = tmp_path / "ck"
+    r = cli("train", "--iterations", "10", *SHORT, "--checkpoint", str(ck), "--checkpoint-every", "5", n=2, timeout=120)
+    assert r.returncode == 0, r.stderr
+    # what a kill -9 during the writes of checkpoints 15 and 20 leaves behind
+    for t in (15, 20):
+        shutil.copytree(ck / "ckpt-10", ck / f".tmp-ckpt-{t}")
+    (ck / ".latest.tmp").write_text("ckpt-15\n")
+    r = cli("train", "--iterations", "12", *SHORT, "--checkpoint", str(ck), "--checkpoint-every", "5", "--resume",
+            str(ck), n=2, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert f"removed from {ck} the unfinished checkpoint(s) .tmp-ckpt-15, .tmp-ckpt-20" in r.stdout
+    assert sorted(os.listdir(ck)) == ["ckpt-10", "ckpt-12", "ckpt-5", "latest"]
+
+
+@pytest.mark.parametrize("args", [["--algo", "daso", "--ranks-per-node", "1", "--warmup-epochs", "0"],
+                                  ["--schedule", "plateau:patience=2"]])
+def test_no_checkpoint_holds_a_non_finite_number(tmp_path, args):
+    """DASO's "best loss so far" and the plateau schedule's, before their first observation."""
+    ck = tmp_path / "ck"
+    r = cli("train", "--iterations", "4", *SHORT, *args, "--checkpoint", str(ck), "--checkpoint-every", "2", n=2,
+            timeout=120)
+    assert r.returncode == 0, r.stderr
+    checked = 0
+    for t in (2, 4):
+        for rank in (0, 1):
+            with h5py.File(ck / f"ckpt-{t}" / f"rank{rank}.h5") as f:
+                arrays = [f["state"][k][...] for k in f["state"]]
+                arrays += [f["schedule_state"][...]] if "schedule_state" in f else []
+            for a in arrays:
+                if a.dtype.kind == "f":
+                    assert np.isfinite(a).all(), (t, rank, a)
+                    checked += 1
+    assert checked >= 4
