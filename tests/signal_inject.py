@@ -34,10 +34,11 @@ def main():
             os.kill(os.getpid(), sig)  # the handler runs at the next bytecode, here
 
     sys.argv = ["refsgd"] + sys.argv[3:]
+    import refsgd
     from refsgd import failure
-    try:
+    if os.path.exists(os.path.join(os.path.dirname(refsgd.__file__), "entry.py")):
         from refsgd.entry import main as command
-    except ImportError:  # refsgd before its entry module (the tests' "before" runs)
+    else:  # refsgd before its entry module (the tests' "before" runs)
         from refsgd.cli import main as command
     if phase == "start":
         install = failure.install
