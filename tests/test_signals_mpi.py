@@ -28,6 +28,20 @@ def refsgd_lines(stderr):
     return [ln for ln in stderr.splitlines() if ln.startswith("refsgd")]
 
 
+def run(args, timeout=90):
+    """mpiexec -n 2 ARGS in a session of its own, whose every process is killed if it hangs
+    (a hung job fails the test and leaves nothing behind)."""
+    p = subprocess.Popen([MPIEXEC, "-n", "2", sys.executable, *args], cwd=ROOT, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, env={**os.environ, **ONE_THREAD}, start_new_session=True)
+    try:
+        out, err = p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+        p.communicate()
+        raise AssertionError(f"{' '.join(args)}: still running after {timeout} s (a hang)") from None
+    return subprocess.CompletedProcess(p.args, p.returncode, out, err)
+
+
 def assert_stopped(r_code, stderr, name, elapsed, limit=30):
     code, word = WORDS[name]
     assert r_code == code, stderr
@@ -41,9 +55,7 @@ def assert_stopped(r_code, stderr, name, elapsed, limit=30):
 @pytest.mark.parametrize("name", ["SIGINT", "SIGTERM"])
 def test_a_signal_to_every_rank_at_each_phase(phase, name):
     t0 = time.monotonic()
-    r = subprocess.run([MPIEXEC, "-n", "2", sys.executable, INJECT, phase, name, "train", "--iterations", "30",
-                        "--no-progress"], capture_output=True, text=True, timeout=90, cwd=ROOT,
-                       env={**os.environ, **ONE_THREAD})
+    r = run([INJECT, phase, name, "train", "--iterations", "30", "--no-progress"])
     assert_stopped(r.returncode, r.stderr, name, time.monotonic() - t0)
 
 
@@ -51,9 +63,7 @@ def test_a_signal_to_every_rank_at_each_phase(phase, name):
                                          ("data", "SIGTERM:1"), ("collective", "SIGINT:0")])
 def test_a_signal_to_one_rank_during_start_up_ends_every_rank(phase, spec):
     t0 = time.monotonic()
-    r = subprocess.run([MPIEXEC, "-n", "2", sys.executable, INJECT, phase, spec, "train", "--iterations", "300",
-                        "--no-progress"], capture_output=True, text=True, timeout=90, cwd=ROOT,
-                       env={**os.environ, **ONE_THREAD})
+    r = run([INJECT, phase, spec, "train", "--iterations", "300", "--no-progress"])
     assert_stopped(r.returncode, r.stderr, spec.split(":")[0], time.monotonic() - t0)
 
 
@@ -80,10 +90,8 @@ def test_signals_to_the_whole_job_at_offsets_after_the_launch(name):
 @pytest.mark.parametrize("name", ["SIGINT", "SIGTERM"])
 def test_an_interrupted_run_writes_out_and_trace_for_the_iterations_done(tmp_path, name):
     out, trace = tmp_path / "run.h5", tmp_path / "trace.h5"
-    r = subprocess.run([MPIEXEC, "-n", "2", sys.executable, INJECT, "loop", name, "train", "--iterations", "30",
-                        "--log-every", "5", "--dtype", "float64", "--no-progress", "--out", str(out),
-                        "--trace", str(trace)], capture_output=True, text=True, timeout=120, cwd=ROOT,
-                       env={**os.environ, **ONE_THREAD})
+    r = run([INJECT, "loop", name, "train", "--iterations", "30", "--log-every", "5", "--dtype", "float64",
+             "--no-progress", "--out", str(out), "--trace", str(trace)], timeout=120)
     code, word = WORDS[name]
     assert r.returncode == code, r.stderr
     lines = refsgd_lines(r.stderr)
