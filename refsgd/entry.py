@@ -12,7 +12,10 @@ from refsgd import Stopped, failure
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else list(argv)
-    failure.install(mpi_command=is_mpi_command(argv))
+    mpi_command = is_mpi_command(argv)
+    failure.install(mpi_command=mpi_command)
+    if mpi_command and (failure.launcher_size() or 1) > 1:
+        failure.bound_mpi_start()  # a rank gone before MPI_Init must not leave the others there forever
     try:
         from refsgd import cli
         code = cli.main(argv)

@@ -14,7 +14,8 @@ There are two ways for a rank to stop (see README, "Failures and signals"):
 Exit codes: 1 a failure (a bug, a thread, a crash), 2 a user error (input, files), 130
 interrupted (SIGINT), 143 terminated (SIGTERM).
 
-Signals: the handler is installed by the command's first instruction (:mod:`refsgd.entry`).
+Signals: the handler is installed by the command's first instruction (:mod:`refsgd.entry`),
+with a bound on the time to MPI_Init (:func:`bound_mpi_start`).
 During the training loop the first SIGINT or SIGTERM only sets a flag; the loss check (every
 ``--log-every`` iterations, on every rank) agrees on it, writes the checkpoint (with
 ``--checkpoint``), the ``--out`` and ``--trace`` files of the iterations done (marked
@@ -205,6 +206,35 @@ class _Stop:
 
 
 STOP = _Stop()
+
+
+def start_timeout():
+    """Seconds a rank of an MPI command has from its first instruction to MPI being up
+    (REFSGD_MPI_START_TIMEOUT, default 300)."""
+    try:
+        return max(1, int(float(os.environ.get("REFSGD_MPI_START_TIMEOUT", "300"))))
+    except ValueError:
+        return 300
+
+
+def bound_mpi_start():
+    """Kill this rank if MPI is not up within :func:`start_timeout` seconds.
+
+    A rank that ends with an exit code before ``MPI_Init`` (an import that fails on one node, a
+    Ctrl-C during the interpreter's start-up, before refsgd's first instruction, with ``python
+    -m``) is not noticed by MPICH's launcher, and the other ranks wait for it in ``MPI_Init``
+    forever, where neither a Python thread nor a Python signal handler can run (mpi4py holds the
+    GIL there). SIGALRM's default action can: it ends the process, which the launcher notices
+    (its banner names "Alarm clock") and ends the job. A thread cancels the alarm once MPI is up."""
+    if not hasattr(signal, "alarm"):
+        return
+    signal.alarm(start_timeout())
+
+    def cancel_when_up():
+        while mpi_state() in (None, "importing"):
+            time.sleep(0.1)
+        signal.alarm(0)
+    threading.Thread(target=cancel_when_up, daemon=True, name="refsgd-mpi-start").start()
 
 
 def install(mpi_command=False):

@@ -5,7 +5,8 @@ the last".
     mpiexec -n 2 python tests/signal_inject.py PHASE SIGNAL[:RANKS] train --iterations 30 ...
 
 PHASE is one of PHASES: the moment the process sends SIGNAL (SIGINT or SIGTERM) to itself, as
-scancel or a Ctrl-C would. Nothing of refsgd is imported before the command's entry point
+scancel or a Ctrl-C would; or BEFORE, before refsgd's first instruction, where SIGNAL may also be
+EXIT (the rank ends with exit code 1, as an import that fails on one node). Nothing of refsgd is imported before the command's entry point
 (refsgd.entry), as with the `refsgd` console script; the hooks are import hooks and wrappers
 around refsgd's functions, installed as the modules load.
 """
@@ -18,16 +19,22 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) 
 
 #: the moments, in the order a run meets them
 PHASES = ("start", "imports", "mpi-import", "mpi-up", "data", "collective", "loop", "write", "exit")
+#: before refsgd's first instruction (the interpreter's start-up): Python's default handlers apply
+BEFORE = "interpreter"
 
 
 def main():
     phase, spec = sys.argv[1], sys.argv[2]
     name, _, ranks = spec.partition(":")
-    sig = getattr(signal, name)
+    sig = None if name == "EXIT" else getattr(signal, name)
     rank = int(os.environ.get("PMI_RANK", "0"))
-    if phase not in PHASES:
+    if phase not in PHASES + (BEFORE,):
         raise SystemExit(f"unknown phase {phase!r}")
     armed = ranks == "" or str(rank) in ranks.split(",")
+    if phase == BEFORE and armed:
+        if sig is None:  # EXIT: the rank ends with exit code 1 before MPI_Init, as a failed import on one node
+            os._exit(1)
+        os.kill(os.getpid(), sig)
 
     def fire(where):
         if armed:

@@ -28,11 +28,12 @@ def refsgd_lines(stderr):
     return [ln for ln in stderr.splitlines() if ln.startswith("refsgd")]
 
 
-def run(args, timeout=90):
+def run(args, timeout=90, env=None):
     """mpiexec -n 2 ARGS in a session of its own, whose every process is killed if it hangs
     (a hung job fails the test and leaves nothing behind)."""
     p = subprocess.Popen([MPIEXEC, "-n", "2", sys.executable, *args], cwd=ROOT, stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True, env={**os.environ, **ONE_THREAD}, start_new_session=True)
+                         stderr=subprocess.PIPE, text=True, env={**os.environ, **ONE_THREAD, **(env or {})},
+                         start_new_session=True)
     try:
         out, err = p.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -65,6 +66,19 @@ def test_a_signal_to_one_rank_during_start_up_ends_every_rank(phase, spec):
     t0 = time.monotonic()
     r = run([INJECT, phase, spec, "train", "--iterations", "300", "--no-progress"])
     assert_stopped(r.returncode, r.stderr, spec.split(":")[0], time.monotonic() - t0)
+
+
+def test_a_rank_gone_before_mpi_init_does_not_leave_the_others_there_forever():
+    """Rank 1 ends with exit code 1 before refsgd's first instruction (as an import failing on one
+    node, or a Ctrl-C in the interpreter's start-up under python -m): MPICH's launcher does not
+    notice, and rank 0 would wait in MPI_Init forever; REFSGD_MPI_START_TIMEOUT bounds the wait."""
+    t0 = time.monotonic()
+    r = run([INJECT, "interpreter", "EXIT:1", "train", "--iterations", "30", "--no-progress"], timeout=60,
+            env={"REFSGD_MPI_START_TIMEOUT": "5"})
+    assert r.returncode != 0 and time.monotonic() - t0 < 40, r.stderr
+    # and a run that starts within the limit is not touched by it
+    r = run(["-m", "refsgd", "train", "--iterations", "300", "--no-progress"], env={"REFSGD_MPI_START_TIMEOUT": "5"})
+    assert r.returncode == 0, r.stderr
 
 
 @pytest.mark.parametrize("name", ["SIGINT", "SIGTERM"])
