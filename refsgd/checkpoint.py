@@ -4,13 +4,20 @@ Layout of ``--checkpoint DIR``::
 
     DIR/latest                 the name of the newest complete checkpoint (one line)
     DIR/ckpt-<t>/meta.json     method, model, world size, dtype, the configuration, t, and
-                               (format_version 2) data_sha256, the SHA-256 of the dataset's
-                               content (refsgd.trace.dataset_sha256, test set included); a
-                               version-1 checkpoint, without it, is still read
+                               (format_version 3) data_sha256, the SHA-256 of the dataset's
+                               content (refsgd.trace.dataset_sha256, test set included)
     DIR/ckpt-<t>/rank<r>.h5    rank r's state: every array the method registered (weights,
                                optimizer buffers, ...), the schedule's state, the per-iteration
-                               records and the evaluations so far; attributes t, rank and
+                               records and the evaluations so far; attributes t, rank,
+                               format_version, segments (JSON: the processes that made the
+                               run so far, [{"iterations": [first, end], "wall_seconds"}]) and
                                sha256 (a checksum of all of it)
+
+Format version 2 (meta.json and every rank file say ``format_version``) adds the segments; a
+version-1 checkpoint (no format_version) is read as one segment whose wall time is the sum of
+its per-iteration wall times (its evaluations and checkpoints left out). Version 3 (this one)
+adds meta.json's data_sha256; a checkpoint without it (versions 1 and 2) resumes without that
+check.
 
 ``t`` is the number of completed iterations. A checkpoint is written every K iterations, after
 the last one, and when a signal stops the run; only the newest ``--keep-checkpoints`` are kept.
@@ -46,6 +53,9 @@ import numpy as np
 from refsgd import AgreedError, RefsgdError
 from refsgd.files import h5_written
 
+#: 2 adds the segments, 3 the dataset's SHA-256 in meta.json (versions 1 and 2 are read too)
+FORMAT_VERSION = 3
+
 #: options that may differ between the run that wrote a checkpoint and the one resuming it
 MAY_CHANGE = {"epochs", "iterations", "eval_every", "log_every", "progress", "out", "checkpoint",
               "checkpoint_every", "keep_checkpoints", "resume", "list", "link", "local_link", "poll", "force",
@@ -67,10 +77,6 @@ def _ckpt_dir(path):
     if not os.path.isfile(os.path.join(d, "meta.json")):
         raise RefsgdError(f"--resume {path}: 'latest' names {name}, which is missing or incomplete")
     return d
-
-
-#: meta.json's format_version: 2 records data_sha256 (version 1, without format_version, is read too)
-FORMAT_VERSION = 2
 
 
 def read_meta(path, config, world, num_params, data_sha256=None, total=None):
@@ -120,8 +126,9 @@ def _data_text(config):
     return f"--data {config['data']}" if config.get("data") else "dataset (the embedded digits)"
 
 
-def digest(state, schedule_state, records, evals, events, t):
-    """SHA-256 of a rank file's content (kept in its ``sha256`` attribute and checked on resume)."""
+def digest(state, schedule_state, records, evals, events, t, segments=None):
+    """SHA-256 of a rank file's content (kept in its ``sha256`` attribute and checked on resume);
+    ``segments`` (JSON text) from format version 2 on."""
     h = hashlib.sha256(f"t={t}".encode())
     for k in sorted(state):
         v = np.ascontiguousarray(state[k])
@@ -134,6 +141,8 @@ def digest(state, schedule_state, records, evals, events, t):
         h.update(np.ascontiguousarray(records[k], dtype=np.float64).data)
     h.update(evals.encode())
     h.update(events.encode())
+    if segments is not None:
+        h.update(segments.encode())
     return h.hexdigest()
 
 
@@ -203,7 +212,7 @@ def _oserror(e):
 
 def _write_rank(run, path, t):
     sched = getattr(run.schedule, "state", None)
-    evals, events = json.dumps(run.evals), json.dumps(run.events)
+    evals, events, segments = json.dumps(run.evals), json.dumps(run.events), json.dumps(run.segments)
     with h5_written(path, what=f"rank {run.rank}'s checkpoint") as f:
         st = f.create_group("state")
         for k, v in run.state.items():
@@ -217,7 +226,9 @@ def _write_rank(run, path, t):
         f.attrs["events"] = events
         f.attrs["t"] = t
         f.attrs["rank"] = run.rank
-        f.attrs["sha256"] = digest(run.state, sched, run.records, evals, events, t)
+        f.attrs["format_version"] = FORMAT_VERSION
+        f.attrs["segments"] = segments
+        f.attrs["sha256"] = digest(run.state, sched, run.records, evals, events, t, segments)
 
 
 def _latest_name(root):
@@ -288,6 +299,7 @@ class Restorer:
                 self.records = {k: np.asarray(read(f"records/{k}"), dtype=np.float64) for k in f["records"]}
                 evals, events = f.attrs["evals"], f.attrs.get("events", "[]")
                 saved_t, saved_rank = int(f.attrs["t"]), int(f.attrs.get("rank", rank))
+                segments = f.attrs.get("segments")    # None: format version 1
                 checksum = f.attrs.get("sha256")
         except RefsgdError:
             raise
@@ -297,7 +309,8 @@ class Restorer:
         if saved_t != t or saved_rank != rank:
             raise RefsgdError(f"--resume: {self.path} belongs to iteration {saved_t} (rank {saved_rank}), "
                               f"the checkpoint to iteration {t} (rank {rank}): a stale or misplaced rank file")
-        if checksum is None or digest(self.state, self.schedule_state, self.records, evals, events, t) != checksum:
+        if checksum is None or digest(self.state, self.schedule_state, self.records, evals, events, t,
+                                      segments) != checksum:
             raise RefsgdError(f"--resume: {self.path} is damaged (its content does not match its SHA-256 "
                               f"checksum); resume from an earlier checkpoint")
         bad = [k for k, v in self.state.items() if v.dtype.kind == "f" and np.any(np.isnan(v))]
@@ -308,6 +321,9 @@ class Restorer:
         self.evals = json.loads(evals)
         self.events = json.loads(events)
         self.t = t
+        if segments is None:  # version 1: one segment, timed by its iterations alone
+            segments = json.dumps([{"iterations": [0, t], "wall_seconds": float(np.sum(self.records.get("wall", [])))}])
+        self.segments = json.loads(segments)
 
     def fill(self, name, array):
         if name not in self.state:

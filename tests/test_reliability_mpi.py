@@ -160,13 +160,14 @@ def test_resuming_with_other_data_at_the_same_path_is_refused(tmp_path):
     one_message(r, "the checkpoint was trained on other data", before[:16], after[:16])
 
 
-def test_a_version_1_checkpoint_without_the_data_sha_still_resumes(tmp_path):
+def test_a_version_2_checkpoint_without_the_data_sha_still_resumes(tmp_path):
     import json
     data, ck = _checkpointed_on_a_copy(tmp_path)
     meta_path = ck / "ckpt-10" / "meta.json"
     meta = json.loads(meta_path.read_text())
-    assert meta["format_version"] == 2 and len(meta["data_sha256"]) == 64
-    del meta["format_version"], meta["data_sha256"]
+    assert meta["format_version"] == 3 and len(meta["data_sha256"]) == 64
+    meta["format_version"] = 2  # as refsgd wrote it before the data's SHA-256
+    del meta["data_sha256"]
     meta_path.write_text(json.dumps(meta))
     r = cli("train", "--iterations", "15", *SHORT, "--data", str(data), "--resume", str(ck), n=2, timeout=120)
     assert r.returncode == 0, r.stderr

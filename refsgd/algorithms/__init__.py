@@ -34,11 +34,12 @@ def check(name, args, world):
 def check_sizes(name, args, net, total):
     """The options whose buffers are K copies of the model (pipe-sgd's --dependency, pp-asgd's
     --staleness and --threads): refused when they exceed what the run of ``total`` iterations can
-    use, or the memory this machine has (every rank, before anything is allocated)."""
+    use (None: not known before the run), or the memory this machine has (every rank, before
+    anything is allocated)."""
     module = {"pipe-sgd": pipesgd, "pp-asgd": ppasgd, "asgd": ppasgd}.get(name)
     if module is not None:
         module.check_sizes(args, net, total)
-    if getattr(args, "trace", None):  # every state array of every iteration, kept until the end
+    if getattr(args, "trace", None) and total:  # every state array of every iteration, kept until the end
         model_copies(total, net, f"--trace of {total} iterations keeps at least one state array per iteration")
 
 
@@ -55,6 +56,12 @@ def micro_batches(args):
     if args.algo in ("pp-asgd", "asgd"):
         return value(args, "threads")
     return args.tau
+
+
+def by_gradients(args):
+    """Whether the method's iterations consume however many gradients have arrived (PP-ASGD and
+    ASGD with free-running gradient threads): --epochs then counts gradients, not iterations."""
+    return args.algo in ("pp-asgd", "asgd") and value(args, "staleness") is None
 
 
 def servers(name):
