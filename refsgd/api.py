@@ -118,6 +118,7 @@ def _outputs(args, r, cfg, link, threads, say, load_before, summary=True):
         if summary:
             r.log(f"trace written to {args.trace}")
     gathered = metrics.gather(r)
+    spans = timeline_gather(r)
     rec = None
     if r.rank == 0:
         rec, nodes = gathered
@@ -127,11 +128,19 @@ def _outputs(args, r, cfg, link, threads, say, load_before, summary=True):
                                 segments=r.segments))
         if args.out:
             metrics.write(args.out, r, rec, nodes, cfg, shown, model=model, threads=threads,
-                          load=(load_before, load_after))
+                          load=(load_before, load_after), timeline=spans)
             if summary:
                 say(f"metrics written to {args.out}")
     return Result(model=None if model is None else np.array(model), net=r.net, evals=list(r.evals),
                   events=list(r.events), metrics=rec, config=cfg, wall=r.wall, threads=threads)
+
+
+def timeline_gather(run):
+    """Collective with --timeline: every rank's spans on rank 0 (None without one)."""
+    if run.timeline is None:
+        return None
+    from refsgd import timeline
+    return timeline.gather(run.control_comm, run.timeline)
 
 
 def _namespace(args):
@@ -326,6 +335,11 @@ def prepare(args, comm):
     if args.trace and args.resume:
         raise RefsgdError("--trace records a run from its first step: it cannot be combined with --resume")
     check_outputs(args)
+    if getattr(args, "timeline", None):
+        from refsgd import timeline
+        timeline.parse_spec(args.timeline)
+        if not args.out:
+            raise RefsgdError("--timeline needs --out RUN.h5: the spans are written into the metrics file")
     restorer = None
     if args.resume:
         from refsgd import checkpoint

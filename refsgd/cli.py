@@ -110,6 +110,12 @@ def _add_training_options(p):
                    help="record every rank's state, loss and batch indices at every step (the golden "
                         "schema of implementers.md, installed with refsgd: --list prints where); costs 8 bytes (float64) x parameters x "
                         "state arrays per step and rank: use small models and a few hundred steps")
+    p.add_argument("--timeline", nargs="?", const="default", default=None, metavar="SPEC",
+                   help="record, on every rank and thread, the spans of a window of iterations (compute, idle, "
+                        "each MPI call, codec, update, communication in flight, the --link model), each named by "
+                        "the listing line it executes, into the --out file (needed); SPEC: START:COUNT "
+                        "(iterations START..START+COUNT-1, also written it100:5), START, or :COUNT; default "
+                        "3:5. Export or draw them with refsgd report --timeline / --timeline-plot")
 
 
 def _add_method_options(p, dtype):
@@ -252,14 +258,25 @@ def build_parser():
                                    "matplotlib); --csv and --json export the evaluations and a summary of "
                                    "each run (layouts in refsgd/report.py). Outputs are written atomically; "
                                    "an existing file is replaced only with --force.",
-                       epilog="example: refsgd report ssgd.h5 dcasgd.h5 --plot cmp.png --csv cmp.csv")
+                       epilog="examples: refsgd report ssgd.h5 dcasgd.h5 --plot cmp.png --csv cmp.csv\n"
+                              "  refsgd report run.h5 --timeline run.json          (a run of train --timeline, for "
+                              "Perfetto)\n"
+                              "  refsgd report ssgd.h5 laga.h5 pipe.h5 --timeline-plot t.png   (Gantt chart)",
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("files", nargs="+", metavar="FILE", help="metrics file(s) written by refsgd train --out")
     p.add_argument("--plot", default=None, metavar="OUT.png",
                    help="draw the curves and time split into this image (.png, .pdf, .svg, ...)")
     p.add_argument("--csv", default=None, metavar="OUT.csv", help="write the evaluations, one row each, as CSV")
     p.add_argument("--json", default=None, metavar="OUT.json",
                    help="write each run's attributes, config, evaluations and time split as JSON")
-    p.add_argument("--force", action="store_true", help="replace existing --plot/--csv/--json files")
+    p.add_argument("--timeline", default=None, metavar="OUT.json",
+                   help="export the spans of train --timeline (one file) in the Trace Event Format: one process per "
+                        "rank, one track per thread and per lane of requests in flight, named by the listing's lines "
+                        "(open in https://ui.perfetto.dev or chrome://tracing)")
+    p.add_argument("--timeline-plot", default=None, metavar="OUT.png",
+                   help="draw the spans of each file's train --timeline as a Gantt chart, one panel per run on a "
+                        "common time axis of the same number of iterations (needs matplotlib)")
+    p.add_argument("--force", action="store_true", help="replace existing --plot/--csv/--json/--timeline files")
 
     p = sub.add_parser("models", help="list the bundled models, or describe one",
                        description="Without NAME, list the bundled model specs; with NAME (or a "
@@ -329,6 +346,9 @@ def build_parser():
                    help="daso: emulated link within a node (default: the real one)")
     o.add_argument("--sync-every", type=_positive_int, default=None, metavar="B",
                    help="daso: batches between global syncs, B (default 4; W = max(1, B/4))")
+    o.add_argument("--timeline-cost", type=_nonneg_int, default=0, metavar="PAIRS",
+                   help="also time each method with train --timeline recording every timed iteration: PAIRS runs "
+                        "without and with it, alternating, and print the iteration times (medians) and the cost")
     o.add_argument("--lr", type=_nonneg_float, default=0.001, help="learning rate of the timed runs (default 0.001)")
     o.add_argument("--seed", type=_nonneg_int, default=0)
     o.add_argument("--dtype", choices=("float32", "float64"), default="float32")
@@ -648,7 +668,8 @@ def _dispatch(args, parser):
         return 0 if ok else 1
     if args.command == "report":
         from refsgd import report
-        print(report.report(args.files, plot=args.plot, csv_out=args.csv, json_out=args.json, force=args.force))
+        print(report.report(args.files, plot=args.plot, csv_out=args.csv, json_out=args.json, force=args.force,
+                            timeline=args.timeline, timeline_plot=args.timeline_plot))
         return 0
     if args.command == "models":
         return cmd_models(args)

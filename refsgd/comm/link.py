@@ -270,6 +270,10 @@ class Traffic:
             self.global_bytes += nbytes
 
 
+#: refsgd train --timeline: called with (start, end) of every modelled transfer (None: no one listens)
+observer = None
+
+
 class LinkComm(MPI.Intracomm):
     """An ``MPI.Intracomm`` (same MPI handle as the one it is built from) whose all-reduces are
     held back to the emulated ``link``'s Ring-AllReduce time (``link = None`` adds no delay) and
@@ -302,6 +306,8 @@ class LinkComm(MPI.Intracomm):
         """Queue a transfer of duration t arriving at ``start`` behind the ones on the link."""
         free = max(start, self.__dict__.get("_free_at", 0.0))
         self._free_at = free + t
+        if observer is not None and t > 0:
+            observer(free, free + t)
         return free + t
 
     def Allreduce(self, sendbuf, recvbuf, op=MPI.SUM):
