@@ -172,7 +172,8 @@ def _add_method_options(p, dtype):
                         "(deterministic, as the serial rendering; default arrival)")
     g.add_argument("--dependency", type=_positive_int, default=None, metavar="K",
                    help="pipe-sgd: iteration dependency K, each update applies the summed gradient of the "
-                        "K-th last iteration (default 2, the paper's optimum; 1 is D-Sync)")
+                        "K-th last iteration (default 2, the paper's optimum; 1 is D-Sync); below the run's iterations, "
+                        "and its 4 K copies of the model within the memory available")
     g.add_argument("--warmup-epochs", type=_nonneg_int, default=None, metavar="E",
                    help="pipe-sgd: the first E epochs with dependency 1 (D-Sync), as the paper trains AlexNet "
                         "and ResNet (default 0); daso: the first E epochs sync globally every batch, "
@@ -194,7 +195,8 @@ def _add_method_options(p, dtype):
                         "its sub-batches of --batch samples (default 2)")
     g.add_argument("--staleness", type=_nonneg_int, default=None, metavar="S",
                    help="pp-asgd, asgd: deterministic mode, update t consumes one sub-batch per thread "
-                        "computed at the w^ of update t-S-1, and f_S uses S (default: threaded, measured)")
+                        "computed at the w^ of update t-S-1, and f_S uses S (default: threaded, measured); below "
+                        "the run's iterations")
     g.add_argument("--compress", choices=("none", "t16", "bf16", "fp16", "q8"), default=None,
                    help="ssgd, ssgd-nag, pipe-sgd, d-sync: the gradient all-reduce carries t16 (upper 16 "
                         "bits of each float32, truncated), bf16 (bfloat16), fp16 (IEEE half, as Horovod's "
@@ -543,8 +545,8 @@ def _prepare_overlap(args, world):
         raise RefsgdError(f"--skip {args.skip} leaves no iteration of --iterations {args.iterations} to measure")
     if args.link and args.ratio is not None:
         raise RefsgdError("give --link or --ratio, not both")
-    args.link = Link.parse(args.link) if args.link else None
-    args.local_link = Link.parse(args.local_link, "--local-link") if args.local_link else None
+    args.link = Link.parse(args.link) if args.link is not None else None
+    args.local_link = Link.parse(args.local_link, "--local-link") if args.local_link is not None else None
     args.ratios = None
     if args.ratio is not None:
         args.ratios = bench.measure.parse_ratios(args.ratio)
@@ -659,8 +661,9 @@ def main(argv=None):
         pass
     parser = build_parser()
     args = parser.parse_args(argv)
-    if _is_mpi_command(args):
-        failure.install()  # SIGINT/SIGTERM: stop together at the loss check, or end every rank
+    # SIGINT/SIGTERM: stop together at the loss check, or end every rank (refsgd.entry installs
+    # the handlers as its first instruction; a caller of main() without it gets them here)
+    failure.install(mpi_command=_is_mpi_command(args))
     np.seterr(all="ignore")  # non-finite values are detected and reported by refsgd itself, once
     warnings.filterwarnings("ignore", category=RuntimeWarning)
     try:
@@ -758,6 +761,7 @@ class _Parser(argparse.ArgumentParser):
         super().__init__(*a, **kw)
 
     def parse_args(self, args=None, namespace=None):
+        args = _negative_link_values(sys.argv[1:] if args is None else list(args))
         ns, extra = self.parse_known_args(args, namespace)
         if extra:
             p = self._innermost(ns)
@@ -806,13 +810,21 @@ class _Parser(argparse.ArgumentParser):
         sys.exit(failure.EXIT_USER)
 
 
+def _negative_link_values(argv):
+    """``--link -5,1`` as ``--link=-5,1``: argparse takes "-5,1" for a flag ("expected one
+    argument"); written with "=", the value reaches Link.parse, which names the negative latency."""
+    out = []
+    for a in argv:
+        if out and out[-1] in ("--link", "--local-link") and re.match(r"^-[\d.]", a):
+            out[-1] = f"{out[-1]}={a}"
+        else:
+            out.append(a)
+    return out
+
+
 def _argv_is_mpi_command(argv):
-    words = [a for a in argv if not a.startswith("-")]
-    if not words:
-        return False
-    if words[0] == "train":
-        return "--list" not in argv
-    return words[0] == "bench" and len(words) > 1 and words[1] == "overlap"
+    from refsgd.entry import is_mpi_command
+    return is_mpi_command(argv)
 
 
 if __name__ == "__main__":

@@ -60,7 +60,10 @@ Schema (HDF5, written by rank 0, atomically)::
            all its segments), segments (JSON list, one per process that made the run: the first
            and a --resume's: {"iterations": [first, end], "wall_seconds": s}), load_average_before
            and load_average_after (JSON [1, 5, 15-minute load averages] of the machine of rank 0
-           before and after this process's part of the run, or null: refsgd.busy)
+           before and after this process's part of the run, or null: refsgd.busy); and, only when
+           SIGINT or SIGTERM stopped the run, interrupted (the signal's name, "SIGINT") and
+           iterations_planned (the run's end, when it was set in iterations: the file holds the T
+           iterations done before it)
 
 Version 4 (this one) adds the /timeline group (with --timeline); otherwise as version 3.
 Version 3 adds /iterations/evaluate, checkpoint, gradients, thread_compute and the
@@ -76,7 +79,7 @@ import numpy as np
 from mpi4py import MPI
 
 from refsgd import __version__
-from refsgd.files import h5_written, open_h5
+from refsgd.files import h5_written, open_h5, read_array
 from refsgd.run import FIELDS
 
 FORMAT = "refsgd-metrics"
@@ -141,6 +144,10 @@ def write(path, run, rec, nodes, config, link, model=None, threads=None, load=(N
         f.attrs["segments"] = json.dumps(run.segments)
         for when, value in zip(("before", "after"), load):
             f.attrs[f"load_average_{when}"] = json.dumps(value)  # [1, 5, 15 min], or null
+        if getattr(run, "interrupted", None):  # a signal stopped the run: the file holds the iterations done
+            f.attrs["interrupted"] = run.interrupted
+            if run.total is not None:
+                f.attrs["iterations_planned"] = run.total
 
 
 def total_wall(segments):
@@ -241,8 +248,8 @@ def read(path):
         missing += [f"/evals/{k}" for k in _EVAL_COLUMNS if k not in f["evals"]]
         if missing:
             raise RefsgdError(f"{path}: malformed metrics file, missing {', '.join(missing)}")
-        rec = {k: f["iterations"][k][...] for k in f["iterations"]}
-        cols = {k: f["evals"][k][...] for k in f["evals"]}
+        rec = {k: read_array(f, f"iterations/{k}") for k in f["iterations"]}
+        cols = {k: read_array(f, f"evals/{k}") for k in f["evals"]}
         attrs = dict(f.attrs)
     shapes = {k: v.shape for k, v in rec.items()}
     if any(len(sh) != 2 for sh in shapes.values()) or len(set(shapes.values())) != 1:

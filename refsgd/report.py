@@ -106,7 +106,7 @@ import numpy as np
 
 from refsgd import RefsgdError
 from refsgd import timeline as tl
-from refsgd.files import atomic_path, check_distinct, check_output, open_h5
+from refsgd.files import atomic_path, check_distinct, check_output, open_h5, read_array
 from refsgd.options import one_worker_note
 
 #: the time split, in the order drawn and tabled
@@ -277,7 +277,7 @@ def load(path, index=1):
             if shape != (t,) or getattr(d, "dtype", np.dtype(object)).kind not in "fiu":
                 raise RefsgdError(f"{path}: malformed metrics file: /lr must be numbers of shape ({t},) "
                                   f"(one per iteration), got {shape if shape is not None else 'a group'}")
-            lr = np.asarray(d[...], dtype=np.float64)
+            lr = np.asarray(read_array(f, "lr"), dtype=np.float64)
     return Run(index, path, evals, rec, attrs, config, lr)
 
 
@@ -329,6 +329,10 @@ def run_text(run):
     head = [f"{run.path}: {run.algo} on {_text(a.get('world_size', run.world))} rank(s), "
             f"{_nodes(run)}, model {run.model}, refsgd {_text(a.get('refsgd_version', '?'))}, "
             f"metrics format version {run.format_version}"]
+    if "interrupted" in a:
+        planned = f" of {_text(a['iterations_planned'])}" if "iterations_planned" in a else ""
+        head.append(f"INTERRUPTED by {_text(a['interrupted'])} after iteration {run.iterations}{planned}: the file "
+                    "holds the iterations done")
     head += [f"{name}: {_attr_text(k, a[k])}" for k, name in EXTRA_ATTRS if k in a]
     mpi = _text(a.get("mpi_library", "")).strip()
     head.append(f"MPI: {mpi.splitlines()[0] if mpi else '?'}, thread level {_text(a.get('mpi_thread_level', '?'))}")

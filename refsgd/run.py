@@ -143,6 +143,7 @@ class Run:
         #: the trace records them, so that it names the layout its trajectory followed
         self.found = {}
         self.first_bad = None
+        self.interrupted = None  # the signal's name ("SIGINT") when a signal stopped the loop
         self._pending = []
         # --trace: every iteration's state, batches, loss and lr (see refsgd.trace)
         self.tracing = bool(getattr(cfg, "trace", None))
@@ -674,7 +675,8 @@ class Run:
         states = {k: np.stack([e["states"][k] for e in every], axis=1) for k in names}
         trace.write(path, method=self.cfg.algo, source="mpi", config=config, net=self.net, data=self.data,
                     w0=self.init_params(), batches=np.stack([e["batches"] for e in every], axis=1),
-                    loss=np.stack([e["loss"] for e in every], axis=1), lr=np.array(tr["lr"]), states=states)
+                    loss=np.stack([e["loss"] for e in every], axis=1), lr=np.array(tr["lr"]), states=states,
+                    interrupted=self.interrupted)
 
     def save_checkpoint(self):
         """Complete the requests still in flight, then write every rank's state (collective)."""
@@ -726,14 +728,23 @@ class Run:
         """Every rank: a signal was agreed on at the boundary after iteration t."""
         failure.STOP.cancel()
         word, name = failure.describe(signum)
-        where = f"after iteration {t + 1}"
+        saved = []
         if self._checkpoint is not None:
             path = self.save_checkpoint()
-            raise Stopped(failure.exit_code(signum), f"{word} ({name}) {where}; checkpoint written to {path}; "
-                          f"continue with --resume {self._checkpoint[0]}", collective=True)
+            saved.append(f"checkpoint written to {path}; continue with --resume {self._checkpoint[0]}")
         self._complete_pending()
-        raise Stopped(failure.exit_code(signum), f"{word} ({name}) {where} (no --checkpoint, nothing saved)",
-                      collective=True)
+        # the run ends here: the --out and --trace files are written for the iterations done
+        self.interrupted = name
+        self.wall = time.perf_counter() - self._run_start
+        self.iterations_run = t + 1 - self._first
+        if self.segments:  # this process's segment ends here
+            self.segments[-1]["iterations"][1] = t + 1
+            self.segments[-1]["wall_seconds"] = self.wall
+        if self._bar is not None:
+            self._bar.close()
+            self._bar = None
+        raise Stopped(failure.exit_code(signum), f"{word} ({name}) after iteration {t + 1}", collective=True,
+                      saved=saved)
 
     def evaluate(self, t):
         """Mean training loss of the epoch and test loss/accuracy of the model, over all ranks."""

@@ -77,7 +77,7 @@ from mpi4py import MPI
 
 from refsgd import RefsgdError
 from refsgd.comm import codecs
-from refsgd.optim import plateaued
+from refsgd.optim import NO_BEST, plateaued
 from refsgd.options import default
 
 BLOCKING_CODEC = "bf16"
@@ -118,7 +118,7 @@ class Phases:
         self.patience = option(cfg, "plateau_patience")
         self.threshold = option(cfg, "plateau_threshold")
         self.state = np.zeros(_SLOTS + 6)
-        self.state[[_B, _W, _BEST]] = [self.b_max, max(1, self.b_max // 4), np.inf]
+        self.state[[_B, _W, _BEST]] = [self.b_max, max(1, self.b_max // 4), NO_BEST]  # finite: checkpointed
         self.state[_SLOTS::3] = -1
 
     def phase(self, t):

@@ -129,6 +129,20 @@ def check(args, world):
                           "MPI4PY_RC_THREAD_LEVEL, or use an MPI built with thread support)")
 
 
+def check_sizes(args, net, total):
+    """--dependency K below the run's iterations, and its 4 K copies of the model within memory."""
+    if args.algo != "pipe-sgd":
+        return
+    from refsgd.algorithms import model_copies
+    K = value(args, "dependency")
+    if K >= total:
+        raise RefsgdError(f"--dependency {K} is not below the run's {total} iterations: an update applies the summed "
+                          f"gradient of the K-th last iteration, so the first K iterations apply nothing and this run "
+                          f"would never apply a gradient; give a dependency below {total}")
+    # g_sum (K) and its copy at the start, and the K hand-over slots of the local and the summed gradients
+    model_copies(4 * K, net, f"--dependency {K}")
+
+
 def _codec(run):
     name = getattr(run.cfg, "compress", "none")
     return None if name in (None, "none") else codecs.get(name)

@@ -96,6 +96,21 @@ def check(args, world):
                           "MPI_THREAD_FUNNELED (unset MPI4PY_RC_THREAD_LEVEL)")
 
 
+def check_sizes(args, net, total):
+    """--staleness S below the run's iterations; the copies of the model that S and --threads G
+    keep (S + 1 versions of w^ and G gradients; threaded: 4 G buffers) within memory."""
+    from refsgd.algorithms import model_copies
+    S, G = args.staleness, value(args, "threads")
+    if S is not None and S >= total:
+        raise RefsgdError(f"--staleness {S} is not below the run's {total} iterations: update t consumes gradients "
+                          f"computed at the w^ of update t-S-1, so every update of this run would use the initial "
+                          f"model's gradients; give a staleness below {total}")
+    if S is not None:
+        model_copies(S + 1 + G, net, f"--staleness {S} and --threads {G}")
+    else:
+        model_copies(4 * G + 1, net, f"--threads {G}")
+
+
 def randpick(seed, rank, thread, j, n, b):
     """Sub-batch j of gradient thread ``thread`` of ``rank``: b indices in [0, n), with replacement."""
     return np.random.default_rng([seed, rank, thread, j]).integers(0, n, b)

@@ -155,8 +155,9 @@ class Link:
     @classmethod
     def parse(cls, text, flag="--link"):
         """``"LATENCY_US,GBIT_S"`` (e.g. ``"50,10"``) -> Link; RefsgdError on anything else."""
-        msg = (f"{flag} expects LATENCY_US,GBIT_S with latency in [0, {MAX_LATENCY_US:g}] us and bandwidth in "
-               f"[{MIN_GBIT_S:g}, {MAX_GBIT_S:g}] Gbit/s, got {text!r}")
+        expected = (f"LATENCY_US,GBIT_S with latency in [0, {MAX_LATENCY_US:g}] us and bandwidth in "
+                    f"[{MIN_GBIT_S:g}, {MAX_GBIT_S:g}] Gbit/s")
+        msg = f"{flag} expects {expected}, got {text!r}"
         parts = str(text).split(",")
         if len(parts) != 2:
             raise RefsgdError(msg)
@@ -164,6 +165,10 @@ class Link:
             lat, bw = float(parts[0]), float(parts[1])
         except ValueError:
             raise RefsgdError(msg) from None
+        if lat < 0:
+            raise RefsgdError(f"{flag} {text}: the latency {lat:g} us is negative (expected {expected})")
+        if bw <= 0:
+            raise RefsgdError(f"{flag} {text}: the bandwidth {bw:g} Gbit/s is not positive (expected {expected})")
         if not (0 <= lat <= MAX_LATENCY_US and MIN_GBIT_S <= bw <= MAX_GBIT_S):  # NaN fails too
             raise RefsgdError(msg)
         return cls(lat, bw)
