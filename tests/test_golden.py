@@ -35,7 +35,10 @@ def test_verify_names_the_first_perturbed_step_and_worker(tmp_path):
     r = refsgd("verify", str(bad), os.path.join(GOLDEN, "ssgd-n4.h5"))
     assert r.returncode == 1
     assert "MISMATCH at step 6, worker 2, x[100]" in r.stdout
-    assert "max relative = 1.000e-06" in r.stdout or "max relative = 9.99" in r.stdout
+    with h5py.File(bad) as f, h5py.File(os.path.join(GOLDEN, "ssgd-n4.h5")) as g:
+        norm = np.max(np.abs(g["state/x"][6, 2]))
+        diff = abs(f["state/x"][6, 2, 100] - g["state/x"][6, 2, 100])
+    assert f"max |A - B| = {diff:.3e}, normwise relative max |A - B| / max |B| = {diff / norm:.3e}" in r.stdout
     # and configurations are compared before any step
     with h5py.File(bad, "r+") as f:
         cfg = json.loads(f.attrs["config"])
@@ -43,6 +46,28 @@ def test_verify_names_the_first_perturbed_step_and_worker(tmp_path):
         f.attrs["config"] = json.dumps(cfg)
     r = refsgd("verify", str(bad), os.path.join(GOLDEN, "ssgd-n4.h5"))
     assert r.returncode == 1 and "MISMATCH in the configuration: lr (0.3 vs 0.2)" in r.stdout
+
+
+def test_verify_gives_no_relative_figure_of_an_entry_near_zero(tmp_path):
+    """An entry of B near zero made "max relative = 9.6e+297": the figure is normwise now, and
+    absent where B is all zero."""
+    a, b = tmp_path / "a.h5", tmp_path / "b.h5"
+    shutil.copy(os.path.join(GOLDEN, "ssgd-n4.h5"), a)
+    shutil.copy(os.path.join(GOLDEN, "ssgd-n4.h5"), b)
+    with h5py.File(a, "r+") as fa, h5py.File(b, "r+") as fb:
+        fb["state/x"][6, 2, 100] = 1e-305
+        fa["state/x"][6, 2, 100] = 1e-3
+        norm = np.max(np.abs(fb["state/x"][6, 2]))
+    r = refsgd("verify", str(a), str(b))
+    assert r.returncode == 1 and "MISMATCH at step 6, worker 2, x[100]" in r.stdout
+    assert f"normwise relative max |A - B| / max |B| = {1e-3 / norm:.3e}" in r.stdout, r.stdout
+    assert "e+2" not in r.stdout and "e+3" not in r.stdout
+    with h5py.File(a, "r+") as fa, h5py.File(b, "r+") as fb:   # B all zero: no relative figure
+        fb["state/x"][6, 2] = 0.0
+        fa["state/x"][6, 2] = 0.0
+        fa["state/x"][6, 2, 100] = 1e-3
+    r = refsgd("verify", str(a), str(b))
+    assert "max |A - B| = 1.000e-03 (rtol" in r.stdout and "relative" not in r.stdout.split("MISMATCH")[1]
 
 
 def _edit_attrs(src, dst, **change):
