@@ -40,7 +40,7 @@ import json
 import numpy as np
 from mpi4py import MPI
 
-from refsgd import __version__
+from refsgd import __version__, mpilib
 from refsgd.files import h5_written, open_h5
 from refsgd.run import FIELDS
 
@@ -56,7 +56,7 @@ def gather(run):
     fields = list(FIELDS) + sorted(set(run.records) - set(FIELDS))  # and the method's own (run.record)
     local = np.array([run.records[f] for f in fields], dtype=np.float64)
     allrec = run.comm.gather(local, root=0)
-    nodes = len(set(run.comm.allgather(MPI.Get_processor_name())))
+    nodes = len(set(run.comm.allgather(mpilib.processor_name())))
     if run.rank != 0:
         return None
     arr = np.stack(allrec)  # (world, fields, T)
@@ -90,7 +90,7 @@ def write(path, run, rec, nodes, config, link, model=None, threads=None):
         f.attrs["events"] = json.dumps(run.events)
         f.attrs["world_size"] = run.world
         f.attrs["nodes"] = nodes
-        f.attrs["mpi_library"] = MPI.Get_library_version().strip()
+        f.attrs["mpi_library"] = mpilib.library_version()
         f.attrs["mpi_thread_level"] = THREAD_LEVELS.get(MPI.Query_thread(), "unknown")
         f.attrs["link"] = str(link) if link else "none"
         f.attrs["link_emulated"] = bool(link)

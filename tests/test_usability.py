@@ -9,7 +9,7 @@ import sys
 import h5py
 import numpy as np
 import pytest
-from conftest import FROZEN_SPEC, MPIEXEC, ONE_THREAD, ROOT, cli
+from conftest import FROZEN_SPEC, ONE_THREAD, ROOT, cli, mpilib, mpiexec
 
 from refsgd.options import APPLIES
 
@@ -119,9 +119,9 @@ def test_help_says_what_lr_means():
 
 # ---------------------------------------------------------------------------- threads, progress
 def test_threads_per_rank_follow_the_ranks_on_the_node():
-    env = {k: v for k, v in os.environ.items() if k not in ONE_THREAD}
+    env = mpilib.environ({k: v for k, v in os.environ.items() if k not in ONE_THREAD})
     cores = len(os.sched_getaffinity(0))
-    cmd = [MPIEXEC, "-n", "2", sys.executable, "-m", "refsgd", "train", "--epochs", "1", "--no-progress"]
+    cmd = mpiexec(2) + [sys.executable, "-m", "refsgd", "train", "--epochs", "1", "--no-progress"]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=env, cwd=ROOT)
     assert r.returncode == 0, r.stderr
     assert f"{max(1, cores // 2)} BLAS/Numba thread(s) per rank" in r.stdout, r.stdout
