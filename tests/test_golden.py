@@ -70,6 +70,25 @@ def test_verify_gives_no_relative_figure_of_an_entry_near_zero(tmp_path):
     assert "max |A - B| = 1.000e-03 (rtol" in r.stdout and "relative" not in r.stdout.split("MISMATCH")[1]
 
 
+@pytest.mark.parametrize("name, readable", [("ssgd-n4", True), ("ssgd-fp16-n4", False), ("daso-2x2-n4", False),
+                                            ("pipe-sgd-k2-t16-n4", False)])
+def test_format_version_1_is_read_where_its_meaning_is_unchanged(tmp_path, name, readable):
+    """Version 1 summed compressed all-reduces in MPICH's recursive-doubling order: such a trace
+    is refused with one message; one without a compressed all-reduce verifies as before."""
+    old = tmp_path / "old.h5"
+    _edit_attrs(os.path.join(GOLDEN, f"{name}.h5"), old, format_version=lambda v: 1)
+    r = refsgd("verify", str(old), os.path.join(GOLDEN, f"{name}.h5"), "--rtol", "0", "--atol", "0")
+    if readable:
+        assert r.returncode == 0 and "OK: 10 steps x 4 workers agree" in r.stdout, r.stdout + r.stderr
+    else:
+        assert r.returncode == 2 and r.stderr.count("refsgd: error:") == 1, r.stderr
+        assert "trace format version 1 summed its compressed all-reduces in MPICH's recursive-doubling order" \
+            in r.stderr and "Traceback" not in r.stderr
+    _edit_attrs(os.path.join(GOLDEN, f"{name}.h5"), old, format_version=lambda v: 3)
+    r = refsgd("verify", str(old), os.path.join(GOLDEN, f"{name}.h5"))
+    assert r.returncode == 2 and "trace format version 3 is newer than this refsgd reads (2)" in r.stderr
+
+
 def _edit_attrs(src, dst, **change):
     shutil.copy(src, dst)
     with h5py.File(dst, "r+") as f:
@@ -280,17 +299,22 @@ def _round16(x, codec):
 
 
 def _allreduce(G, compress):
-    """Sum of the rows; with a 16-bit codec, each row rounded, then pairs summed in float32 and
-    rounded, in MPICH's recursive-doubling order (ranks 2i, 2i+1 first for i < p - 2^floor(log2 p))."""
+    """Sum of the rows; with a 16-bit codec, the Ring-AllReduce's order: each row rounded, the d
+    values cut into N blocks (the first d mod N one value longer), block b summing the rows
+    b, b + 1, ..., b + N - 1 (mod N) in float32 with a rounding after each addition."""
     if compress in (None, "none"):
         return G.sum(axis=0)
-    vals = [_round16(g, compress) for g in G]
-    p = len(vals)
-    rem = p - (1 << (p.bit_length() - 1))
-    vals = [_round16(vals[2 * i] + vals[2 * i + 1], compress) for i in range(rem)] + vals[2 * rem:]
-    while len(vals) > 1:
-        vals = [_round16(vals[2 * j] + vals[2 * j + 1], compress) for j in range(len(vals) // 2)]
-    return vals[0].astype(np.float64)
+    N, d = G.shape
+    q, r = divmod(d, N)
+    bounds = [b * q + min(b, r) for b in range(N + 1)]
+    out = np.empty(d)
+    for b in range(N):
+        lo, hi = bounds[b], bounds[b + 1]
+        acc = _round16(G[b, lo:hi], compress)
+        for k in range(1, N):
+            acc = _round16(acc + _round16(G[(b + k) % N, lo:hi], compress), compress)
+        out[lo:hi] = acc
+    return out
 
 
 def _replay_pipe_sgd(grad, w0, batches, lr, cfg, check):
