@@ -18,7 +18,8 @@ A venv built with ``REFSGD_SYSTEM_MPI=1`` against Open MPI thus gets Open MPI's 
 an MPICH mpiexec comes first on PATH. The launcher's kind brings its flags:
 
 * Open MPI (``mpiexec (OpenRTE) 4.x``, ``mpiexec (Open MPI) 5.x``): ``--oversubscribe`` (it
-  refuses more ranks than cores otherwise), and as root ``OMPI_ALLOW_RUN_AS_ROOT=1
+  refuses more ranks than cores otherwise), ``--quiet`` (no banner after refsgd's one message
+  when a rank exits non-zero; the exit code is the rank's, as under hydra), and as root ``OMPI_ALLOW_RUN_AS_ROOT=1
   OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1`` (it refuses root otherwise). Open MPI's ``mpirun`` puts
   every rank in a process group of its own, so a signal to mpirun's group (Ctrl-C, ``kill --
   -PGID``) reaches mpirun alone, which then kills the ranks and exits 1; ``python -m
@@ -198,7 +199,7 @@ def launcher():
     kind = kind_of(version)
     env, flags = {}, []
     if kind == "openmpi":
-        flags = ["--oversubscribe"]
+        flags = ["--oversubscribe", "--quiet"]
         if hasattr(os, "geteuid") and os.geteuid() == 0:
             env = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
     first = version.strip().splitlines()[0].strip() if version.strip() else ""

@@ -223,14 +223,17 @@ def markdown(r):
         c0 = two["codecs"][0]
         mb = c0["wire_bytes"] / 1e6
         L += ["", f"## Codecs ({two['world']} ranks, {mb:.2f} MB of float32, shared memory, no link)", "",
-              "| codec | wire bytes | encode ms | decode ms | all-reduce ms | operator ms/call | encode GB/s | "
-              "decode GB/s | (enc+ar+dec) / plain |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+              "| codec | wire bytes | encode ms | decode ms | ring all-reduce ms | ring step ms | MPI operator "
+              "all-reduce ms | encode GB/s | decode GB/s | (enc+ar+dec) / plain |",
+              "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
         for c in two["codecs"]:
             if c["encode"] is None:
-                L.append(f"| {c['codec']} | {c['wire_bytes']:,d} | - | - | {_ms(c['allreduce'], 3)} | - | - | - | 1.00 |")
+                L.append(f"| {c['codec']} | {c['wire_bytes']:,d} | - | - | {_ms(c['allreduce'], 3)} | - | - | - | - "
+                         "| 1.00 |")
                 continue
             L.append(f"| {c['codec']} | {c['wire_bytes']:,d} | {_ms(c['encode'], 3)} | {_ms(c['decode'], 3)} | "
-                     f"{_ms(c['allreduce'], 3)} | {_ms(c['op'], 3)} | {mb / 1e3 / c['encode']:.2f} | "
+                     f"{_ms(c['allreduce'], 3)} | {_ms(c['op'], 3)} | {_ms(c.get('allreduce_op'), 3)} | "
+                     f"{mb / 1e3 / c['encode']:.2f} | "
                      f"{mb / 1e3 / c['decode']:.2f} | "
                      f"{(c['encode'] + c['allreduce'] + c['decode']) / c0['allreduce']:.2f} |")
     # -- framework overhead
@@ -290,8 +293,8 @@ def csv_text(r):
             w.writerow(["iteration", row["method"], two["world"], run["ratio"], "measured_over_model",
                         f"{row['wall'] / row['model']:.4f}", ""])
     for c in two.get("codecs") or []:
-        for key in ("encode", "decode", "allreduce", "op"):
-            if c[key] is not None:
+        for key in ("encode", "decode", "allreduce", "op", "allreduce_op"):
+            if c.get(key) is not None:
                 w.writerow(["codec", c["codec"], two["world"], "", key, f"{1e3 * c[key]:.4f}", "ms"])
         w.writerow(["codec", c["codec"], two["world"], "", "wire_bytes", c["wire_bytes"], "bytes"])
     for res in (r["one"], two):
