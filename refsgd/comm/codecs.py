@@ -54,7 +54,7 @@ API (one for every method)::
 
 ``x`` is float32 or float64 (rounded to float32 first, round to nearest); ``out`` may be either.
 ``wire.allreduce_op`` is the same reduction as an MPI user-defined operator, whose order is the
-library's: ``refsgd bench overlap --codecs`` times both.
+library's: ``refsgd bench codec`` (and ``bench overlap --codecs``) times both.
 """
 
 import time
@@ -427,7 +427,7 @@ class Wire:
         """The same reduction as ``MPI_Allreduce`` with a user-defined operator on a datatype of
         one wire element: the MPI library picks the order of the partial sums (MPICH: recursive
         doubling; Open MPI: others), so its bits depend on the library and are no reference.
-        ``refsgd bench overlap --codecs`` times it against the ring."""
+        ``refsgd bench codec`` times it against the ring."""
         from mpi4py import MPI
         if self.op is None:
             self.datatype = MPI.BYTE.Create_contiguous(self.codec.element_bytes).Commit()
