@@ -7,7 +7,11 @@
 #   ./run.sh test       run the whole test suite (pytest; MPI tests launch mpiexec themselves);
 #                       ./run.sh test -m mpi_launch runs only the tests that launch mpiexec
 #   ./run.sh setup      only create/update .venv
-#   ./run.sh torch      also install PyTorch 2.13.0 (CPU), the optional oracle of tests and bench
+#   ./run.sh --help | --list   refsgd train's help or its methods, printed once (no mpiexec)
+#   ./run.sh torch      also install PyTorch 2.13.0 from PyPI, the optional oracle of tests and bench;
+#                       on Linux PyPI's wheel is the CUDA build (large): for the CPU build install it
+#                       first, .venv/bin/pip install torch==2.13.0 --index-url
+#                       https://download.pytorch.org/whl/cpu (or from a local wheel), as README.md says
 # Environment: REFSGD_VENV (default .venv); REFSGD_SYSTEM_MPI=1 builds mpi4py against the
 # system MPI (mpicc on PATH: Cray MPICH, Open MPI, ...) instead of the `mpich` wheel.
 set -euo pipefail
@@ -50,6 +54,10 @@ case "${1:-main}" in
     setup ;;
   torch)
     setup
+    if ! "$PY" -m pip show -q torch >/dev/null 2>&1; then
+      echo "run.sh: installing torch 2.13.0 from PyPI (on Linux the CUDA build; for the CPU build see" \
+           "README.md: install it first from https://download.pytorch.org/whl/cpu)" >&2
+    fi
     "$PY" -m pip install -q torch==2.13.0 ;;
   test)
     setup
@@ -59,6 +67,9 @@ case "${1:-main}" in
   main|-*)
     setup
     [ "${1:-}" = main ] && shift
+    for a in "$@"; do  # help and the list once, not once per rank
+      case "$a" in -h|--help|--list) exec "$VENV/bin/refsgd" train "$@" ;; esac
+    done
     # refsgd gives each rank its share of the cores for BLAS and Numba (--blas-threads overrides).
     # refsgd.mpilib launches with the mpiexec of mpi4py's MPI library ($MPIEXEC first) and its
     # flags, and hands Ctrl-C and SIGTERM to the ranks under any MPI library.

@@ -14,6 +14,19 @@ class RefsgdError(Exception):
     collective = False
 
 
+def did_you_mean(word, names, cutoff=0.6):
+    """" (did you mean a, b or c?)": the few names that ``word`` begins (``laga``: the three LAGA
+    variants), else the one closest to it (difflib, similarity >= ``cutoff``), else ""."""
+    import difflib
+    names = list(names)
+    close = [n for n in names if n.startswith(word) and n != word]
+    if not 0 < len(close) <= 4:
+        close = difflib.get_close_matches(word, names, 1, cutoff)
+    if not close:
+        return ""
+    return f" (did you mean {', '.join(close[:-1]) + ' or ' if len(close) > 1 else ''}{close[-1]}?)"
+
+
 class AgreedError(RefsgdError):
     """A user error every rank raises at the same point, after agreeing on it (e.g. through a
     collective): the ranks stop together, rank 0 prints the message, the exit code is 2."""

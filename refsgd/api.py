@@ -24,7 +24,8 @@ import warnings
 
 import numpy as np
 
-from refsgd import AgreedError, RefsgdError, __version__, options
+from refsgd import AgreedError, RefsgdError, __version__, busy, did_you_mean, options
+from refsgd.busy import usable_cores
 
 
 @dataclasses.dataclass
@@ -61,13 +62,14 @@ def _run(args, comm, log):
     from mpi4py import MPI
 
     from refsgd import metrics
-    from refsgd.algorithms import micro_batches, servers
+    from refsgd.algorithms import by_gradients, micro_batches, servers
     from refsgd.comm.link import Traffic, wrap
     from refsgd.run import Run
 
     world_comm = MPI.COMM_WORLD if comm is None else comm
     rank = world_comm.Get_rank()
     say = (lambda line: None) if log is None else log
+    load_before = busy.load_average()
     algo, link, net, data, schedule, restorer = on_every_rank(
         world_comm, lambda: prepare(args, world_comm), lambda p: fingerprint(args, p[2], p[3]))
     threads = set_threads(world_comm, args.blas_threads)
@@ -79,24 +81,31 @@ def _run(args, comm, log):
     ns = _namespace(args)
     ns.tau = micro_batches(args)  # PP-ASGD: the G threads' sub-batches of an update
     ckpt = (args.checkpoint, args.checkpoint_every, cfg, args.keep_checkpoints) if args.checkpoint else None
-    r = Run(comm, net, data, ns, schedule, log=say, restorer=restorer, checkpoint=ckpt, servers=servers(args.algo))
+    r = Run(comm, net, data, ns, schedule, log=say, restorer=restorer, checkpoint=ckpt, servers=servers(args.algo),
+            by_gradients=by_gradients(args))
     for line in header(args, r, net, data, schedule, link, threads):
         r.log(line)
+    crowded = busy.note(load_before, ranks_on_node(world_comm), threads)
+    if crowded:
+        r.log(f"  note: {crowded}")
     if restorer:
         r.log(f"  resumed from {restorer.path.rsplit(os.sep, 1)[0]} at iteration {r.t}")
     algo(r)
     model = r.final_model()  # on every rank: it may be a collective (an average of the workers)
+    load_after = busy.load_average()
     if args.trace:
-        r.write_trace(args.trace, cfg)
+        r.write_trace(args.trace, {**cfg, **r.found})
         r.log(f"trace written to {args.trace}")
     gathered = metrics.gather(r)
     rec = None
     if rank == 0:
         rec, nodes = gathered
         shown = link_text(args, link)
-        say(metrics.summary(r.evals, rec, r.wall, shown, r.iterations_run, r.workers * args.batch * r.tau))
+        say(metrics.summary(r.evals, rec, metrics.total_wall(r.segments), shown, batch=args.batch,
+                            segments=r.segments))
         if args.out:
-            metrics.write(args.out, r, rec, nodes, cfg, shown, model=model, threads=threads)
+            metrics.write(args.out, r, rec, nodes, cfg, shown, model=model, threads=threads,
+                          load=(load_before, load_after))
             say(f"metrics written to {args.out}")
     return Result(model=None if model is None else np.array(model), net=net, evals=list(r.evals),
                   events=list(r.events), metrics=rec, config=cfg, wall=r.wall, threads=threads)
@@ -127,15 +136,26 @@ def header(args, run, net, data, schedule, link, threads):
         hyper.append("U: MXNet momentum v = mu*v - eta*(g + wd*w)")
     lines = [f"refsgd {__version__}: {args.algo} on {run.world} rank(s), {net.name} ({net.num_params:,d} parameters, "
              f"{net.dtype.name}), {data.name} ({len(data.y_train)} train / {len(data.y_test)} test)",
-             f"  batch {args.batch} x tau {run.tau} per worker, {run.iters_per_epoch} iterations per epoch, "
-             f"{run.total} iterations, seed {args.seed}, {threads} BLAS/Numba thread(s) per rank",
+             f"  batch {args.batch} x tau {run.tau} per worker, {_length(run)}, seed {args.seed}, "
+             f"{threads} BLAS/Numba thread(s) per rank",
              "  " + "; ".join(hyper)]
     if args.algo in options.POLLED and run.world > 1:
         lines.append("  requests in flight tested after every layer of the forward and backward pass (--poll)" if getattr(args, "poll", False)
                      else "  requests in flight left to the MPI library's own progress (--no-poll)")
     if link:
         lines.append(f"  {link} -- EMULATED, not the real network")
+    note = options.one_worker_note(args.algo, run.world)
+    if note:
+        lines.append(f"  {note} (3 or more ranks give it several workers)")
     return lines
+
+
+def _length(run):
+    """How long the run is, as the header says it."""
+    if run.budget is None:
+        return f"{run.iters_per_epoch} iterations per epoch, {run.total} iterations"
+    return (f"an epoch is {run.grads_per_epoch:,d} micro-batch gradients, {run.cfg.epochs} epoch(s) "
+            f"= {run.budget:,d} gradients, in as many iterations (updates) as they take")
 
 
 def link_text(args, link):
@@ -179,11 +199,6 @@ def ranks_on_node(comm):
         return local.Get_size()
     finally:
         local.Free()
-
-
-def usable_cores():
-    """The cores this process may run on (its affinity set where the OS has one)."""
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
 def limit_threads(n):
@@ -235,8 +250,8 @@ def method(args, world):
     """Resolve and check the method's options (refsgd.options, the method's own check)."""
     from refsgd.algorithms import ALGORITHMS, check
     if args.algo not in ALGORITHMS:
-        raise RefsgdError(f"unknown method --algo {args.algo!r}; `refsgd train --list` shows "
-                          f"{', '.join(ALGORITHMS)}")
+        raise RefsgdError(f"unknown method --algo {args.algo!r}{did_you_mean(args.algo, ALGORITHMS)}; "
+                          f"`refsgd train --list` shows {', '.join(ALGORITHMS)}")
     options.resolve(args)
     if args.momentum >= 1:
         raise RefsgdError(f"--momentum must be in [0, 1), got {args.momentum}")

@@ -6,8 +6,14 @@ Layout of ``--checkpoint DIR``::
     DIR/ckpt-<t>/meta.json     method, model, world size, dtype, the configuration, t
     DIR/ckpt-<t>/rank<r>.h5    rank r's state: every array the method registered (weights,
                                optimizer buffers, ...), the schedule's state, the per-iteration
-                               records and the evaluations so far; attributes t, rank and
+                               records and the evaluations so far; attributes t, rank,
+                               format_version, segments (JSON: the processes that made the
+                               run so far, [{"iterations": [first, end], "wall_seconds"}]) and
                                sha256 (a checksum of all of it)
+
+Format version 2 (this one; meta.json and every rank file say ``format_version``) adds the
+segments; a version-1 checkpoint (no format_version) is read as one segment whose wall time is
+the sum of its per-iteration wall times (its evaluations and checkpoints left out).
 
 ``t`` is the number of completed iterations. A checkpoint is written every K iterations, after
 the last one, and when a signal stops the run; only the newest ``--keep-checkpoints`` are kept.
@@ -40,6 +46,8 @@ import numpy as np
 
 from refsgd import AgreedError, RefsgdError
 from refsgd.files import h5_written
+
+FORMAT_VERSION = 2
 
 #: options that may differ between the run that wrote a checkpoint and the one resuming it
 MAY_CHANGE = {"epochs", "iterations", "eval_every", "log_every", "progress", "out", "checkpoint",
@@ -97,8 +105,9 @@ def read_meta(path, config, world, num_params):
     return d, meta
 
 
-def digest(state, schedule_state, records, evals, events, t):
-    """SHA-256 of a rank file's content (kept in its ``sha256`` attribute and checked on resume)."""
+def digest(state, schedule_state, records, evals, events, t, segments=None):
+    """SHA-256 of a rank file's content (kept in its ``sha256`` attribute and checked on resume);
+    ``segments`` (JSON text) from format version 2 on."""
     h = hashlib.sha256(f"t={t}".encode())
     for k in sorted(state):
         v = np.ascontiguousarray(state[k])
@@ -111,6 +120,8 @@ def digest(state, schedule_state, records, evals, events, t):
         h.update(np.ascontiguousarray(records[k], dtype=np.float64).data)
     h.update(evals.encode())
     h.update(events.encode())
+    if segments is not None:
+        h.update(segments.encode())
     return h.hexdigest()
 
 
@@ -149,7 +160,7 @@ def save(run, root, config, keep=0):
     errors = [e for e in comm.allgather(err) if e]
     if run.rank == 0 and not errors:
         try:
-            meta = dict(format="refsgd-checkpoint", t=t, world_size=run.world, num_params=run.net.num_params,
+            meta = dict(format="refsgd-checkpoint", format_version=FORMAT_VERSION, t=t, world_size=run.world, num_params=run.net.num_params,
                         config=config, dtype=run.net.dtype.name, state=sorted(run.state))
             with open(os.path.join(tmp, "meta.json"), "w") as f:
                 json.dump(meta, f, indent=1, sort_keys=True)
@@ -178,7 +189,7 @@ def _oserror(e):
 
 def _write_rank(run, path, t):
     sched = getattr(run.schedule, "state", None)
-    evals, events = json.dumps(run.evals), json.dumps(run.events)
+    evals, events, segments = json.dumps(run.evals), json.dumps(run.events), json.dumps(run.segments)
     with h5_written(path, what=f"rank {run.rank}'s checkpoint") as f:
         st = f.create_group("state")
         for k, v in run.state.items():
@@ -192,7 +203,9 @@ def _write_rank(run, path, t):
         f.attrs["events"] = events
         f.attrs["t"] = t
         f.attrs["rank"] = run.rank
-        f.attrs["sha256"] = digest(run.state, sched, run.records, evals, events, t)
+        f.attrs["format_version"] = FORMAT_VERSION
+        f.attrs["segments"] = segments
+        f.attrs["sha256"] = digest(run.state, sched, run.records, evals, events, t, segments)
 
 
 def _latest_name(root):
@@ -244,6 +257,7 @@ class Restorer:
                 self.records = {k: np.asarray(f["records"][k][...], dtype=np.float64) for k in f["records"]}
                 evals, events = f.attrs["evals"], f.attrs.get("events", "[]")
                 saved_t, saved_rank = int(f.attrs["t"]), int(f.attrs.get("rank", rank))
+                segments = f.attrs.get("segments")    # None: format version 1
                 checksum = f.attrs.get("sha256")
         except RefsgdError:
             raise
@@ -253,7 +267,8 @@ class Restorer:
         if saved_t != t or saved_rank != rank:
             raise RefsgdError(f"--resume: {self.path} belongs to iteration {saved_t} (rank {saved_rank}), "
                               f"the checkpoint to iteration {t} (rank {rank}): a stale or misplaced rank file")
-        if checksum is None or digest(self.state, self.schedule_state, self.records, evals, events, t) != checksum:
+        if checksum is None or digest(self.state, self.schedule_state, self.records, evals, events, t,
+                                      segments) != checksum:
             raise RefsgdError(f"--resume: {self.path} is damaged (its content does not match its SHA-256 "
                               f"checksum); resume from an earlier checkpoint")
         bad = [k for k, v in self.state.items() if v.dtype.kind == "f" and np.any(np.isnan(v))]
@@ -264,6 +279,9 @@ class Restorer:
         self.evals = json.loads(evals)
         self.events = json.loads(events)
         self.t = t
+        if segments is None:  # version 1: one segment, timed by its iterations alone
+            segments = json.dumps([{"iterations": [0, t], "wall_seconds": float(np.sum(self.records.get("wall", [])))}])
+        self.segments = json.loads(segments)
 
     def fill(self, name, array):
         if name not in self.state:

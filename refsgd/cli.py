@@ -14,7 +14,7 @@ import warnings
 
 import numpy as np
 
-from refsgd import RankFailure, RefsgdError, Stopped, __version__, failure
+from refsgd import RankFailure, RefsgdError, Stopped, __version__, did_you_mean, failure
 
 SCHEDULE_HELP = """\
 learning-rate schedule, NAME or NAME:key=value,... (lengths may be given in epochs:
@@ -285,7 +285,9 @@ def build_parser():
     s = bsub.add_parser("step", help="forward+backward time of a model against PyTorch on the same CPU",
                         description="Median time of one loss_and_grad of MODEL at BATCH, the same "
                                     "network in PyTorch if installed (same CPU, torch's default "
-                                    "threads), and the ratio.")
+                                    "threads), timed in turn with it (A B A B ...), and the median of "
+                                    "the pairs' ratios with their quartiles and range; the load average "
+                                    "before and after.")
     s.add_argument("--model", default="mnist_mlp", help="model name or spec path (default mnist_mlp)")
     s.add_argument("--batch", type=_positive_int, default=100, help="batch size (default 100)")
     s.add_argument("--dtype", choices=("float32", "float64"), default="float32")
@@ -573,8 +575,10 @@ def cmd_bench(args, parser):
             print(bench.format_ring(rows, comm.Get_size(), args.values))
         return 0
     if args.bench_command == "scale":
+        from refsgd import busy
         from refsgd.bench import scale
         scale.prepare_args(args)
+        load_before = busy.load_average()
         inputs = scale.measure_inputs(args.model, args.batch, args.link, args.local_link, args.ranks_per_node,
                                       args.sync_every, args.t_c, np.dtype(args.dtype))
         table = scale.predict(inputs, args.ranks)
@@ -587,6 +591,10 @@ def cmd_bench(args, parser):
             rows = scale.check(inputs, iterations=args.iterations,
                                log=lambda line: print(line, flush=True))
             print(scale.format_check(rows, inputs))
+        print(f"{busy.text(load_before, busy.load_average())}; t_C and the updates measured at one thread")
+        crowded = busy.note(load_before, 1, 1)
+        if crowded:
+            print(f"note: {crowded}")
         return 0
     if args.bench_command == "all":
         from refsgd.bench import suite
@@ -692,7 +700,8 @@ class _Parser(argparse.ArgumentParser):
     error, so that rank 0 prints it once, naming the ranks it came from (an MPMD launch may
     give one rank a bad flag), and every rank exits 2. Any other command prints on the
     launcher's rank 0 only. An unknown flag is reported by the command it was given to, with
-    that command's usage; a flag is never taken for a longer one it abbreviates (``--epoch``
+    that command's usage, except an unrecognized one: one line naming the option it resembles
+    ("did you mean --epochs?"). A flag is never taken for a longer one it abbreviates (``--epoch``
     is not ``--epochs``), so that a typo cannot silently mean another option."""
 
     def __init__(self, *a, **kw):
@@ -702,8 +711,21 @@ class _Parser(argparse.ArgumentParser):
     def parse_args(self, args=None, namespace=None):
         ns, extra = self.parse_known_args(args, namespace)
         if extra:
-            self._innermost(ns).error("unrecognized arguments: " + " ".join(extra))
+            p = self._innermost(ns)
+            p._usage = False  # one line: the usage of ~40 options would hide the suggestion
+            p.error("unrecognized arguments: " + " ".join(extra) + p._suggestion(extra))
         return ns
+
+    def _suggestion(self, extra):
+        """" (did you mean --epochs?)" for the first unknown option that resembles one of this
+        command's options (difflib, as refsgd.train's keywords), and where the options are listed."""
+        flags = [s for a in self._actions for s in a.option_strings if s.startswith("--")]
+        for word in extra:
+            if word.startswith("--") and len(word) > 2:
+                close = did_you_mean(word.split("=", 1)[0], flags, cutoff=0.75)
+                if close:
+                    return close
+        return f"; `{self.prog} --help` lists the options"
 
     def _innermost(self, ns):
         """The (sub)command parser that ``ns`` was parsed by: refsgd, refsgd bench, refsgd bench overlap, ..."""
@@ -715,6 +737,8 @@ class _Parser(argparse.ArgumentParser):
                 p = subs[0].choices[name]
         return p
 
+    _usage = True  # print the usage line(s) before an error
+
     def error(self, message):
         text = f"{self.prog}: error: {message}"
         if failure.launcher_size() not in (None, 1) and _argv_is_mpi_command(sys.argv[1:]):
@@ -722,11 +746,13 @@ class _Parser(argparse.ArgumentParser):
             errors = MPI.COMM_WORLD.allgather(text)
             if MPI.COMM_WORLD.Get_rank() == 0:
                 from refsgd.api import agreed_message
-                self.print_usage(sys.stderr)
+                if self._usage:
+                    self.print_usage(sys.stderr)
                 failure.say(agreed_message(errors))
             sys.exit(failure.EXIT_USER)
         if failure.launcher_rank() in (None, 0):
-            self.print_usage(sys.stderr)
+            if self._usage:
+                self.print_usage(sys.stderr)
             failure.say(text)
         sys.exit(failure.EXIT_USER)
 

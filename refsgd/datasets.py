@@ -394,10 +394,24 @@ def check_fits(dataset: Dataset, input_shape, num_classes, model=None) -> None:
     want = tuple(int(d) for d in input_shape)
     if tuple(dataset.image_shape) != want:
         raise RefsgdError(f"dataset {dataset.name} has images of shape "
-                          f"{tuple(dataset.image_shape)} but {who} expects {want}.")
+                          f"{tuple(dataset.image_shape)} but {who} expects {want}{_models_that_fit(dataset)}.")
     if dataset.num_classes > int(num_classes):
         raise RefsgdError(f"dataset {dataset.name} has {dataset.num_classes} classes but "
-                          f"{who} has only {int(num_classes)} outputs.")
+                          f"{who} has only {int(num_classes)} outputs{_models_that_fit(dataset)}.")
+
+
+def _models_that_fit(dataset):
+    """"; the bundled models that fit it: --model a, --model b" (or that none does)."""
+    from refsgd.nn.spec import available_models, read_spec
+    fit = []
+    for name in available_models():
+        spec, _ = read_spec(name)
+        if tuple(spec.get("input", ())) == tuple(dataset.image_shape) and \
+                int(spec.get("classes", 0)) >= dataset.num_classes:
+            fit.append(f"--model {name}")
+    if not fit:
+        return "; no bundled model fits it (give the path of a .toml spec with --model)"
+    return f"; the bundled models that fit it: {', '.join(fit)}"
 
 
 # ---------------------------------------------------------------------------

@@ -56,7 +56,7 @@ import operator
 import numba as nb
 import numpy as np
 
-from refsgd import RefsgdError
+from refsgd import RefsgdError, did_you_mean
 
 __all__ = [
     "SGD",
@@ -832,8 +832,12 @@ def make_schedule(name, iters_per_epoch=None, **kwargs):
     accepted = [p.name for p in params]
     unknown = sorted(set(kwargs) - set(accepted))
     if unknown:
-        raise RefsgdError(f"schedule {name!r}: unknown argument(s) {', '.join(unknown)}; "
-                          f"it takes {', '.join(accepted)}")
+        # the forms in epochs too, as --help shows them (make_schedule's callers give iters_per_epoch)
+        in_epochs = {v: k for k, v in _EPOCH_KEYS.items()} if iters_per_epoch is not None else {}
+        takes = [f"{a} (or {in_epochs[a]})" if a in in_epochs else a for a in accepted]
+        hint = did_you_mean(unknown[0], accepted + [in_epochs[a] for a in accepted if a in in_epochs])
+        raise RefsgdError(f"schedule {name!r}: unknown argument(s) {', '.join(unknown)}{hint}; "
+                          f"it takes {', '.join(takes)}")
     missing = [p.name for p in params if p.default is p.empty and p.name not in kwargs]
     if missing:
         raise RefsgdError(f"schedule {name!r}: missing argument(s) {', '.join(missing)}")

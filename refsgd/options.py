@@ -151,3 +151,15 @@ def trajectory_keys(algo, config=None):
     if config is not None and not config.get("dc_adaptive"):
         keys.discard("dc_ms_decay")
     return keys
+
+
+#: the parameter-server methods that are plain SGD with one worker (nothing is stale, no one waits)
+_ONE_WORKER = {
+    "dcasgd": "one worker: no gradient is stale, the delay compensation is zero and dcasgd is plain SGD",
+    "ps-sync": "one worker: the server applies its one gradient, ps-sync is plain SGD",
+}
+
+
+def one_worker_note(algo, world):
+    """Why a parameter-server method on 2 ranks (a server and one worker) is plain SGD, or None."""
+    return _ONE_WORKER.get(algo) if world == 2 else None

@@ -33,8 +33,20 @@ An algorithm's ``train(run)`` receives a :class:`Run` and uses
 * ``for t in run.iterations():``: the loop; at iteration boundaries it records the times and
   the loss, checks for a non-finite loss on all ranks, shows progress, evaluates the model
   given by ``run.set_model(fn)`` on the test set, and stops after the last iteration. An
-  iteration's recorded wall time runs from its start to the end of that bookkeeping (not
-  evaluation or checkpoints): wall - compute - idle - codec is everything else it cost.
+  iteration's recorded wall time runs from its start to the end of that bookkeeping: wall -
+  compute - idle - codec is everything else it cost. The evaluation and the checkpoint after
+  it are recorded apart (``evaluate``, ``checkpoint``); its time with communication in flight
+  (``comm``) is cut to [start, end] (a request spanning the boundary counts in both
+  iterations); the seconds Numba spends compiling kernels (a first run) are taken out of every
+  timer of the thread that compiles, and out of the wall time, and recorded as ``compile``;
+* ``run.record("gradients", n)``: a method whose iteration consumes a varying number of
+  micro-batch gradients (all workers; default tau x workers) says how many; an epoch is
+  ``grads_per_epoch`` of them, and with ``by_gradients`` (PP-ASGD's threaded mode) ``--epochs``
+  is a budget of gradients (``run.budget``), the iterations as many as it takes;
+* ``run.grad_at`` (from gradient threads), ``run.awaiting_gradients()`` (the loop's thread
+  waiting for them, timed as compute) and ``run.add_loss``;
+* ``run.segments``: the processes that made the run (the first and each ``--resume``), their
+  iterations and wall time, kept in the checkpoints and the metrics file.
 
 Data: rank r's micro-batch k is row ``k % nb`` of ``epoch_batches(seed, k // nb, r, world,
 batch, n)`` (nb micro-batches per epoch and rank), a continuous stream across epochs;
@@ -58,7 +70,8 @@ from refsgd.optim import SGD
 
 
 class Run:
-    def __init__(self, comm, net, data, cfg, schedule, log=print, restorer=None, checkpoint=None, servers=0):
+    def __init__(self, comm, net, data, cfg, schedule, log=print, restorer=None, checkpoint=None, servers=0,
+                 by_gradients=False):
         self.comm = comm
         # bookkeeping collectives go around the emulated link and the traffic counter
         self.control_comm = MPI.Intracomm(comm) if type(comm) is not MPI.Intracomm else comm
@@ -84,12 +97,25 @@ class Run:
                 f"the training set has {self.n_train} samples: too few for {self.workers} workers x batch "
                 f"{cfg.batch} x tau {self.tau} (one iteration needs {self.workers * cfg.batch * self.tau})")
         self.iters_per_epoch = self.nb // self.tau
-        self.total = cfg.iterations if cfg.iterations else cfg.epochs * self.iters_per_epoch
+        # one epoch: the micro-batch gradients of iters_per_epoch iterations of every worker
+        self.grads_per_epoch = self.iters_per_epoch * self.tau * self.workers
+        self.grads_done = 0.0  # micro-batch gradients consumed by the iterations done (all workers)
+        # by_gradients (a method whose iterations consume however many gradients have arrived,
+        # PP-ASGD's threaded mode): --epochs E ends the run after E epochs of gradients, in as many
+        # iterations as that takes (total is then None); --iterations N is N iterations
+        self.budget = cfg.epochs * self.grads_per_epoch if by_gradients and not cfg.iterations else None
+        self.total = (None if self.budget is not None else cfg.iterations if cfg.iterations
+                      else cfg.epochs * self.iters_per_epoch)
         # compile / load the Numba kernels now, so the first iteration's compute time is real
         w0 = net.init_params(0)
         net.loss_and_grad(w0, data.x_train[:2], data.y_train[:2], out=np.empty_like(w0))
         self.t = 0
         self._first, self.iterations_run = 0, 0
+        self.wall = 0.0
+        # the processes that made this trajectory: [{"iterations": [first, last], "wall_seconds"}]
+        self.segments = []
+        self._compiling = _CompileClock()
+        self._thread_compute = None  # gradient threads' compute (grad_at), thread-seconds
         self.state = {}
         self._untraced = set()
         self._model = None
@@ -106,6 +132,9 @@ class Run:
         self.records = {k: [] for k in FIELDS}
         self.evals = []
         self.events = []
+        #: options the run found rather than was given (DASO's ranks per node from shared memory):
+        #: the trace records them, so that it names the layout its trajectory followed
+        self.found = {}
         self.first_bad = None
         self._pending = []
         # --trace: every iteration's state, batches, loss and lr (see refsgd.trace)
@@ -119,8 +148,12 @@ class Run:
             self.t = restorer.t
             self.records.update({k: list(v) for k, v in restorer.records.items()})
             n = len(self.records["wall"])
-            for v in self.records.values():  # a field the checkpoint predates: zeros
+            # a field the checkpoint predates: zeros (gradients: what each iteration consumed then)
+            self.records["gradients"].extend([float(self.tau * self.workers)] * (n - len(self.records["gradients"])))
+            for v in self.records.values():
                 v.extend([0.0] * (n - len(v)))
+            self.grads_done = float(np.sum(self.records["gradients"]))
+            self.segments = list(restorer.segments)
             self.evals = list(restorer.evals)
             self.events = list(restorer.events)
             if restorer.schedule_state is not None:
@@ -137,7 +170,7 @@ class Run:
 
     def event(self, what, **fields):
         """Record (and log) a change of the method's regime at the current iteration."""
-        rec = dict(iteration=self.t, epoch=self.t / self.iters_per_epoch, what=what, **fields)
+        rec = dict(iteration=self.t, epoch=self.epochs_done, what=what, **fields)
         self.events.append(rec)
         detail = ", ".join(f"{k} {v}" for k, v in fields.items())
         self.log(f"iter {self.t:>6}  epoch {rec['epoch']:6.2f}  {what}" + (f": {detail}" if detail else ""))
@@ -178,6 +211,16 @@ class Run:
         called on every rank at the same boundary, so it may use collectives."""
         self._model = fn
 
+    def average_model(self, comm, w, out):
+        """out <- the mean over the ranks of ``comm`` of their w (collective, blocking). The frozen
+        parameters, the same on every rank and never moved, are copied from w: (w + w + w) / 3
+        can miss w by one ulp, and a frozen weight must stay bitwise its initial value."""
+        comm.Allreduce(w, out, op=MPI.SUM)
+        np.divide(out, comm.Get_size(), out=out)
+        if not self.net.trainable.all():
+            np.copyto(out, w, where=~self.net.trainable)
+        return out
+
     def final_model(self):
         """The model the method returns (what is evaluated), or None. Collective when the
         method's model is (e.g. an average over workers): call it on every rank."""
@@ -207,10 +250,10 @@ class Run:
         idx = self.batch_indices(k)
         if self.tracing:
             self._iter_batches.append(idx)
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), self._compiling.mine()
         loss = self.net.loss_and_grad(w, self.data.x_train[idx], self.data.y_train[idx], out=g,
                                       on_segment=on_segment, on_layer=on_layer)
-        self._compute += time.perf_counter() - t0
+        self._compute += self._less_compiling(time.perf_counter() - t0, c0)
         self._loss += loss
         self._nloss += 1
         if not np.isfinite(loss) and self.first_bad is None:
@@ -220,18 +263,24 @@ class Run:
     def grad_at(self, w, g, idx):
         """Gradient (mean over the samples ``idx``) at w, into g; safe to call from several
         threads at once (a method with gradient threads): the timers and the loss are updated
-        under a lock, and the batch is not recorded (see :meth:`trace_batches`). Compute time
-        is summed over the threads."""
-        t0 = time.perf_counter()
+        under a lock, and neither the batch (see :meth:`trace_batches`) nor the loss (the
+        iteration's loss is that of the gradients it consumes, :meth:`add_loss`) is recorded. Its time is the
+        gradient threads' (``thread_compute``, thread-seconds summed over the threads, in the
+        records since the previous iteration's record), not the iteration's compute: the thread
+        that runs the loop times its wait for the gradients with :meth:`awaiting_gradients`."""
+        t0, c0 = time.perf_counter(), self._compiling.mine()
         loss = self.net.loss_and_grad(w, self.data.x_train[idx], self.data.y_train[idx], out=g)
-        dt = time.perf_counter() - t0
+        dt = self._less_compiling(time.perf_counter() - t0, c0)
         with self._lock:
-            self._compute += dt
-            self._loss += loss
-            self._nloss += 1
+            self._thread_compute = (self._thread_compute or 0.0) + dt
             if not np.isfinite(loss) and self.first_bad is None:
                 self.first_bad = self.t
         return loss
+
+    def add_loss(self, total, count):
+        """The iteration consumed ``count`` gradients (of :meth:`grad_at`) whose losses sum to ``total``."""
+        self._loss += total
+        self._nloss += count
 
     def trace_batches(self, batches):
         """The sample indices this iteration used, (tau, b), for --trace (with :meth:`grad_at`)."""
@@ -246,12 +295,12 @@ class Run:
     @contextlib.contextmanager
     def idle(self):
         """Time the enclosed blocking communication as idle."""
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), self._compiling.mine()
         try:
             yield
         finally:
             t1 = time.perf_counter()
-            self._idle += t1 - t0
+            self._idle += self._less_compiling(t1 - t0, c0)
             self._spans.append((t0, t1))
 
     def codec(self):
@@ -265,13 +314,25 @@ class Run:
         not the framework's."""
         return self._timed("_update")
 
+    def awaiting_gradients(self):
+        """Time the enclosed wait of the loop's thread for gradients that other threads compute
+        (PP-ASGD's update thread waiting for its gradient threads) as the iteration's *compute*:
+        the computation on the path of the iteration; the threads' own work is ``thread_compute``."""
+        return self._timed("_compute")
+
     @contextlib.contextmanager
     def _timed(self, total):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), self._compiling.mine()
         try:
             yield
         finally:
-            setattr(self, total, getattr(self, total) + time.perf_counter() - t0)
+            setattr(self, total, getattr(self, total) + self._less_compiling(time.perf_counter() - t0, c0))
+
+    def _less_compiling(self, seconds, since):
+        """``seconds`` of this thread less what Numba spent compiling in it since ``since``
+        (``self._compiling.mine()`` at the start): a first run's compilation is never timed
+        as compute, idle, update or codec (it is recorded apart, as ``compile``)."""
+        return max(seconds - (self._compiling.mine() - since), 0.0)
 
     def open_wire(self):
         """The MPI datatype and operator of the ``--compress`` codec (None without one); the
@@ -315,18 +376,18 @@ class Run:
 
     def wait(self, req):
         """req.Wait(), timed as idle."""
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), self._compiling.mine()
         req.Wait()
         t1 = time.perf_counter()
-        self._idle += t1 - t0
+        self._idle += self._less_compiling(t1 - t0, c0)
         self._finish(req, t0, t1)
 
     def waitall(self, reqs):
         from refsgd.comm.link import waitall  # plain requests too; honours emulated deadlines
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), self._compiling.mine()
         waitall(reqs)
         t1 = time.perf_counter()
-        self._idle += t1 - t0
+        self._idle += self._less_compiling(t1 - t0, c0)
         for r in reqs:
             self._finish(r, t0, t1)
 
@@ -342,29 +403,36 @@ class Run:
 
     # ------------------------------------------------------------------ the loop
     def iterations(self):
-        """Yield t = 0 .. total-1; bookkeeping at each boundary (see the module docstring)."""
+        """Yield t = 0 .. total-1 (with a gradient budget: until it is consumed); bookkeeping at
+        each boundary (see the module docstring)."""
         start = time.perf_counter()
         self._run_start = start
         self._first = self.t  # > 0 after --resume: the throughput counts this process's iterations
+        self._grads_first = self.grads_done
+        segment = {"iterations": [self.t, self.t], "wall_seconds": 0.0}
+        self.segments.append(segment)
         log_every = max(1, self.cfg.log_every)
-        eval_at = eval_schedule(self.cfg.eval_every, self.iters_per_epoch)
+        eval_due = eval_schedule(self.cfg.eval_every, self.iters_per_epoch, self.grads_per_epoch)
         progress = Progress(self) if self.rank == 0 and self.cfg.progress else None
         self._bar = progress.bar if progress is not None else None
-        self._compiling = _CompileClock()
-        with failure.deferring(), self._compiling:  # a signal stops every rank at the next loss check
-            for t in range(self.t, self.total):
+        clock = self._compiling
+        with failure.deferring(), clock:  # a signal stops every rank at the next loss check
+            clock.main = threading.get_ident()
+            t, ran = self.t, 0
+            while not self._finished(t):
                 self.t = t
                 self._micro = 0
                 self._compute = self._idle = self._codec = self._update = 0.0
                 self._spans = []
                 self._loss, self._nloss = 0.0, 0
-                t0 = time.perf_counter()
+                t0, c0 = time.perf_counter(), clock.mine()
+                before = self.grads_done
                 yield t
                 self._record(t0)
                 if self.tracing:
                     self._record_trace(t)
-                last = t + 1 == self.total
-                epoch_end = (t + 1) % self.iters_per_epoch == 0
+                last = self._finished(t + 1)
+                epoch_end = int(self.grads_done // self.grads_per_epoch) > int(before // self.grads_per_epoch)
                 # a checkpoint is taken after the loss check of the same boundary, so that no
                 # non-finite state is ever saved (the last iteration is checkpointed too)
                 ckpt = self._checkpoint is not None and ((t + 1) % self._checkpoint[1] == 0 or last)
@@ -373,23 +441,78 @@ class Run:
                     if progress is not None:
                         progress.show(t + 1, mean_loss)
                 # the boundary's bookkeeping (records, trace, loss check, status line) belongs to
-                # the iteration's wall time; evaluation and checkpoints do not
-                self.records["wall"][-1] = time.perf_counter() - t0
+                # the iteration's wall time; evaluation, checkpoints and Numba's compiling do not
+                t1 = time.perf_counter()
+                self.records["wall"][-1] = t1 - t0 - (clock.mine() - c0)
                 self.records["idle"][-1] = self._idle
-                self.records["comm"][-1] = _union_length(self._spans)  # the check's all-reduce is both
-                if eval_at(t + 1) or last:
-                    self.evaluate(t)
+                # communication in flight within the iteration (the check's all-reduce is both),
+                # the requests still in flight at its end included; none of it outside [t0, t1]
+                spans = self._spans + [(s, t1) for _, s in self._pending]
+                self.records["comm"][-1] = _union_length(spans, t0, t1, holes=clock.intervals(t0, t1))
+                self.records["compile"][-1] += clock.take()
+                segment["iterations"][1], segment["wall_seconds"] = t + 1, t1 - start
+                if eval_due(t + 1, before, self.grads_done) or last:
+                    self.records["evaluate"][-1] = self._outside(self.evaluate, t)
                 if ckpt:
-                    self.save_checkpoint()
+                    self.records["checkpoint"][-1] = self._outside(self.save_checkpoint)
+                t, ran = t + 1, ran + 1
+            if ran:  # the last boundary's evaluation and checkpoint may have compiled too
+                self.records["compile"][-1] += clock.take()
+            self._discount_compile_waits(ran)
         if progress is not None:
             progress.close()
             self._bar = None
-        self.wall = time.perf_counter() - start
-        self.iterations_run = self.total - self._first
+        self.wall = segment["wall_seconds"] = time.perf_counter() - start
+        self.iterations_run = ran
 
-    def samples_per_second(self, done, elapsed):
-        """Training samples per second of this process: iterations before a --resume do not count."""
-        return (done - self._first) * self.workers * self.cfg.batch * self.tau / max(elapsed, 1e-12)
+    def _discount_compile_waits(self, ran):
+        """Collective, after the loop: a rank that compiled less than another (or not at all)
+        waited for it in the method's next collective, in the iteration of the compiling or the
+        one after. That wait, at most the difference to the rank that compiled longest in the
+        iteration, is moved from idle (and from the wall time and the time in flight) to compile,
+        so that another rank's compiling is not read as communication either."""
+        if ran == 0 or self.world == 1:
+            return
+        rec = self.records
+        lo = len(rec["wall"]) - ran
+        mine = np.ascontiguousarray(rec["compile"][lo:], dtype=np.float64)
+        every = np.empty((self.world, ran))
+        self.control_comm.Allgather(mine, every)
+        deficit = every.max(axis=0) - mine
+        if not deficit.any():
+            return
+        carry = 0.0
+        for i in range(ran):
+            owed, j = deficit[i] + carry, lo + i
+            waited = min(owed, rec["idle"][j])
+            rec["idle"][j] -= waited
+            rec["wall"][j] -= waited
+            rec["comm"][j] = max(rec["comm"][j] - waited, 0.0)
+            rec["compile"][j] += waited
+            carry = min(owed - waited, deficit[i])   # the rest waits in the next iteration at most
+
+    def _finished(self, t):
+        """Whether the run ends before iteration t: after total iterations, or once the
+        gradient budget (--epochs of a method whose iterations consume however many gradients
+        have arrived) is consumed."""
+        return self.grads_done >= self.budget if self.budget is not None else t >= self.total
+
+    def _outside(self, fn, *args):
+        """fn(*args) at an iteration boundary, outside the iteration's times; returns its seconds
+        (Numba's compiling in it excluded)."""
+        t0, c0 = time.perf_counter(), self._compiling.mine()
+        fn(*args)
+        return self._less_compiling(time.perf_counter() - t0, c0)
+
+    @property
+    def epochs_done(self):
+        """Epochs of gradients consumed by the iterations done: gradients / grads_per_epoch."""
+        return self.grads_done / self.grads_per_epoch
+
+    def samples_per_second(self, elapsed):
+        """Training samples (of the gradients consumed) per second of this process: iterations
+        before a --resume do not count."""
+        return (self.grads_done - self._grads_first) * self.cfg.batch / max(elapsed, 1e-12)
 
     def _record(self, t0):
         """Append this iteration's times, loss, the method's records and the traffic."""
@@ -401,8 +524,17 @@ class Run:
         rec["loss"].append(self._loss / self._nloss if self._nloss else np.nan)  # nan: no gradient here
         rec["codec"].append(self._codec)
         rec["update"].append(self._update)
-        rec["compile"].append(self._compiling.take())  # within the times above (first runs only)
+        rec["compile"].append(self._compiling.take())  # outside the times above (first runs only)
+        rec["evaluate"].append(0.0)    # set after the boundary's evaluation and checkpoint, if any
+        rec["checkpoint"].append(0.0)
         rec["lr"].append(self.lr(self.t))  # as used: a plateau schedule's lr depends on the run so far
+        # the micro-batch gradients this iteration consumed, all workers (a method whose
+        # iterations consume a varying number says so with record("gradients", n))
+        rec["gradients"].append(self._extra.pop("gradients", float(self.tau * self.workers)))
+        self.grads_done += rec["gradients"][-1]
+        if self._thread_compute is not None:
+            with self._lock:
+                self._extra["thread_compute"], self._thread_compute = self._thread_compute, 0.0
         for name in set(self._extra) | (set(rec) - set(FIELDS)):
             rec.setdefault(name, [np.nan] * (len(rec["wall"]) - 1)).append(self._extra.get(name, np.nan))
         self._extra = {}
@@ -454,6 +586,9 @@ class Run:
         if self._settle is not None:
             self._settle()
         self._complete_pending()
+        if self.segments:  # this process's segment so far, as the checkpoint keeps it
+            self.segments[-1]["iterations"][1] = self.t + 1
+            self.segments[-1]["wall_seconds"] = time.perf_counter() - self._run_start
         root, _, config, keep = self._checkpoint
         return checkpoint.save(self, root, config, keep)
 
@@ -511,32 +646,42 @@ class Run:
         w = self._model()
         x, y = self.data.x_test[self.rank::self.world], self.data.y_test[self.rank::self.world]
         loss, acc = self.net.evaluate(w, x, y) if len(y) else (0.0, 0.0)
-        ep_lo = max(0, t + 1 - self.iters_per_epoch)
+        # the iterations of the last epoch of gradients (iters_per_epoch of them for a method
+        # that consumes a fixed number per iteration)
+        consumed = np.cumsum(np.asarray(self.records["gradients"][:t + 1], dtype=np.float64))
+        ep_lo = int(np.searchsorted(consumed, self.grads_done - self.grads_per_epoch, side="right"))
         tr = np.asarray(self.records["loss"][ep_lo:t + 1], dtype=np.float64)
         tr = tr[~np.isnan(tr)]
         buf = np.array([loss * len(y), acc * len(y), float(len(y)), float(np.sum(tr)), float(len(tr))])
         out = np.empty_like(buf)
         with self.idle():
             self.control_comm.Allreduce(buf, out, op=MPI.SUM)
-        rec = dict(iteration=t + 1, epoch=(t + 1) / self.iters_per_epoch, train_loss=out[3] / max(out[4], 1),
+        rec = dict(iteration=t + 1, epoch=self.epochs_done, train_loss=out[3] / max(out[4], 1),
                    test_loss=out[0] / out[2], test_acc=out[1] / out[2],
                    seconds=time.perf_counter() - self._run_start)
         self.evals.append(rec)
         if hasattr(self.schedule, "observe"):
             self.schedule.observe(rec["train_loss"])
         self.log(f"iter {t + 1:>6}  epoch {rec['epoch']:6.2f}  lr {self.lr(t):.4g}  train loss {rec['train_loss']:.4f}  "
-                 f"test loss {rec['test_loss']:.4f}  test acc {100 * rec['test_acc']:.2f}%  ({rec['seconds']:.1f} s)")
+                 f"test loss {rec['test_loss']:.4f}  test acc {100 * rec['test_acc']:.2f}%  (elapsed {rec['seconds']:.1f} s)")
 
 
-def eval_schedule(every, iters_per_epoch):
-    """--eval-every ("E" epochs or "Nit" iterations, or an int of epochs) -> done -> whether to
-    evaluate after ``done`` iterations."""
+def eval_schedule(every, iters_per_epoch, grads_per_epoch=None):
+    """--eval-every ("E" epochs or "Nit" iterations, or an int of epochs) -> due(done, before,
+    after): whether to evaluate after ``done`` iterations, the gradients consumed having gone
+    from ``before`` to ``after`` in the last one. Epochs count gradients (``grads_per_epoch`` a
+    epoch; without it, ``iters_per_epoch`` iterations): every E epochs is at the iteration that
+    crosses a multiple of E epochs of gradients (with a fixed number per iteration, every E x
+    iters_per_epoch iterations)."""
     text = str(every)
     if text.endswith("it"):
         n = int(text[:-2])
-        return lambda done: done % n == 0
-    n = int(text) * iters_per_epoch
-    return lambda done: done % n == 0
+        return lambda done, before=None, after=None: done % n == 0
+    if grads_per_epoch is None:
+        n = int(text) * iters_per_epoch
+        return lambda done, before=None, after=None: done % n == 0
+    n = int(text) * grads_per_epoch
+    return lambda done, before, after: int(after // n) > int(before // n)
 
 
 class Progress:
@@ -545,7 +690,10 @@ class Progress:
     Under mpiexec stdout is a pipe even in a terminal, so a bar would be a wall of carriage
     returns; there, and in a file, a line ``iter T/TOTAL (P%)  loss L  S samples/s  ETA E`` is
     printed every 10% of the run or every 30 s, whichever comes first (at most one a second).
-    Every other line (evaluations, events) starts a line of its own.
+    A run with a gradient budget (PP-ASGD's threaded mode with --epochs) counts its progress
+    in gradients: ``iter T, gradients G/BUDGET (P%)  ...``. The rate and the ETA leave out the
+    seconds Numba spent compiling (a first run's, once). Every other line (evaluations, events)
+    starts a line of its own.
     """
 
     EVERY_FRACTION, EVERY_SECONDS, AT_MOST = 0.1, 30.0, 1.0
@@ -554,32 +702,43 @@ class Progress:
         self.run = run
         self.stream = stream or sys.stdout
         self.start = time.perf_counter()
+        self.compiled = run._compiling.total()
         self.bar = None
-        self.last_time, self.last_done = self.start, run.t
+        self.last_time, self.last_pos = self.start, self._position(run.t)[0]
+        self.first = self.last_pos
         # a terminal too narrow to draw in (some headless sessions report 0 columns) gets lines
         if self.stream.isatty() and shutil.get_terminal_size((0, 0)).columns >= 40:
             from tqdm import tqdm
-            self.bar = tqdm(total=run.total, initial=run.t, unit="it", dynamic_ncols=True, leave=False,
-                            file=self.stream)
+            pos, end = self._position(run.t)
+            self.bar = tqdm(total=end, initial=pos, unit="it" if run.budget is None else " gradients",
+                            dynamic_ncols=True, leave=False, file=self.stream)
+
+    def _position(self, done):
+        """(where the run is, where it ends): iterations, or gradients with a budget."""
+        run = self.run
+        return (done, run.total) if run.budget is None else (int(run.grads_done), int(run.budget))
 
     def show(self, done, loss):
         now = time.perf_counter()
-        rate = self.run.samples_per_second(done, now - self.start)
+        elapsed = max(now - self.start - (self.run._compiling.total() - self.compiled), 1e-12)
+        rate = self.run.samples_per_second(elapsed)
+        pos, end = self._position(done)
         if self.bar is not None:
-            self.bar.update(done - self.bar.n)
+            self.bar.update(pos - self.bar.n)
             self.bar.set_postfix(loss=f"{loss:.4f}", samples_s=f"{rate:.0f}", **self.run.progress_info)
             return
-        total = self.run.total
-        due = (done - self.last_done >= self.EVERY_FRACTION * total or now - self.last_time >= self.EVERY_SECONDS
-               or done == total)
-        if not due or (now - self.last_time < self.AT_MOST and done != total):
+        due = (pos - self.last_pos >= self.EVERY_FRACTION * end or now - self.last_time >= self.EVERY_SECONDS
+               or pos >= end)
+        if not due or (now - self.last_time < self.AT_MOST and pos < end):
             return
-        its = (done - self.run._first) / max(now - self.start, 1e-12)
-        eta = (total - done) / its if its > 0 else float("inf")
+        speed = (pos - self.first) / elapsed
+        eta = (end - pos) / speed if speed > 0 else float("inf")
         extra = "".join(f"  {k} {v}" for k, v in self.run.progress_info.items())
-        print(f"iter {done:>{len(str(total))}d}/{total} ({100 * done / total:5.1f}%)  loss {loss:.4f}  "
+        where = (f"{done:>{len(str(end))}d}/{end}" if self.run.budget is None else
+                 f"{done}, gradients {pos:,d}/{end:,d}")
+        print(f"iter {where} ({100 * pos / end:5.1f}%)  loss {loss:.4f}  "
               f"{rate:,.0f} samples/s  ETA {_clock(eta)}{extra}", file=self.stream, flush=True)
-        self.last_time, self.last_done = now, done
+        self.last_time, self.last_pos = now, pos
 
     def close(self):
         if self.bar is not None:
@@ -595,14 +754,17 @@ def _clock(seconds):
 
 #: the per-iteration records of every run (a method may add its own with Run.record)
 FIELDS = ("compute", "idle", "comm", "wall", "loss", "codec", "update", "global_bytes", "local_bytes", "lr",
-          "compile")
+          "compile", "evaluate", "checkpoint", "gradients")
 
 
 class _CompileClock:
     """Seconds Numba spends compiling kernels (not loading them from its disk cache), from
-    Numba's event API: the first run after an install or a change compiles the kernels it
-    meets, inside whatever part of an iteration first calls them. Listens while registered
-    (``with clock:``); ``take()`` returns the seconds since the last take."""
+    Numba's event API, per thread: the first run after an install or a change compiles the
+    kernels it meets, inside whatever part of an iteration first calls them; the run's timers
+    take this thread's compiling out of what they time (``mine()`` before and after). Listens
+    while registered (``with clock:``); ``take()`` returns the seconds compiled by any thread
+    since the last take, ``total()`` all of them, ``intervals(lo, hi)`` the spans of the thread
+    ``main`` (the one that runs the loop) that lie in [lo, hi]."""
 
     def __init__(self):
         from numba.core import event
@@ -610,20 +772,32 @@ class _CompileClock:
 
         class Listener(event.Listener):
             def on_start(self, ev):
+                me = threading.get_ident()
                 with clock._lock:
-                    if clock._depth == 0:
-                        clock._since = time.perf_counter()
-                    clock._depth += 1
+                    depth = clock._depth.get(me, 0)
+                    if depth == 0:
+                        clock._since[me] = time.perf_counter()
+                    clock._depth[me] = depth + 1
 
             def on_end(self, ev):
+                me = threading.get_ident()
                 with clock._lock:
-                    clock._depth -= 1
-                    if clock._depth == 0:
-                        clock._seconds += time.perf_counter() - clock._since
+                    clock._depth[me] -= 1
+                    if clock._depth[me] == 0:
+                        now = time.perf_counter()
+                        dt = now - clock._since[me]
+                        clock._mine[me] = clock._mine.get(me, 0.0) + dt
+                        clock._seconds += dt
+                        clock._total += dt
+                        if me == clock.main:
+                            clock._spans.append((clock._since[me], now))
 
         self._event, self._listener = event, Listener()
         self._lock = threading.Lock()
-        self._depth, self._since, self._seconds = 0, 0.0, 0.0
+        self._depth, self._since, self._mine = {}, {}, {}
+        self._seconds = self._total = 0.0
+        self._spans = []
+        self.main = None
 
     def __enter__(self):
         self._event.register("numba:compile", self._listener)
@@ -631,6 +805,19 @@ class _CompileClock:
 
     def __exit__(self, *exc):
         self._event.unregister("numba:compile", self._listener)
+
+    def mine(self):
+        """Seconds the calling thread has spent compiling so far."""
+        return self._mine.get(threading.get_ident(), 0.0)
+
+    def total(self):
+        return self._total
+
+    def intervals(self, lo, hi):
+        """The main thread's compiling spans that overlap [lo, hi] (older ones are dropped)."""
+        with self._lock:
+            self._spans = [(a, b) for a, b in self._spans if b > lo]
+            return [(max(a, lo), min(b, hi)) for a, b in self._spans if a < hi]
 
     def take(self):
         with self._lock:
@@ -679,14 +866,18 @@ def _no_nan(v):
     return bad == 0
 
 
-def _union_length(spans):
-    """Total length of the union of the intervals (overlapping requests count once)."""
-    total, end = 0.0, -np.inf
-    for s, e in sorted(spans):
-        if e > end:
-            total += e - max(s, end)
-            end = e
-    return total
+def _union_length(spans, lo=-np.inf, hi=np.inf, holes=()):
+    """Total length of the union of the intervals within [lo, hi] (overlapping requests count
+    once), less its parts inside ``holes`` (disjoint intervals, e.g. Numba compiling)."""
+    def covered(a, b):
+        total, end = 0.0, a
+        for s, e in sorted(spans):
+            s, e = max(s, end), min(e, b)
+            if e > s:
+                total += e - s
+                end = e
+        return total
+    return max(covered(lo, hi) - sum(covered(max(a, lo), min(b, hi)) for a, b in holes), 0.0)
 
 
 class NonFiniteLoss(AgreedError):

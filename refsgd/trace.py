@@ -210,6 +210,12 @@ def verify(a_path, b_path, rtol=1e-10, atol=1e-12, prefix=False):
     for key in ("method", "world_size", "dtype", "model", "dataset_sha256"):
         if a.attrs[key] != b.attrs[key]:
             return False, lines + [f"MISMATCH in {key}: {a.attrs[key]!r} vs {b.attrs[key]!r}"]
+    for name, tr in (("A", a), ("B", b)):  # a float32 array in a float64 trace is no difference of values
+        wrong = [f"/{k} is {arr.dtype}" for k, arr in [("w0", tr.w0)] + [(f"state/{n}", v) for n, v in tr.state.items()]
+                 if arr.dtype != np.dtype(str(tr.attrs["dtype"]))]
+        if wrong:
+            return False, lines + [f"MISMATCH in dtype: in {name} ({tr.path}), a {tr.attrs['dtype']} trace, "
+                                   + ", ".join(wrong)]
     if a.network != b.network:
         return False, lines + [f"MISMATCH in model_spec: {a.network} vs {b.network}"]
     if a.state_names != b.state_names:
@@ -245,7 +251,7 @@ def verify(a_path, b_path, rtol=1e-10, atol=1e-12, prefix=False):
     for t in range(T):
         for i in range(N):
             if not np.array_equal(a.batches[t, i], b.batches[t, i]):
-                return False, lines + [f"MISMATCH at step {t}, worker {i}: different batch indices"]
+                return False, lines + _batch_mismatch(t, i, a.batches[t, i], b.batches[t, i])
             for name in ["loss"] + a.state_names:
                 x = a.loss[t, i] if name == "loss" else a.state[name][t, i]
                 y = b.loss[t, i] if name == "loss" else b.state[name][t, i]
@@ -258,20 +264,44 @@ def verify(a_path, b_path, rtol=1e-10, atol=1e-12, prefix=False):
                     where = f"{name}[{j}]" if np.ndim(err) else name
                     rel = _normwise(err, y, both_nan)
                     return False, lines + [
+<<<<<<< HEAD
                         f"MISMATCH at step {t}, worker {i}, {where}: A = {np.ravel(x)[j]!r}, B = {np.ravel(y)[j]!r}",
                         f"  max |A - B| = {np.max(err):.3e}"
                         + (f", normwise relative max |A - B| / max |B| = {rel:.3e}" if rel is not None else "")
                         + f" (rtol {rtol:g}, atol {atol:g})"]
                 rel = _normwise(err, y, both_nan)
                 worst = worst if rel is None else max(worst, rel)
+=======
+                        f"MISMATCH at step {t}, worker {i}, {where}: A = {float(np.ravel(x)[j])!r}, "
+                        f"B = {float(np.ravel(y)[j])!r}",
+                        f"  max |A - B| = {np.max(err):.3e}, max relative = {rel:.3e} (rtol {rtol:g}, atol {atol:g})"]
+                scale = np.maximum(np.where(both_nan, 1.0, np.abs(y)), atol / max(rtol, 1e-300))
+                worst = max(worst, float(np.max(err / scale)))
+>>>>>>> main
     lines.append(f"OK: {T} steps x {N} workers agree (state {', '.join(a.state_names)} and loss; "
                  f"largest normwise relative difference {worst:.2e}; rtol {rtol:g}, atol {atol:g})")
     return True, lines
 
 
+<<<<<<< HEAD
 def _normwise(err, y, both_nan):
     """max |A - B| / max |B| over one array (the infinity norms), where B is not all zero (None
     then): a relative figure that stays meaningful when single entries of B are near zero, unlike
     the largest elementwise ratio."""
     norm = float(np.max(np.where(both_nan, 0.0, np.abs(y)))) if np.size(y) else 0.0
     return float(np.max(err)) / norm if norm > 0 else None
+=======
+def _batch_mismatch(t, i, a, b):
+    """The lines naming where two workers' batch indices (tau, b) differ, and what they hold."""
+    where = np.argwhere(a != b)
+    m, k = (int(v) for v in where[0])
+    show = 16  # one micro-batch's indices, shortened past this many
+
+    def row(x):
+        x = [int(v) for v in x]
+        return "[" + " ".join(map(str, x[:show])) + (" ..." if len(x) > show else "") + "]"
+    at = ", ".join(f"({int(p)}, {int(q)})" for p, q in where[:8]) + (", ..." if len(where) > 8 else "")
+    return [f"MISMATCH at step {t}, worker {i}: different batch indices: {len(where)} of {a.size} differ, at "
+            f"(micro-batch, position) {at}; the first: A = {int(a[m, k])}, B = {int(b[m, k])}",
+            f"  micro-batch {m}: A {row(a[m])}", f"  micro-batch {m}: B {row(b[m])}"]
+>>>>>>> main

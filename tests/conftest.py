@@ -25,10 +25,6 @@ def mpi_env(base=None, **extra):
     return mpilib.environ(base, **{**ONE_THREAD, **extra})
 
 
-def pytest_configure(config):
-    config.addinivalue_line("markers", "mpi_launch: launches mpiexec (the MPI tests, `pytest -m mpi_launch`)")
-
-
 def pytest_collection_modifyitems(config, items):
     """Every test of a file that launches mpiexec is an MPI test (marker mpi_launch): CI runs
     them again under a second MPI library."""

@@ -131,10 +131,18 @@ def test_overlap_json_rows_for_the_new_methods(tmp_path):
     own = rows["pipe-sgd"]["compute"]
     assert 0 < rows["pipe-sgd"]["update_run"] < rows["pipe-sgd"]["other"]
     assert rows["pipe-sgd"]["model"] == pytest.approx(pipe(own, rows["pipe-sgd"]["update_run"]), rel=1e-9)
-    own = 2 * rows["ps-sync"]["compute"]
+    own = rows["ps-sync"]["compute"]  # the worker's: the server's zero is not averaged in
     assert rows["ps-sync"]["t_c_own"] == pytest.approx(own)
+    assert r.stdout.count("daso: 1 rank(s) per node") == 1  # daso's parameters, as it is among --algos
     assert rows["ps-sync"]["model"] == pytest.approx(own + expect["ps-sync"] - t_c, rel=1e-9)
     assert rows["ps-sync"]["samples"] == 16 and rows["pipe-sgd"]["samples"] == 32
+
+
+def test_overlap_without_daso_prints_no_daso_line():
+    r = cli("bench", "overlap", "--model", "digits_tiny", "--batch", "16", "--iterations", "8", "--skip", "2",
+            "--algos", "ssgd,ps-sync", n=2, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert "ps-sync" in r.stdout and "daso" not in r.stdout, r.stdout
 
 
 def test_scale_prints_the_table_and_plots(tmp_path):

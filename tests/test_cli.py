@@ -306,10 +306,53 @@ def test_report_prints_and_plots(tmp_path):
 
 def test_an_unknown_flag_is_reported_by_its_command_and_abbreviations_are_refused():
     r = refsgd("train", "--bogus-flag")
-    assert r.returncode == 2 and r.stderr.startswith("usage: refsgd train"), r.stderr
-    assert r.stderr.strip().endswith("refsgd train: error: unrecognized arguments: --bogus-flag"), r.stderr
+    assert r.returncode == 2 and r.stderr == ("refsgd train: error: unrecognized arguments: --bogus-flag; "
+                                              "`refsgd train --help` lists the options\n"), r.stderr
     r = refsgd("train", "--epoch", "1", "--no-progress")      # --epochs abbreviated: not taken for it
     assert r.returncode == 2 and "unrecognized arguments: --epoch 1" in r.stderr, r.stderr
     r = refsgd("bench", "overlap", "--zz")
     assert r.returncode == 2 and "refsgd bench overlap: error: unrecognized arguments: --zz" in r.stderr
     assert r.stderr.count("error:") == 1, r.stderr
+
+
+@pytest.mark.parametrize("typo,meant", [(["--epcohs", "2"], "--epochs"), (["--epoch", "1"], "--epochs"),
+                                        (["--bacth", "8"], "--batch"), (["--epcohs=2"], "--epochs")])
+def test_a_mistyped_option_is_one_line_with_a_suggestion(typo, meant):
+    r = refsgd("train", *typo)
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.count("\n") == 1 and "usage:" not in r.stderr, r.stderr  # not ~21 lines of usage
+    assert f"(did you mean {meant}?)" in r.stderr, r.stderr
+
+
+def test_a_mistyped_option_under_mpiexec_is_one_line():
+    r = cli("train", "--epcohs", "2", n=2, timeout=120)
+    assert r.returncode == 2
+    assert r.stderr.strip() == "refsgd train: error: unrecognized arguments: --epcohs 2 (did you mean --epochs?)", \
+        r.stderr
+
+
+def test_messages_name_what_was_meant(tmp_path):
+    r = refsgd("train", "--algo", "laga")
+    assert r.returncode == 2 and "(did you mean laga-sgd, laga-sgdm or laga-sgdn?)" in r.stderr, r.stderr
+    r = refsgd("train", "--schedule", "warmup-step:warmup=5")
+    assert r.returncode == 2 and "warmup_iters (or warmup_epochs)" in r.stderr, r.stderr
+    assert "milestones (or milestone_epochs)" in r.stderr and "did you mean warmup_iters or warmup_epochs?" in r.stderr
+    src = tmp_path / "mnist"
+    src.mkdir()
+    rng = np.random.default_rng(0)
+    for split, n in (("train", 60), ("t10k", 20)):
+        _idx(src / f"{split}-images-idx3-ubyte.gz", rng.integers(0, 256, (n, 28, 28), dtype=np.uint8), 0x803)
+        _idx(src / f"{split}-labels-idx1-ubyte.gz", (np.arange(n) % 10).astype(np.uint8), 0x801)
+    assert refsgd("data", "convert", "mnist", str(src), str(tmp_path / "mnist.h5")).returncode == 0
+    r = refsgd("train", "--data", str(tmp_path / "mnist.h5"))
+    assert r.returncode == 2 and "model digits_mlp expects (1, 8, 8)" in r.stderr, r.stderr
+    assert "the bundled models that fit it: --model mnist_mlp." in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize("flag,once", [("--help", "usage: refsgd train"), ("--list", "ssgd-opt ")])
+def test_run_sh_prints_help_and_list_once(flag, once):
+    venv = os.path.dirname(os.path.dirname(sys.executable))
+    r = subprocess.run(["./run.sh", flag], cwd=ROOT, capture_output=True, text=True, timeout=300,
+                       env={**os.environ, "REFSGD_VENV": venv, "REFSGD_NP": "3"})
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.count(once) == 1, r.stdout  # not once per rank

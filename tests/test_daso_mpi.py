@@ -109,7 +109,7 @@ def test_one_node_is_ssgd_with_the_mean_gradient(tmp_path):
               "--iterations", "12", "--no-progress"]
     r = refsgd("train", "--algo", "daso", *common, "--trace", str(tmp_path / "d.h5"), n=2)
     assert r.returncode == 0, r.stderr
-    assert "1 node(s) x 2 rank(s); one node: no global syncs" in r.stdout
+    assert "1 node of 2 ranks; one node: no global syncs" in r.stdout
     r = refsgd("train", "--algo", "ssgd", *common, "--trace", str(tmp_path / "s.h5"), n=2)
     assert r.returncode == 0, r.stderr
     with h5py.File(tmp_path / "d.h5") as d, h5py.File(tmp_path / "s.h5") as s:

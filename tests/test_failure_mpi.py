@@ -463,5 +463,6 @@ def test_a_corrupt_compressed_chunk_is_named(tmp_path):
 def test_an_unknown_flag_on_one_rank_is_one_message_with_one_prefix():
     r = mpmd(["train", *SHORT], ["train", *SHORT, "--bogus"])
     assert r.returncode == 2, r.stderr
-    one_message(r, "refsgd train: error: unrecognized arguments: --bogus (on rank(s) 1)")
+    one_message(r, "refsgd train: error: unrecognized arguments: --bogus; `refsgd train --help` lists the "
+                   "options (on rank(s) 1)")
     assert r.stderr.count("error:") == 1, r.stderr

@@ -38,6 +38,12 @@ def micro_batches(args):
     return args.tau
 
 
+def by_gradients(args):
+    """Whether the method's iterations consume however many gradients have arrived (PP-ASGD and
+    ASGD with free-running gradient threads): --epochs then counts gradients, not iterations."""
+    return args.algo in ("pp-asgd", "asgd") and value(args, "staleness") is None
+
+
 def servers(name):
     """How many leading ranks are servers without data (0 for the decentralised methods)."""
     return 1 if name in ("dcasgd", "ps-sync") else 0

@@ -56,7 +56,8 @@ Readings and deviations (docs/algorithms.md lists them too):
 * One node (P = 1): there is no global network, so there are no global syncs (a bf16 cast of
   x every batch would only round it); DASO is then SSGD with the mean gradient of the node.
 * One micro-batch per batch (``--tau 1``). The model evaluated is the mean of every rank's x
-  (during cycling the nodes differ; after a blocking sync they agree).
+  (during cycling the nodes differ; after a blocking sync they agree), its frozen weights
+  copied, not averaged, so that they stay bitwise w0 (``Run.average_model``).
 * L2's division by G is done inside L3's fused pass (``U.step(..., divide=G)``), element by
   element in x's dtype: bit for bit the listing's order. Eq. 1's merge is one pass in place.
 
@@ -234,6 +235,8 @@ def train(run):
     local_link = Link.parse(c.local_link, "--local-link") if getattr(c, "local_link", None) else None
     topo = Topology(run.comm, getattr(c, "ranks_per_node", None), link, local_link, run.traffic)
     G, P, local, group, me = topo.G, topo.P, topo.local, topo.group, topo.local_rank
+    if getattr(c, "ranks_per_node", None) is None:
+        run.found["ranks_per_node"] = G      # the trace names the nodes found (a serial rendering needs G)
     run.log(f"  daso: {topo.describe()}" + (f"; local {local_link} -- EMULATED" if local_link else "")
             + ("; one node: no global syncs (use --ranks-per-node to form several)" if topo.P == 1 else ""))
     x = run.register("x", run.init_params())
@@ -259,9 +262,7 @@ def train(run):
             np.copyto(x, new, where=mask)
 
     def average():
-        run.control_comm.Allreduce(x, x_bar, op=MPI.SUM)
-        np.divide(x_bar, run.world, out=x_bar)
-        return x_bar
+        return run.average_model(run.control_comm, x, x_bar)
     run.set_model(average)
 
     def last_epoch_loss():

@@ -40,7 +40,8 @@ Deviations and readings:
 * The prologue L1-L3 is iteration 0 (it consumes one micro-batch like every iteration), so a
   run of T iterations computes T gradients; the loop body L5-L11 is iterations 1..T-1.
 * The listing leaves every worker with its own w_i. The model that is evaluated and returned
-  is the average of the workers' w_i (an all-reduce at evaluation time only).
+  is the average of the workers' w_i (an all-reduce at evaluation time only); its frozen
+  weights are copied, not averaged, so that they stay bitwise w0 (``Run.average_model``).
 * One micro-batch per iteration (``--tau 1``): the paper does not accumulate.
 * L8-L11 are element-wise; they run as one Numba loop (:func:`corrected_step`, the listing's
   lines as comments) in two passes, because eq. 17 needs the norms of whole vectors before
@@ -188,9 +189,7 @@ def train(run):
 
     def average():
         with run.idle():
-            comm.Allreduce(w_i, w_bar, op=MPI.SUM)
-        np.divide(w_bar, N, out=w_bar)
-        return w_bar
+            return run.average_model(comm, w_i, w_bar)
     run.set_model(average)
 
     for t in run.iterations():

@@ -39,8 +39,9 @@ Two modes:
   Fig. 4c batch size), their mean staleness (``staleness``), S_bar and S in the metrics file;
   the progress display shows S_bar. Not deterministic: it depends on timing. D_g is a *sum*:
   when the update (with its all-reduce) is slow next to a gradient, an update consumes many
-  gradients and lambda must be smaller accordingly, as in the paper. Compute time in the
-  records is summed over the threads (thread-seconds), so it can exceed the wall time.
+  gradients and lambda must be smaller accordingly, as in the paper. The time split is the
+  update thread's: its wait for gradients is its compute (``run.awaiting_gradients``); the
+  gradient threads' seconds, summed over the threads, are ``thread_compute``.
 * ``--staleness S`` (deterministic, what the serial rendering computes; the paper generated
   staleness artificially on CIFAR-10): at update t each thread g computes one sub-batch at the
   w^ published after update t-S-1 (w_0 before the first), the threads in parallel, and L3 sums
@@ -59,7 +60,10 @@ Deviations and readings:
   copies it (L6) under the same lock.
 * Threaded mode: an update waits until its process has at least one gradient (the paper's
   updates run incessantly; on a machine with fewer cores than threads they would starve the
-  gradient threads). An iteration of the run is one update; an epoch is n / (N G b) updates.
+  gradient threads). An iteration of the run is one update. ``--epochs E`` is E epochs of
+  gradients (``run.budget``: iters_per_epoch x G x N sub-batches): each process's threads compute
+  their share and stop (:func:`_share`), and the updates are as many as it takes to consume them
+  (an update whose process has no gradient left to wait for contributes none).
 * Only the main thread calls MPI (MPI_THREAD_FUNNELED is enough; checked before the first
   collective). An exception in a gradient thread stops the update loop with one message naming
   the rank and the thread, and the command line aborts every rank. The threads are joined
@@ -140,9 +144,9 @@ def _deterministic(run, w, M, w_hat, D_L, D_A, G, mu, b, n, S, predict):
     def grad(g, t, at):
         """Thread g's sub-batch for update t: D_g <- sum_k grad J(x_k; w_l) at ``at``."""
         idx = randpick(seed, rank, g, t, n, b)
-        run.grad_at(at, D[g], idx)
+        loss = run.grad_at(at, D[g], idx)
         D[g] *= b                      # grad_at gives the mean over the b samples; the paper sums
-        return idx
+        return idx, loss
 
     with ThreadPoolExecutor(max_workers=G, thread_name_prefix=f"pp-asgd-grad-{rank}") as pool:
         for t in run.iterations():
@@ -151,11 +155,13 @@ def _deterministic(run, w, M, w_hat, D_L, D_A, G, mu, b, n, S, predict):
             # Algorithm 3, one pass of each thread g: L3 randpick, L6 w_l <- w^, L7 D_g <- ...
             futures = [pool.submit(grad, g, t, at) for g in range(G)]
             try:
-                idx = [f.result() for f in futures]
+                with run.awaiting_gradients():       # the update thread's compute: waiting for D_1..D_G
+                    idx, losses = zip(*[f.result() for f in futures])
             except Exception as exc:  # noqa: BLE001 -- one message, the command line aborts the world
                 raise RankFailure(f"rank {run.rank}: a gradient thread of {run.cfg.algo} failed: "
                                   f"{type(exc).__name__}: {exc}") from exc
             run.trace_batches(idx)
+            run.add_loss(sum(losses), G)
             # L3: D_L <- D_1 + ... + D_G;  L4: D_g <- 0
             np.copyto(D_L, D[0])
             for g in range(1, G):
@@ -169,9 +175,11 @@ def _deterministic(run, w, M, w_hat, D_L, D_A, G, mu, b, n, S, predict):
 
 class _Shared:
     """What the gradient threads share with the update thread: w^ and its version, D_g with a
-    lock each, the staleness counts of the gradients in D_g, the flag F, a failure."""
+    lock each, the staleness counts of the gradients in D_g, the flag F, a failure, and the
+    gradients this process may still compute (``quota``, None: no limit) and the threads that
+    still compute."""
 
-    def __init__(self, w_hat, G):
+    def __init__(self, w_hat, G, quota=None):
         self.lock = threading.Lock()                     # w^ and its version
         self.version = 0                                  # updates applied to the published w^
         self.w_hat = w_hat.copy()
@@ -179,16 +187,18 @@ class _Shared:
         self.spare = [np.zeros_like(w_hat) for _ in range(G)]
         self.locks = [threading.Lock() for _ in range(G)]
         self.count = [0] * G                              # gradients in D_g
+        self.losses = [0.0] * G                           # the sum of their losses
         self.vsum = [0] * G                               # sum of their w^ versions
         self.ready = threading.Condition()                # a gradient was added somewhere
         self.F = True
         self.error = None
+        self.quota, self.produced, self.live = quota, 0, G
 
 
 def _threaded(run, w, M, w_hat, D_L, D_A, G, mu, b, n, predict):
     """The threaded mode: G free-running gradient threads, staleness measured."""
     seed, rank = run.cfg.seed, run.rank
-    sh = _Shared(w_hat, G)
+    sh = _Shared(w_hat, G, quota=_share(run))
     stats = run.register("staleness_sums", np.zeros(2), trace=False)   # every process: [gradients, staleness]
 
     def grad_thread(g):
@@ -196,22 +206,29 @@ def _threaded(run, w, M, w_hat, D_L, D_A, G, mu, b, n, predict):
         j, w_l, d = 0, np.empty_like(w_hat), np.empty_like(w_hat)
         try:
             while sh.F:                                   # L9: while F
+                with sh.ready:                            # this process's share of --epochs is done
+                    if sh.quota is not None and sh.produced >= sh.quota:
+                        break
+                    sh.produced += 1
                 idx = randpick(seed, rank, g, j, n, b)    # L3: x_k <- randpick(X)
                 j += 1
                 with sh.lock:                             # L6: w_l <- w^
                     np.copyto(w_l, sh.w_hat)
                     v = sh.version
-                run.grad_at(w_l, d, idx)                  # L7: D_g <- D_g + sum_k grad J(x_k; w_l)
+                loss = run.grad_at(w_l, d, idx)           # L7: D_g <- D_g + sum_k grad J(x_k; w_l)
                 d *= b
                 with sh.locks[g]:
                     sh.D[g] += d
                     sh.count[g] += 1
+                    sh.losses[g] += loss
                     sh.vsum[g] += v
                 with sh.ready:
                     sh.ready.notify()
         except BaseException as exc:  # noqa: BLE001 -- handed to the update thread
             sh.error = (g, exc)
+        finally:
             with sh.ready:
+                sh.live -= 1
                 sh.ready.notify()
 
     threads = [threading.Thread(target=grad_thread, args=(g,), name=f"pp-asgd-grad-{rank}-{g}", daemon=True)
@@ -221,9 +238,10 @@ def _threaded(run, w, M, w_hat, D_L, D_A, G, mu, b, n, predict):
             th.start()
         try:
             for t in run.iterations():
-                # an update consumes at least one gradient of this process (see the docstring)
-                with sh.ready:
-                    sh.ready.wait_for(lambda: sh.error is not None or any(sh.count))
+                # an update consumes at least one gradient of this process (see the docstring),
+                # unless its threads computed its whole share of --epochs
+                with run.awaiting_gradients(), sh.ready:  # the update thread's compute: waiting for them
+                    sh.ready.wait_for(lambda: sh.error is not None or any(sh.count) or sh.live == 0)
                 if sh.error is not None:
                     g, exc = sh.error
                     raise RankFailure(f"rank {rank}: gradient thread {g} of {run.cfg.algo} failed: "
@@ -231,11 +249,13 @@ def _threaded(run, w, M, w_hat, D_L, D_A, G, mu, b, n, predict):
                 # L3: D_L <- D_1 + ... + D_G;  L4: D_1, ..., D_G <- 0 (each taken by a swap under its lock)
                 D_L[...] = 0
                 count = vsum = 0
+                loss = 0.0
                 for g in range(G):
                     with sh.locks[g]:
                         sh.D[g], sh.spare[g] = sh.spare[g], sh.D[g]
-                        count, vsum = count + sh.count[g], vsum + sh.vsum[g]
+                        count, vsum, loss = count + sh.count[g], vsum + sh.vsum[g], loss + sh.losses[g]
                         sh.count[g] = sh.vsum[g] = 0
+                        sh.losses[g] = 0.0
                     D_L += sh.spare[g]
                     sh.spare[g][...] = 0
                 # staleness of this update's gradients: t - version, summed over every process
@@ -250,6 +270,7 @@ def _threaded(run, w, M, w_hat, D_L, D_A, G, mu, b, n, predict):
                 with sh.lock:                                 # publish w^ as version t+1
                     np.copyto(sh.w_hat, w_hat)
                     sh.version = t + 1
+                run.add_loss(loss, count)                     # the loss of the gradients consumed
                 run.record("gradients", every[0])
                 run.record("staleness", every[1] / max(every[0], 1.0))
                 run.record("S_bar", S_bar)
@@ -260,6 +281,16 @@ def _threaded(run, w, M, w_hat, D_L, D_A, G, mu, b, n, predict):
             for th in threads:
                 th.join(timeout=60.0)
     return w
+
+
+def _share(run):
+    """The gradients this process's threads may still compute: with --epochs E (run.budget), its
+    share of the E epochs of gradients not yet consumed (the processes' shares add up to them);
+    None with --iterations."""
+    if run.budget is None:
+        return None
+    left = int(round(run.budget - run.grads_done))
+    return max(left // run.world + (run.rank < left % run.world), 0)
 
 
 def train_pp_asgd(run):

@@ -10,7 +10,7 @@ import numpy as np
 
 from refsgd import mpilib
 from refsgd.bench import models
-from refsgd.bench.models import median_time
+from refsgd.bench.models import interleaved_times, median_time
 from refsgd.nn import load_model
 
 
@@ -41,21 +41,31 @@ def blas_peak(dtype, n=1024, repeat=10):
 
 
 def step(model, batch, dtype=np.float32, repeat=20, seed=0, use_torch=True):
-    """Time loss_and_grad of ``model`` at ``batch``; returns a dict of measurements."""
+    """Time loss_and_grad of ``model`` at ``batch``; returns a dict of measurements: medians over
+    the repeats with their spread (``*_spread``: median, quartiles, min, max), the load average
+    before and after. With PyTorch, its step and refsgd's are timed in turn (A B A B ...), and
+    ``ratio`` is the median of the repeats' refsgd / PyTorch ratios, ``ratio_spread`` their
+    spread: load that arrives during the measurement meets both sides alike."""
+    from refsgd import busy
+    load_before = busy.load_average()
     net = load_model(model, dtype=dtype)
     rng = np.random.default_rng(seed)
     w = net.init_params(seed)
     g = np.empty_like(w)
     x = rng.standard_normal((batch,) + net.input_shape).astype(dtype)
     y = rng.integers(0, net.num_classes, batch)
-    ours = median_time(lambda: net.loss_and_grad(w, x, y, out=g), repeat)
+
+    def ours():
+        net.loss_and_grad(w, x, y, out=g)
     # SGD with momentum 0.9 right after a forward/backward pass, as a run meets it
     from refsgd.optim import SGD
     opt = SGD(net.num_params, dtype, momentum=0.9)
-    update = median_time(lambda: opt.step(w, g, 1e-3), repeat, before=lambda: net.loss_and_grad(w, x, y, out=g))
-    res = dict(model=net.name, batch=batch, dtype=np.dtype(dtype).name, refsgd_s=ours, num_params=net.num_params,
+    update = median_time(lambda: opt.step(w, g, 1e-3), repeat, before=ours)
+    res = dict(model=net.name, batch=batch, dtype=np.dtype(dtype).name, num_params=net.num_params,
                flops=step_flops(net, batch), blas_peak=blas_peak(dtype), torch_s=None, update_s=update,
-               torch_update_s=None, torch_threads=None, torch_version=None, torch_skipped=not use_torch)
+               torch_update_s=None, torch_threads=None, torch_version=None, torch_skipped=not use_torch,
+               torch_spread=None, ratio=None, ratio_spread=None, repeat=repeat)
+    tstep = None
     if use_torch:
         try:
             import torch
@@ -74,24 +84,40 @@ def step(model, batch, dtype=np.float32, repeat=20, seed=0, use_torch=True):
             topt = torch.optim.SGD(model_t.parameters(), lr=1e-3, momentum=0.9)  # PyTorch's default (foreach)
             tstep()
             topt.step()
-            res.update(torch_s=median_time(tstep, repeat), torch_update_s=median_time(topt.step, repeat, before=tstep),
+            res.update(torch_update_s=median_time(topt.step, repeat, before=tstep),
                        torch_threads=torch.get_num_threads(), torch_version=torch.__version__)
+    if tstep is None:
+        mine = interleaved_times([ours], repeat)[0]
+    else:
+        mine, theirs = interleaved_times([ours, tstep], repeat)
+        res.update(torch_s=float(np.median(theirs)), torch_spread=models.spread(theirs),
+                   ratio=float(np.median(mine / theirs)), ratio_spread=models.spread(mine / theirs))
+    res.update(refsgd_s=float(np.median(mine)), refsgd_spread=models.spread(mine), load_before=load_before,
+               load_after=busy.load_average())
     return res
 
 
+def _quartiles_ms(s):
+    return f"quartiles {1e3 * s['p25']:.2f}-{1e3 * s['p75']:.2f}" if s else ""
+
+
 def format_step(r):
-    lines = [f"model {r['model']}, batch {r['batch']}, {r['dtype']}, forward+backward, median of repeats",
+    n = r.get("repeat")
+    lines = [f"model {r['model']}, batch {r['batch']}, {r['dtype']}, forward+backward, median of "
+             f"{n or ''} repeats{', PyTorch and refsgd in turn' if r.get('ratio') is not None else ''}",
              f"  refsgd   {1e3 * r['refsgd_s']:9.2f} ms   {r['flops'] / r['refsgd_s'] / 1e9:7.1f} GFLOP/s"
              f"   ({100 * r['flops'] / r['refsgd_s'] / r['blas_peak']:.0f}% of the BLAS peak"
-             f" {r['blas_peak'] / 1e9:.0f} GFLOP/s, 1024^2 GEMM)"]
+             f" {r['blas_peak'] / 1e9:.0f} GFLOP/s, 1024^2 GEMM; {_quartiles_ms(r.get('refsgd_spread'))} ms)"]
     if r.get("torch_skipped"):
         lines.append("  pytorch  not timed (--no-torch)")
     elif r["torch_s"] is None:
         lines.append("  pytorch  not installed (./run.sh torch installs it, to compare)")
     else:
         lines.append(f"  pytorch  {1e3 * r['torch_s']:9.2f} ms   (torch {r['torch_version']}, "
-                     f"{r['torch_threads']} threads)")
-        lines.append(f"  ratio refsgd / pytorch = {r['refsgd_s'] / r['torch_s']:.2f}")
+                     f"{r['torch_threads']} threads; {_quartiles_ms(r.get('torch_spread'))} ms)")
+        q = r["ratio_spread"]
+        lines.append(f"  ratio refsgd / pytorch = {r['ratio']:.2f}, the median of {q['n']} side-by-side pairs "
+                     f"(quartiles {q['p25']:.2f}-{q['p75']:.2f}, range {q['min']:.2f}-{q['max']:.2f})")
     if r.get("update_s") is not None:
         torch_up = (f", PyTorch's torch.optim.SGD {1e3 * r['torch_update_s']:.3f} ms"
                     if r.get("torch_update_s") is not None else "")
@@ -102,7 +128,21 @@ def format_step(r):
                  f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', 'unset')}, {os.cpu_count()} CPUs. "
                  "Under MPI each rank gets one thread: compare with "
                  "OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 refsgd bench step ...")
+    lines += _load_lines(r, ranks=1, threads=kernels.chunk_threads())
     return "\n".join(lines)
+
+
+def _load_lines(r, ranks, threads):
+    """The load average of a measurement (``load_before``, ``load_after``), and the note when the
+    machine was busy (refsgd.busy)."""
+    from refsgd import busy
+    if "load_before" not in r:
+        return []
+    out = [f"  {busy.text(r['load_before'], r.get('load_after'))}"]
+    crowded = busy.note(r["load_before"], ranks, threads, how=busy.ONE_THREAD_ENV)
+    if crowded:
+        out.append(f"  note: {crowded}")
+    return out
 
 
 # ------------------------------------------------------------------------------------------ codecs
@@ -221,12 +261,14 @@ def method_config(algo, *, batch, tau, iterations, lr, seed, poll=False, ranks_p
     return ns
 
 
-def _mean_over_ranks(comm, values, skip):
-    """Mean over ranks and over the iterations after the first ``skip`` (the last one, which
-    evaluates the model, left out when there are others), in seconds."""
+def _mean_over_ranks(comm, values, skip, servers=0):
+    """Mean over the workers (the ranks from ``servers`` on: a parameter server computes no
+    gradient, and its zero would halve a compute column at 2 ranks) and over the iterations after
+    the first ``skip`` (the last one, which evaluates the model, left out when there are
+    others), in seconds."""
     hi = len(values) - 1 if len(values) - 1 > skip else len(values)
-    mine = float(np.mean(values[skip:hi]))
-    return comm.allreduce(mine) / comm.Get_size()
+    mine = float(np.mean(values[skip:hi])) if comm.Get_rank() >= servers else 0.0
+    return comm.allreduce(mine) / max(1, comm.Get_size() - servers)
 
 
 def _allreduce_time(comm, n, dtype, repeat=20, stat=np.median):
@@ -243,9 +285,9 @@ def _allreduce_time(comm, n, dtype, repeat=20, stat=np.median):
     return comm.allreduce(float(stat(times[3:])), op=MPI.MAX)
 
 
-def _message_time(comm, n, dtype, repeat=20):
-    """Median seconds of one message of n values from rank 1 to rank 0 and back, halved
-    (ranks beyond 1 take no part); 0 on one rank."""
+def _message_time(comm, n, dtype, repeat=20, peer=1, stat=np.median):
+    """``stat`` (the median) of the seconds of one message of n values from rank 0 to ``peer``
+    and back, halved (the other ranks take no part); 0 on one rank."""
     from mpi4py import MPI
     if comm.Get_size() < 2:
         return 0.0
@@ -255,13 +297,33 @@ def _message_time(comm, n, dtype, repeat=20):
         comm.Barrier()
         t0 = time.perf_counter()
         if rank == 0:
-            comm.Recv(a, source=1, tag=7)
-            comm.Send(a, dest=1, tag=8)
-        elif rank == 1:
-            comm.Send(a, dest=0, tag=7)
-            comm.Recv(a, source=0, tag=8)
+            comm.Send(a, dest=peer, tag=7)
+            comm.Recv(a, source=peer, tag=8)
+        elif rank == peer:
+            comm.Recv(a, source=0, tag=7)
+            comm.Send(a, dest=0, tag=8)
         times.append((time.perf_counter() - t0) / 2)
-    return comm.allreduce(float(np.median(times[3:])) if rank < 2 else 0.0, op=MPI.MAX)
+    return comm.allreduce(float(stat(times[3:])) if rank in (0, peer) else 0.0, op=MPI.MAX)
+
+
+def measured_link(comm, n, dtype, repeat=20):
+    """The link between two nodes, measured: a ping-pong of one value and of n values between
+    rank 0 and the first rank on another node (MPI_Get_processor_name), the fastest of
+    ``repeat`` (the link's floor: on a loaded machine a median of a 1-value message measured the
+    ranks' wake-ups, up to 1.5 ms); alpha = the one-value message, beta = the rest of the n-value
+    message per byte. Returns (Link, the two processor names), or (None, None) when every rank
+    is on one node."""
+    from mpi4py import MPI
+
+    from refsgd.comm.link import Link
+    names = comm.allgather(MPI.Get_processor_name())
+    peer = next((r for r, name in enumerate(names) if name != names[0]), None)
+    if peer is None:
+        return None, None
+    t = {size: _message_time(comm, size, dtype, repeat, peer, np.min) for size in (1, n)}
+    nbytes = (n - 1) * np.dtype(dtype).itemsize
+    beta = max(t[n] - t[1], 1e-12) / nbytes
+    return Link(1e6 * t[1], 8.0 / beta / 1e9), (names[0], names[peer])
 
 
 def _cores_per_rank(comm):
@@ -283,13 +345,26 @@ def _ranks_per_node(comm, given):
 
 def _run_method(comm, cfg, net, data, schedule, skip):
     """Train ``cfg.algo`` for the configured iterations; (compute, idle, codec, wall, update) per
-    iteration, mean over ranks."""
+    iteration, mean over the workers (a parameter server's ranks left out)."""
     from refsgd.algorithms import ALGORITHMS, servers
     from refsgd.run import Run
     run = Run(comm, net, data, cfg, schedule, log=lambda *a: None, servers=servers(cfg.algo))
     ALGORITHMS[cfg.algo][0](run)
     run.final_model()
-    return tuple(_mean_over_ranks(comm, run.records[k], skip) for k in ("compute", "idle", "codec", "wall", "update"))
+    means = tuple(_mean_over_ranks(comm, run.records[k], skip, servers(cfg.algo))
+                  for k in ("compute", "idle", "codec", "wall", "update"))
+    return means + (_iteration_spread(comm, run.records["wall"], skip, servers(cfg.algo)),)
+
+
+def _iteration_spread(comm, values, skip, servers=0):
+    """models.spread of the iteration times (each the mean over the workers) that
+    _mean_over_ranks averages: a comparison that flips from run to run shows in it."""
+    hi = len(values) - 1 if len(values) - 1 > skip else len(values)
+    mine = np.asarray(values[skip:hi], dtype=np.float64) * (comm.Get_rank() >= servers)
+    total = np.empty_like(mine)
+    from mpi4py import MPI
+    comm.Allreduce(mine, total, op=MPI.SUM)
+    return models.spread(total / max(1, comm.Get_size() - servers))
 
 
 def _ratio_link(seconds, nbytes, p, latency_us):
@@ -341,6 +416,8 @@ def overlap(comm, args):
 
     n = net.num_params
     nbytes = n * net.dtype.itemsize
+    from refsgd import busy
+    load_before = busy.load_average()
     t_c = _run_method(comm, cfg("ssgd"), net, data, schedule, args.skip)[0] / tau
     # C, the CPU work of the collective: its fastest repeat (a slower one waited for the scheduler)
     cpu_real = _allreduce_time(comm, n, net.dtype, stat=np.min) if P > 1 else 0.0
@@ -364,6 +441,9 @@ def overlap(comm, args):
             links.append((ratio, None if ratio == 0 else _ratio_link(ratio * t_c, nbytes, P, args.latency_us)))
     else:
         links.append((None, args.link))
+    # on several nodes (e.g. scripts/cluster), the real link's alpha and beta, and each method's
+    # model of Pipe-SGD's eq. 5 with them
+    real_link, real_pair = measured_link(comm, n, net.dtype) if P > 1 else (None, None)
     runs = []
     for ratio, link in links:
         lcomm = wrap(comm, link) if link else comm
@@ -377,17 +457,23 @@ def overlap(comm, args):
         rows = []
         for name in args.algos:
             algo, _, flag = name.partition("+")
-            compute, idle, codec, wall, update = _run_method(lcomm, cfg(algo, flag != "nopoll"), net, data,
-                                                     nag_schedule if algo == "ssgd-nag" else schedule, args.skip)
+            compute, idle, codec, wall, update, iters = _run_method(
+                lcomm, cfg(algo, flag != "nopoll"), net, data, nag_schedule if algo == "ssgd-nag" else schedule,
+                args.skip)
             model = models.MODELS[algo]
-            # the compute of one micro-batch in this very run (per worker: a server computes none),
+            # the compute of one micro-batch in this very run (the mean is over the workers already),
             # and its update as timed in the run (a server's per-push update stays t_up)
-            own = compute * P / max(1, P - model.servers) / (tau if model.tau else 1)
+            own = compute / (tau if model.tau else 1)
             in_run = dataclasses.replace(costs, t_c=own, t_up=costs.t_up if model.servers else {algo: update})
             rows.append(dict(method=name, algo=algo, compute=compute, idle=idle, codec=codec, wall=wall,
+                             wall_median=iters["median"], wall_p25=iters["p25"], wall_p75=iters["p75"],
                              other=wall - compute - idle, t_c_own=own,
                              model=models.iteration_time(algo, in_run, network, P),
                              model_at_t_c=models.iteration_time(algo, costs, network, P),
+                             model_link=None if link is not None or real_link is None or
+                             (algo == "daso" and local_link is None) else models.iteration_time(
+                                 algo, in_run, models.Network(nbytes, "model", link=real_link, local_link=local_link,
+                                                              gamma=gamma), P),
                              model_text=model.text, update=costs.up(algo), update_run=update,
                              samples=models.samples_per_iteration(algo, P, args.batch, tau)))
         runs.append(dict(ratio=ratio, link=link, t_comm=t_comm, transfer=network.transfer(P),
@@ -396,10 +482,11 @@ def overlap(comm, args):
         if getattr(args, "codecs", False) else None
     return dict(t_c=t_c, cpu_real=cpu_real, p2p=p2p, gamma=gamma, t_up=t_up, nbytes=nbytes, num_params=n, world=P,
                 G=G, B=costs.B, W=costs.W, cores_per_rank=costs.cores_per_rank, local_link=local_link, runs=runs,
+                real_link=real_link, real_link_nodes=real_pair,
                 codecs=codecs,
                 mpi_library=mpilib.library_version(first_line=True), model=net.name,
                 dtype=net.dtype.name, batch=args.batch, tau=tau, iterations=args.iterations, skip=args.skip,
-                data=data.name)
+                data=data.name, load_before=load_before, load_after=busy.load_average())
 
 
 def parse_ratios(text):
@@ -424,8 +511,9 @@ def str_link(link):
 
 def overlap_json(r):
     """The result of :func:`overlap` as plain JSON types (links as their spec and text)."""
-    out = {k: v for k, v in r.items() if k not in ("runs", "local_link")}
+    out = {k: v for k, v in r.items() if k not in ("runs", "local_link", "real_link")}
     out["local_link"] = str_link(r["local_link"])
+    out["real_link"] = str_link(r.get("real_link"))
     out["runs"] = []
     for run in r["runs"]:
         d = dict(run)
@@ -447,22 +535,32 @@ def format_overlap(r):
              f"  T_msg   = {ms * r['p2p']:.3f} ms   one message of the gradient between two ranks, measured",
              f"  gamma   = {1e9 * r['gamma']:.3f} ns/byte   CPU time of an element-wise addition",
              f"  cores   = {r.get('cores_per_rank', 2.0):g} per rank"
-             + (" (a communication thread shares its rank's core)" if r.get("cores_per_rank", 2.0) < 2 else ""),
-             f"  daso: {r['G']} rank(s) per node, B = {r['B']}, W = {r['W']}"
-             + (f", local {r['local_link']} -- EMULATED" if r["local_link"] else "")]
+             + (" (a communication thread shares its rank's core)" if r.get("cores_per_rank", 2.0) < 2 else "")]
+    if any(row["algo"] == "daso" for run in r["runs"] for row in run["rows"]):  # its parameters, when it ran
+        lines.append(f"  daso: {r['G']} rank(s) per node, B = {r['B']}, W = {r['W']}"
+                     + (f", local {r['local_link']} -- EMULATED" if r["local_link"] else ""))
+    if r.get("real_link") is not None:
+        a, b = r["real_link_nodes"]
+        lines.append(f"  link    = alpha {r['real_link'].latency_us:.1f} us, 1/beta {r['real_link'].gbit_s:.3f} Gbit/s   "
+                     f"between nodes {a} and {b}, MEASURED (ping-pong of 1 and of {r['num_params']:,} values, fastest of 20)")
     for run in r["runs"]:
         link = f"{run['link']} -- EMULATED" if run["link"] else "none (the real network of this run)"
         lines += ["", f"link: {link}" + (f" (ratio {run['ratio']:g})" if run["ratio"] else ""),
                   f"  T_comm  = {ms * run['t_comm']:.3f} ms   blocking all-reduce of the gradient through the link, "
                   f"measured (model {ms * run['t_ar_model']:.3f}, transfer X {ms * run['transfer']:.3f})",
                   f"  {'method':<15} {'compute':>8} {'idle':>8} {'other':>8} {'iteration':>10} {'model':>8} "
-                  f"{'ratio':>6} {'update':>7} {'at t_C':>8}   (ms per iteration, mean over ranks; the model at "
-                  "this run's compute, measured / model, its t_up; the model at t_C)"]
+                  f"{'ratio':>6} {'update':>7} {'at t_C':>8} {'median':>8} {'quartiles':>15}   (ms per iteration, "
+                  "mean over the workers; the model at this run's compute, measured / model, its t_up; the model at "
+                  "t_C; the median iteration and its quartiles)"]
         for row in run["rows"]:
+            quartiles = (f"{ms * row['wall_p25']:.3f}-{ms * row['wall_p75']:.3f}" if "wall_p25" in row else "-")
             lines.append(f"  {row['method']:<15} {ms * row['compute']:8.3f} {ms * row['idle']:8.3f} "
                          f"{ms * row['other']:8.3f} {ms * row['wall']:10.3f} {ms * row['model']:8.3f} "
                          f"{row['wall'] / row['model']:6.2f} {ms * row['update']:7.3f} "
-                         f"{ms * row['model_at_t_c']:8.3f}   {row['model_text']}")
+                         f"{ms * row['model_at_t_c']:8.3f} {ms * row.get('wall_median', 0):8.3f} {quartiles:>15}   "
+                         f"{row['model_text']}"
+                         + (f"; with the measured alpha, beta: {ms * row['model_link']:.3f}"
+                            if row.get("model_link") is not None else ""))
         base = next((row for row in run["rows"] if row["method"] == "ssgd"), None)
         if base is not None:
             for row in run["rows"]:
@@ -473,11 +571,14 @@ def format_overlap(r):
                                  f"(models at t_C: {model:.2f}x)")
     lines.append("'other' is the rest of the iteration besides compute and idle: the method's update, posting "
                  "requests, bookkeeping; 'update' is the t_up the model takes (the run's own update time; a "
-                 "parameter server's step measured apart). A method "
+                 "parameter server's step measured apart). The means leave out a parameter server's rank "
+                 "(ps-sync, dcasgd), which computes no gradient. A method "
                  "overlaps when its idle time is below T_comm. An emulated link delays all-reduces, Gather, "
                  "Bcast and dcasgd's Send/Recv.")
     if r.get("codecs"):
         lines += ["", format_codecs(r["codecs"], r["world"])]
+    from refsgd.nn import kernels
+    lines += _load_lines(r, ranks=r["world"], threads=kernels.chunk_threads())
     return "\n".join(lines)
 
 

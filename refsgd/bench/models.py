@@ -278,15 +278,31 @@ def speedup(algo, costs, net, p, batch, base="ssgd"):
 # ------------------------------------------------------------------------------ measured inputs
 def median_time(fn, repeat, warmup=3, before=None):
     """Median seconds of fn(); ``before()``, when given, runs untimed before each call."""
-    times = []
+    return float(np.median(interleaved_times([fn], repeat, warmup, before)[0]))
+
+
+def interleaved_times(fns, repeat, warmup=3, before=None):
+    """[(repeat,) seconds of each fn]: the functions called in turn, A B A B ..., so that load
+    arriving on the machine during the measurement lands on every side alike; ``before()``, when
+    given, runs untimed before each call. The first ``warmup`` rounds are not kept."""
+    times = np.zeros((len(fns), repeat))
     for i in range(warmup + repeat):
-        if before is not None:
-            before()
-        t = time.perf_counter()
-        fn()
-        if i >= warmup:
-            times.append(time.perf_counter() - t)
-    return float(np.median(times))
+        for k, fn in enumerate(fns):
+            if before is not None:
+                before()
+            t = time.perf_counter()
+            fn()
+            if i >= warmup:
+                times[k, i - warmup] = time.perf_counter() - t
+    return list(times)
+
+
+def spread(values):
+    """{median, p25, p75, min, max} of ``values`` (seconds or ratios)."""
+    v = np.asarray(values, dtype=np.float64)
+    p25, med, p75 = np.percentile(v, [25, 50, 75])
+    return dict(median=float(med), p25=float(p25), p75=float(p75), min=float(v.min()), max=float(v.max()),
+                n=int(len(v)))
 
 
 def reduction_gamma(n, dtype=np.float32, repeat=20):

@@ -160,7 +160,8 @@ def format_scale(inputs, ranks, table):
 
 
 def plot(inputs, ranks, table, path):
-    """Iteration time and speed-up against the world size, written atomically to ``path``."""
+    """Iteration time and speed-up against the world size, written atomically to ``path``; returns
+    the (closed) matplotlib Figure."""
     from refsgd.bench.suite import save_figure
     import matplotlib
     matplotlib.use("Agg")
@@ -177,25 +178,41 @@ def plot(inputs, ranks, table, path):
     b.set(xscale="log", xlabel="ranks", ylabel="speed-up over SSGD (samples/s)",
           title=f"link {inputs.link.latency_us:g} us, {inputs.link.gbit_s:g} Gbit/s (modelled); "
                 f"{inputs.G} ranks per node")
+    from matplotlib.ticker import LogFormatter, NullLocator
     for ax in (a, b):
         ax.set_xticks(ranks)
         ax.set_xticklabels([str(p) for p in ranks], fontsize=7)
+        ax.xaxis.set_minor_locator(NullLocator())  # a log axis labels minor ticks (6x10^1) among the ranks
         ax.grid(alpha=0.3)
+    # plain numbers (6, 20, 300) on the log axis of times, minor ticks labelled only where few decades show
+    a.yaxis.set_major_formatter(LogFormatter(labelOnlyBase=False))
+    a.yaxis.set_minor_formatter(LogFormatter(labelOnlyBase=False, minor_thresholds=(1, 0.4)))
     b.axhline(1.0, color="k", lw=0.8)
     b.legend(fontsize=7, ncol=2)
     fig.tight_layout()
     save_figure(fig, path)
+    return fig
 
 
 # ------------------------------------------------------------------------------ --check
-def check(inputs, iterations=60, skip=10, worlds=(2, 4), methods=METHODS, log=print):
+def timed_iterations(iterations, skip):
+    """How many of a run's ``iterations`` bench overlap's means cover: the first ``skip`` (warm-up)
+    and the last (it evaluates the model) left out, when that leaves any (as _mean_over_ranks)."""
+    return iterations - skip - 1 if iterations - 1 > skip else iterations - skip
+
+
+def check(inputs, iterations=60, skip=None, worlds=(2, 4), methods=METHODS, log=print):
     """Run ``bench overlap`` with the same link at 2 and 4 ranks (launched with mpiexec) and
-    compare each method's measured iteration time with the prediction; returns the rows."""
+    compare each method's measured iteration time with the prediction; returns the rows. ``skip``
+    (default: 10, or a fifth of a shorter run) warm-up iterations are left out of the means."""
     import json
     import tempfile
 
     from refsgd.bench.measure import str_link
     from refsgd.bench.suite import launch
+    if skip is None:
+        skip = min(10, iterations // 5)
+    timed = timed_iterations(iterations, skip)
     rows = []
     with tempfile.TemporaryDirectory(prefix="refsgd-scale-") as tmp:
         for p in worlds:
@@ -203,12 +220,13 @@ def check(inputs, iterations=60, skip=10, worlds=(2, 4), methods=METHODS, log=pr
             out = os.path.join(tmp, f"check-{p}.json")
             argv = ["bench", "overlap", "--model", inputs.model, "--batch", str(inputs.batch), "--dtype",
                     inputs.dtype, "--iterations", str(iterations), "--skip", str(skip), "--algos", ",".join(methods),
-                    "--link", str_link(inputs.link), "--ranks-per-node", str(G), "--sync-every", str(inputs.B),
-                    "--json", out]
+                    "--link", str_link(inputs.link), "--ranks-per-node", str(G), "--sync-every", str(inputs.B)]
             if G > 1 and inputs.local_link is not None:
                 argv += ["--local-link", str_link(inputs.local_link)]
-            log(f"  measuring {p} ranks: mpiexec -n {p} refsgd {' '.join(argv[:-2])} ...")
-            launch(p, argv)
+            log(f"  measuring {p} ranks: mpiexec -n {p} refsgd {' '.join(argv)} ... (each method's mean "
+                f"over {timed} of its {iterations} iterations: the first {skip} warm up"
+                f"{', the last evaluates' if iterations - 1 > skip else ''})")
+            launch(p, argv + ["--json", out])
             with open(out) as f:
                 r = json.load(f)
             net = inputs.network()
@@ -216,25 +234,33 @@ def check(inputs, iterations=60, skip=10, worlds=(2, 4), methods=METHODS, log=pr
             theirs = inputs.costs(G=G, t_c=r["t_c"], t_up=r["t_up"])
             for row in r["runs"][0]["rows"]:
                 a = row["algo"]
-                rows.append(dict(method=row["method"], ranks=p, measured=row["wall"],
+                rows.append(dict(method=row["method"], ranks=p, measured=row.get("wall_median", row["wall"]),
+                                 measured_p25=row.get("wall_p25"), measured_p75=row.get("wall_p75"),
                                  predicted=models.iteration_time(a, ours, net, p),
                                  at_run=models.iteration_time(a, theirs, net, p), emulated_model=row["model"],
-                                 t_c_run=r["t_c"], G=G))
+                                 t_c_run=r["t_c"], G=G, timed=timed, iterations=iterations))
     return rows
 
 
 def format_check(rows, inputs):
     ms = 1e3
+    timed = f", {rows[0]['timed']} of {rows[0]['iterations']} iterations timed" if rows and "timed" in rows[0] else ""
     lines = [f"check against runs on this machine with the same link EMULATED ({inputs.link.latency_us:g} us, "
-             f"{inputs.link.gbit_s:g} Gbit/s), ms per iteration:",
-             f"  {'method':<12} {'ranks':>5} {'measured':>9} {'predicted':>9} {'meas/pred':>9} {'at run t_C':>10} "
+             f"{inputs.link.gbit_s:g} Gbit/s), ms per iteration{timed}:",
+             f"  {'method':<12} {'ranks':>5} {'measured':>9} {'quartiles':>15} {'predicted':>9} {'meas/pred':>9} "
+             f"{'its quartiles':>13} {'at run t_C':>10} "
              f"{'meas/that':>9} {'emulated':>9} {'meas/emul':>9} {'run t_C':>8}"]
     for r in rows:
-        lines.append(f"  {r['method']:<12} {r['ranks']:>5} {ms * r['measured']:9.3f} {ms * r['predicted']:9.3f} "
-                     f"{r['measured'] / r['predicted']:9.2f} {ms * r['at_run']:10.3f} "
+        lo, hi = r.get("measured_p25"), r.get("measured_p75")
+        q = f"{ms * lo:.3f}-{ms * hi:.3f}" if lo is not None else "-"
+        qr = f"{lo / r['predicted']:.2f}-{hi / r['predicted']:.2f}" if lo is not None else "-"
+        lines.append(f"  {r['method']:<12} {r['ranks']:>5} {ms * r['measured']:9.3f} {q:>15} {ms * r['predicted']:9.3f} "
+                     f"{r['measured'] / r['predicted']:9.2f} {qr:>13} {ms * r['at_run']:10.3f} "
                      f"{r['measured'] / r['at_run']:9.2f} {ms * r['emulated_model']:9.3f} "
                      f"{r['measured'] / r['emulated_model']:9.2f} {ms * r['t_c_run']:8.3f}")
-    lines.append("  predicted: this table's model with its t_C; 'at run t_C': the same formulas with the t_C and "
+    lines.append("  measured: the median iteration (mean over the workers) and its quartiles, whose spread shows "
+                 "how far a busy machine moves the ratio; "
+                 "predicted: this table's model with its t_C; 'at run t_C': the same formulas with the t_C and "
                  "t_up measured in that run (ranks share this machine's cores); 'emulated': bench overlap's model of "
                  "that run (the compute measured in the method's own run, the emulated link's semantics: the real "
                  "collective first, then the link's delay). daso at 2 ranks: 2 virtual nodes of 1; at 4: 2 of 2.")

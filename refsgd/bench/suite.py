@@ -123,6 +123,8 @@ def run_all(out, quick=False, force=False, log=None):
     if (failure.launcher_size() or 1) > 1:
         raise RefsgdError("bench all launches its own mpiexec: run it without mpiexec")
     check_outputs(out, force)
+    from refsgd import busy
+    load_before = busy.load_average()
     t0 = time.perf_counter()
     from refsgd.bench.measure import step
     from refsgd.bench.scale import one_thread
@@ -148,8 +150,13 @@ def run_all(out, quick=False, force=False, log=None):
         with open(f2) as f:
             two = json.load(f)
     seconds = time.perf_counter() - t0
-    result = dict(machine=machine(two.get("mpi_library")), steps=steps, one=one, two=two, seconds=seconds,
-                  quick=quick)
+    load_after = busy.load_average()
+    info = machine(two.get("mpi_library")) + [("load", busy.text(load_before, load_after))]
+    crowded = busy.note(load_before, 2, 1)  # its largest world: 2 ranks of one thread
+    if crowded:
+        info.append(("note", crowded))
+    result = dict(machine=info, steps=steps, one=one, two=two, seconds=seconds, quick=quick,
+                  load_before=load_before, load_after=load_after)
     md = markdown(result)
     write_outputs(out, result, md)
     return md
@@ -164,6 +171,14 @@ def _rows(run):
     return {row["method"]: row for row in run["rows"]}
 
 
+def _ratio_text(s):
+    """refsgd / PyTorch: the median of the side-by-side pairs and their range (refsgd.bench.measure.step)."""
+    q = s.get("ratio_spread")
+    if q is None:  # a result of an older refsgd: the ratio of the medians
+        return f"{s['refsgd_s'] / s['torch_s']:.2f}"
+    return f"{s['ratio']:.2f} ({q['min']:.2f}-{q['max']:.2f})"
+
+
 def markdown(r):
     one, two = r["one"], r["two"]
     L = [f"# refsgd bench all{' (--quick)' if r['quick'] else ''}", ""]
@@ -171,13 +186,14 @@ def markdown(r):
     L += [f"- **run time**: {r['seconds']:.0f} s", ""]
     # -- step
     L += ["## Step: forward+backward against PyTorch and the BLAS peak (1 thread each)", "",
-          "| model | batch | parameters | refsgd ms | GFLOP/s | % of BLAS peak | PyTorch ms | refsgd / PyTorch | "
+          "| model | batch | parameters | refsgd ms | GFLOP/s | % of BLAS peak | PyTorch ms | refsgd / PyTorch "
+          "(median of the pairs timed in turn; range) | "
           "update ms | PyTorch update ms |",
           "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for s in r["steps"]:
         gf = s["flops"] / s["refsgd_s"] / 1e9
         torch = "-" if s["torch_s"] is None else f"{1e3 * s['torch_s']:.2f}"
-        ratio = "-" if s["torch_s"] is None else f"{s['refsgd_s'] / s['torch_s']:.2f}"
+        ratio = "-" if s["torch_s"] is None else _ratio_text(s)
         L.append(f"| {s['model']} | {s['batch']} | {s['num_params']:,d} | {1e3 * s['refsgd_s']:.2f} | {gf:.1f} | "
                  f"{100 * s['flops'] / s['refsgd_s'] / s['blas_peak']:.0f} | {torch} | {ratio} | "
                  f"{_ms(s.get('update_s'), 3)} | {_ms(s.get('torch_update_s'), 3)} |")
@@ -210,7 +226,7 @@ def markdown(r):
                      f"{_ms(row['other'])} | {_ms(row['wall'])} | {_ms(row['model'])} | "
                      f"{row['wall'] / row['model']:.2f} | {_ms(row['model_at_t_c'])} | "
                      f"{row['wall'] / row['model_at_t_c']:.2f} | {row['model_text']} |")
-    L += ["", "ms per iteration, mean over ranks. 'model': the formula with the compute and the update measured in "
+    L += ["", "ms per iteration, mean over the workers. 'model': the formula with the compute and the update measured in "
           "that run (does the method hide what it communicates behind what it computed? a parameter server's "
           "update stays t_up); 'model at t_C': with the compute of the quiet SSGD run and t_up (the gap adds how "
           "much the method's own threads and waits slow its compute on this machine). t_up (the update alone, "
@@ -258,7 +274,8 @@ def markdown(r):
                 cells += [_ms(row["compute"]), _ms(row["other"]), _ms(row["update_run"]), _ms(rest),
                           f"{100 * rest / row['compute']:.1f}" if row["compute"] > 0 else "-"]
         L.append(f"| {name} | " + " | ".join(cells) + " |")
-    L += ["", "At 2 ranks the parameter-server methods' compute is the mean over the server (none) and the worker."]
+    L += ["", "The parameter-server methods' figures are the means over their workers (the server computes no "
+          "gradient)."]
     return "\n".join(L) + "\n"
 
 
@@ -278,7 +295,11 @@ def csv_text(r):
                     "%"])
         if s["torch_s"] is not None:
             w.writerow(["step", name, 1, "", "pytorch", f"{1e3 * s['torch_s']:.4f}", "ms"])
-            w.writerow(["step", name, 1, "", "refsgd_over_pytorch", f"{s['refsgd_s'] / s['torch_s']:.4f}", ""])
+            w.writerow(["step", name, 1, "", "refsgd_over_pytorch", f"{s.get('ratio') or s['refsgd_s'] / s['torch_s']:.4f}",
+                        ""])
+            for key in ("p25", "p75", "min", "max"):
+                if s.get("ratio_spread"):
+                    w.writerow(["step", name, 1, "", f"refsgd_over_pytorch_{key}", f"{s['ratio_spread'][key]:.4f}", ""])
         for key in ("update_s", "torch_update_s"):
             if s.get(key) is not None:
                 w.writerow(["step", name, 1, "", key[:-2], f"{1e3 * s[key]:.4f}", "ms"])
@@ -321,11 +342,19 @@ def figure(r):
     ax = fig.add_subplot(gs[0, 0])
     names = [s["model"] for s in r["steps"]]
     x = np.arange(len(names))
-    ax.bar(x - 0.2, [1e3 * s["refsgd_s"] for s in r["steps"]], 0.4, label="refsgd")
-    ax.bar(x + 0.2, [1e3 * (s["torch_s"] or 0) for s in r["steps"]], 0.4, label="PyTorch")
+    def quartiles(key):  # whiskers from the first to the third quartile of the repeats
+        spreads = [s.get(f"{key}_spread") or {} for s in r["steps"]]
+        mid = [1e3 * (s[f"{key}_s"] or 0) for s in r["steps"]]
+        return np.array([[m - 1e3 * q.get("p25", m / 1e3), 1e3 * q.get("p75", m / 1e3) - m]
+                         for m, q in zip(mid, spreads)]).T
+    ax.bar(x - 0.2, [1e3 * s["refsgd_s"] for s in r["steps"]], 0.4, label="refsgd (median; quartiles)",
+           yerr=quartiles("refsgd"), capsize=4)
+    ax.bar(x + 0.2, [1e3 * (s["torch_s"] or 0) for s in r["steps"]], 0.4, label="PyTorch (median; quartiles)",
+           yerr=quartiles("torch"), capsize=4)
     for i, s in enumerate(r["steps"]):
-        ax.annotate(f"{100 * s['flops'] / s['refsgd_s'] / s['blas_peak']:.0f}% of peak", (i - 0.2, 1e3 * s["refsgd_s"]),
-                    ha="center", va="bottom", fontsize=7)
+        top = (s.get("refsgd_spread") or {}).get("p75", s["refsgd_s"])  # above the whisker
+        ax.annotate(f"{100 * s['flops'] / s['refsgd_s'] / s['blas_peak']:.0f}% of peak", (i - 0.2, 1e3 * top),
+                    xytext=(0, 2), textcoords="offset points", ha="center", va="bottom", fontsize=7)
     ax.set_xticks(x)
     ax.set_xticklabels([f"{s['model']}\nbatch {s['batch']}" for s in r["steps"]], fontsize=8)
     ax.set(ylabel="ms per forward+backward (1 thread)", title="step")

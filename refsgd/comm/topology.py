@@ -51,6 +51,7 @@ class Topology:
             shown = ", ".join(f"node of rank {low}: {g}" for low, g in sorted(sizes.items()))
             raise AgreedError(f"the ranks do not form equal nodes ({shown} ranks); run the same number of "
                               "ranks on every node, or give --ranks-per-node")
+        self.virtual = ranks_per_node is not None
         self.G = local.Get_size()
         self.P = len(sizes)
         self.local_rank = local.Get_rank()
@@ -61,10 +62,17 @@ class Topology:
         self.group = wrap(group, link, traffic, tier="global")
 
     def describe(self):
-        return f"{self.P} node(s) x {self.G} rank(s)"
+        return nodes_text(self.P, self.G, self.virtual)
 
     def close(self):
         """Free the communicators (collective over ``comm``'s ranks, like their creation)."""
         for c in self._owned:
             c.Free()
         self._owned = []
+
+
+def nodes_text(nodes, ranks_per_node, virtual=False):
+    """"2 virtual nodes of 2 ranks", "1 node of 4 ranks" (``virtual``: formed by --ranks-per-node)."""
+    def n(k, what):
+        return f"{k} {what}{'' if k == 1 else 's'}"
+    return f"{n(nodes, 'virtual node' if virtual else 'node')} of {n(ranks_per_node, 'rank')}"

@@ -1,0 +1,57 @@
+"""How busy the machine is: the load average before and after a run or a measurement, and a
+note when other work already takes the cores a run would use.
+
+On a machine shared with other work, a rank at the default threads (its node's cores divided by
+the ranks on it) competes with that work for every core, and runs many times slower than with
+one thread. The default stays (on a machine of its own, it is the fastest); ``train`` and
+``bench`` say when the 1-minute load average already exceeds the cores the run leaves free, by
+a whole core or more, and suggest ``--blas-threads 1``. The load is recorded (metrics file
+attributes ``load_average_before`` / ``load_average_after``, every bench output) so that a
+slow or noisy figure can be told from a slow method. No MPI here.
+"""
+
+import os
+
+
+def load_average():
+    """[1, 5, 15-minute load averages] (``os.getloadavg``), or None where the OS has none."""
+    try:
+        return [round(float(v), 2) for v in os.getloadavg()]
+    except (OSError, AttributeError):
+        return None
+
+
+def usable_cores():
+    """The cores this process may run on (its affinity set where the OS has one)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+#: how to take one thread per process: train's option, or the environment (bench)
+ONE_THREAD = "--blas-threads 1 (or OMP_NUM_THREADS=1)"
+ONE_THREAD_ENV = "OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 NUMBA_NUM_THREADS=1"
+
+
+def note(load, ranks, threads, cores=None, how=ONE_THREAD):
+    """The line saying that the machine is busy, or None: when the 1-minute load average already
+    exceeds by a whole core the cores left free by ``ranks`` processes of ``threads`` threads each
+    on this machine (of ``cores``, default the usable ones); ``how`` takes one thread each."""
+    if load is None:
+        return None
+    cores = usable_cores() if cores is None else cores
+    free = max(0, cores - ranks * threads)
+    if load[0] < free + 1:
+        return None
+    mine = f"{ranks} rank(s) x {threads} thread(s)"
+    hint = (f"; {how} takes fewer cores and is often much faster here"
+            if threads > 1 else "; fewer ranks per machine would take fewer cores" if ranks > 1 else "")
+    return (f"the machine is busy: load average {load[0]:.2f} (1 min) on {cores} core(s), and this run's {mine} "
+            f"leave {free} free: its times will be slow and noisy{hint}")
+
+
+def text(before, after=None):
+    """"load average (1 min) 1.23 before, 2.34 after, 2 usable cores" ("unknown" where the OS
+    gives none; no "after" when it is None)."""
+    def one(v):
+        return "unknown" if v is None else f"{v[0]:.2f}"
+    after_text = "" if after is None else f", {one(after)} after"
+    return f"load average (1 min) {one(before)} before{after_text}, {usable_cores()} usable core(s)"

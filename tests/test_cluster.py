@@ -1,0 +1,285 @@
+"""A real cluster on one machine (scripts/cluster): 2 nodes x 2 ranks, each node a network namespace
+with its own hostname, a rate-limited TCP link between them, mpiexec launching across them.
+
+`pytest -m cluster` selects these tests; they need root (or CAP_NET_ADMIN and CAP_SYS_ADMIN) and
+ip, tc, nsenter, unshare, and skip with the reason elsewhere. Each test brings up a cluster of its
+own name and removes it, whatever happens."""
+
+import itertools
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import h5py
+import pytest
+from conftest import ONE_THREAD, ROOT
+from conftest import cli as refsgd
+
+SCRIPT = os.path.join(ROOT, "scripts", "cluster")
+GOLDEN = os.path.join(ROOT, "tests", "golden")
+
+
+def _missing():
+    """Why the cluster cannot be built here ('' when it can)."""
+    if not sys.platform.startswith("linux"):
+        return "network namespaces need Linux"
+    tools = [t for t in ("ip", "tc", "nsenter", "unshare") if shutil.which(t) is None]
+    if tools:
+        return "missing " + ", ".join(tools)
+    with open("/proc/self/status") as f:
+        eff = int(next(line.split()[1] for line in f if line.startswith("CapEff:")), 16)
+    caps = [name for bit, name in ((12, "CAP_NET_ADMIN"), (21, "CAP_SYS_ADMIN")) if not eff >> bit & 1]
+    return "needs root, or CAP_NET_ADMIN and CAP_SYS_ADMIN: lacks " + " and ".join(caps) if caps else ""
+
+
+REASON = _missing()
+pytestmark = [pytest.mark.cluster, pytest.mark.skipif(bool(REASON), reason=REASON or "-")]
+_names = itertools.count()
+
+
+class Cluster:
+    def __init__(self, name):
+        self.name = name
+
+    def script(self, *args, timeout=60):
+        return subprocess.run([SCRIPT, args[0], "--name", self.name, *args[1:]], capture_output=True, text=True,
+                              timeout=timeout)
+
+    def command(self, *args):
+        """`scripts/cluster run -- -n 4 -ppn 2 python -m refsgd ARGS` with this test's venv."""
+        return [SCRIPT, "run", "--name", self.name, "--venv", sys.prefix, "--", "-n", "4", "-ppn", "2",
+                sys.executable, "-m", "refsgd", *args]
+
+    def refsgd(self, *args, timeout=300):
+        return subprocess.run(self.command(*args), capture_output=True, text=True, timeout=timeout, cwd=ROOT,
+                              env={**os.environ, **ONE_THREAD})
+
+    def pids(self, ns):
+        r = subprocess.run(["ip", "netns", "pids", f"{self.name}-{ns}"], capture_output=True, text=True)
+        return [int(p) for p in r.stdout.split()]
+
+
+@pytest.fixture
+def cluster():
+    c = Cluster(f"rt{os.getpid() % 100000}x{next(_names)}")
+    r = subprocess.run([SCRIPT, "up", "--name", c.name, "--nodes", "2", "--rate", "1gbit"], capture_output=True,
+                       text=True, timeout=60)
+    try:
+        assert r.returncode == 0, r.stdout + r.stderr
+        yield c
+    finally:
+        d = subprocess.run([SCRIPT, "down", "--name", c.name], capture_output=True, text=True, timeout=60)
+        assert d.returncode == 0, d.stdout + d.stderr
+        left = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+        assert not [n for n in left.split() if n.startswith(c.name + "-")]
+        assert not os.path.exists(f"/run/refsgd-cluster/{c.name}")
+
+
+# tests/golden/regenerate.sh's options of each golden file used here
+DASO = ["--algo", "daso", "--momentum", "0.9", "--lr", "0.1", "--batch", "64", "--sync-every", "2",
+        "--plateau-patience", "1", "--plateau-threshold", "0.9", "--model", "digits_tiny", "--seed", "12"]
+SSGD = ["--algo", "ssgd", "--tau", "1", "--lr", "0.2", "--batch", "8", "--model", "digits_tiny", "--seed", "2"]
+PIPE = ["--algo", "pipe-sgd", "--dependency", "2", "--lr", "0.05", "--batch", "8", "--model", "digits_tiny",
+        "--seed", "8"]
+
+
+def _verify(trace, golden, rtol):
+    r = refsgd("verify", str(trace), os.path.join(GOLDEN, golden), "--rtol", rtol,
+               *(["--atol", "0"] if float(rtol) == 0 else []))
+    assert r.returncode == 0, r.stdout + r.stderr
+    return r.stdout
+
+
+def test_daso_nodes_from_shared_memory_equal_the_virtual_layout(cluster, tmp_path):
+    """Without --ranks-per-node, DASO finds the 2 nodes through MPI_COMM_TYPE_SHARED: the same
+    layout as --ranks-per-node 2 on one host, bitwise the serial golden of that layout, the same
+    traffic per tier; the metrics file names the two nodes."""
+    r = cluster.refsgd("train", *DASO, "--dtype", "float64", "--iterations", "35", "--no-progress",
+                       "--trace", str(tmp_path / "t.h5"), "--out", str(tmp_path / "m.h5"))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "ranks per node from shared memory" in r.stdout and "daso: 2 node(s) x 2 rank(s)" in r.stdout
+    assert "OK: 35 steps x 4 workers agree" in _verify(tmp_path / "t.h5", "daso-2x2-n4.h5", "0")
+    one = refsgd("train", *DASO, "--ranks-per-node", "2", "--dtype", "float64", "--iterations", "35",
+                 "--no-progress", "--out", str(tmp_path / "one.h5"), n=4)
+    assert one.returncode == 0, one.stderr
+    with h5py.File(tmp_path / "m.h5") as f, h5py.File(tmp_path / "one.h5") as g:
+        assert f.attrs["nodes"] == 2
+        assert json.loads(f.attrs["node_names"]) == [f"{cluster.name}-n0", f"{cluster.name}-n1"]
+        assert g.attrs["nodes"] == 1 and len(json.loads(g.attrs["node_names"])) == 1
+        assert f.attrs["events"] == g.attrs["events"]
+        for tier in ("global_bytes", "local_bytes"):
+            assert (f["iterations/" + tier][...] == g["iterations/" + tier][...]).all(), tier
+
+
+@pytest.mark.parametrize("options,golden", [(SSGD, "ssgd-n4.h5"), (PIPE, "pipe-sgd-k2-n4.h5")],
+                         ids=["ssgd", "pipe-sgd"])
+def test_flat_methods_across_the_nodes_verify_against_their_goldens(cluster, tmp_path, options, golden):
+    """To rounding against the serial golden (its sums run in another order), and bit for bit
+    the same run on one host: TCP between the nodes changes no number."""
+    common = ["train", *options, "--dtype", "float64", "--iterations", "10", "--no-progress", "--trace"]
+    r = cluster.refsgd(*common, str(tmp_path / "t.h5"))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "OK: 10 steps x 4 workers agree" in _verify(tmp_path / "t.h5", golden, "1e-10")
+    r = refsgd(*common, str(tmp_path / "one.h5"), n=4)
+    assert r.returncode == 0, r.stderr
+    r = refsgd("verify", str(tmp_path / "t.h5"), str(tmp_path / "one.h5"), "--rtol", "0", "--atol", "0")
+    assert r.returncode == 0 and "OK: 10 steps x 4 workers agree" in r.stdout, r.stdout + r.stderr
+
+
+def _start_long_run(cluster, *extra):
+    """A run that trains until stopped; returns the process once every rank has evaluated."""
+    p = subprocess.Popen(cluster.command("train", "--algo", "ssgd", "--iterations", "1000000", "--eval-every",
+                                         "20it", "--no-progress", *extra), stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, cwd=ROOT, env={**os.environ, **ONE_THREAD},
+                         start_new_session=True)
+    for line in p.stdout:
+        if "test acc" in line:
+            return p
+    p.wait(timeout=30)
+    raise AssertionError("the run ended before its first evaluation: " + p.stderr.read())
+
+
+def _ranks(cluster, node):
+    out = []
+    for pid in cluster.pids(f"n{node}"):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                cmd = f.read().split(b"\0")
+        except OSError:
+            continue
+        if b"refsgd" in cmd and b"train" in cmd and not any(b"hydra_pmi_proxy" in c for c in cmd):
+            out.append(pid)
+    return out
+
+
+def _ends_everything(cluster, p, within):
+    """Wait for the job; every process of it on every node is gone within ``within`` s."""
+    t0 = time.monotonic()
+    try:
+        out, err = p.communicate(timeout=within)
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+        p.communicate()
+        raise AssertionError(f"the job was still running {within} s after the fault")
+    elapsed = time.monotonic() - t0
+    deadline = time.monotonic() + 2
+    while any(cluster.pids(ns) for ns in ("n0", "n1", "head")) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not any(cluster.pids(ns) for ns in ("n0", "n1", "head")), "processes left in the namespaces"
+    assert "Traceback" not in out + err
+    return p.returncode, out, err, elapsed
+
+
+@pytest.mark.parametrize("sig,code,word", [(signal.SIGINT, 130, "interrupted (SIGINT)"),
+                                           (signal.SIGTERM, 143, "terminated (SIGTERM)")], ids=["int", "term"])
+def test_a_signal_to_the_launch_stops_every_rank_together_with_a_checkpoint(cluster, tmp_path, sig, code, word):
+    """Ctrl-C (or scancel's SIGTERM) to `scripts/cluster run`'s process group reaches mpiexec
+    once, and hydra passes it to the ranks of both nodes: they stop together at the next loss
+    check, after writing a checkpoint, as on one host."""
+    p = _start_long_run(cluster, "--checkpoint", str(tmp_path / "ck"), "--checkpoint-every", "1000000")
+    os.killpg(p.pid, sig)
+    rc, out, err, elapsed = _ends_everything(cluster, p, within=40)
+    assert rc == code, out + err
+    assert err.count(f"refsgd: {word} after iteration") == 1, err
+    assert (tmp_path / "ck" / "latest").exists()
+
+
+def test_kill_9_of_one_nodes_ranks_ends_every_rank(cluster):
+    p = _start_long_run(cluster)
+    ranks = _ranks(cluster, 1)
+    assert len(ranks) == 2 and len(_ranks(cluster, 0)) == 2
+    for pid in ranks:
+        os.kill(pid, signal.SIGKILL)
+    rc, out, err, elapsed = _ends_everything(cluster, p, within=10)
+    assert rc != 0 and elapsed < 10
+    # the one message a user reads: hydra's banner (the lines below it are its cleanup)
+    assert (out + err).count("BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES") == 1, out + err
+
+
+def test_a_node_whose_link_goes_down_is_lost_and_the_job_ends(cluster):
+    """Pulling node 1's cable mid-run: no TCP connection fails on its own (hydra and the ranks
+    would wait for ever); the launcher's probe finds the node silent for 3 s, ends its ranks and
+    the job, and every rank of both nodes is gone, with one line and exit code 1."""
+    p = _start_long_run(cluster)
+    r = cluster.script("link", "1", "down")
+    assert r.returncode == 0, r.stderr
+    rc, out, err, elapsed = _ends_everything(cluster, p, within=20)
+    assert rc == 1 and elapsed < 20
+    lost = f"cluster '{cluster.name}': node {cluster.name}-n1 (10.28.0.2) did not answer for 3 s: node lost"
+    assert err.count(lost) == 1 and len(err.strip().splitlines()) == 1, err
+
+
+def test_up_refuses_a_leftover_and_two_clusters_coexist(cluster):
+    r = subprocess.run([SCRIPT, "up", "--name", cluster.name], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 1
+    assert f"a cluster named '{cluster.name}' is up or was left over" in r.stderr
+    assert f"scripts/cluster down --name {cluster.name}" in r.stderr
+    other = Cluster(cluster.name + "b")
+    try:
+        r = subprocess.run([SCRIPT, "up", "--name", other.name, "--nodes", "1", "--rate", "100mbit"],
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, r.stderr
+        r = other.script("exec", "0", "--", "hostname")
+        assert r.stdout.strip() == f"{other.name}-n0"
+        r = cluster.script("exec", "1", "--", "hostname")
+        assert r.stdout.strip() == f"{cluster.name}-n1"
+    finally:
+        subprocess.run([SCRIPT, "down", "--name", other.name], capture_output=True, timeout=60)
+
+
+def test_an_interrupted_up_removes_what_it_made():
+    name = f"rt{os.getpid() % 100000}x{next(_names)}"
+    p = subprocess.Popen([SCRIPT, "up", "--name", name, "--nodes", "200"], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    try:
+        time.sleep(1.0)
+        p.send_signal(signal.SIGINT)
+        out, err = p.communicate(timeout=120)
+        assert p.returncode == 130 and "interrupted; removing what it created" in err, out + err
+        left = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+        assert not [n for n in left.split() if n.startswith(name + "-")]
+        assert not os.path.exists(f"/run/refsgd-cluster/{name}")
+    finally:
+        if p.poll() is None:
+            p.kill()
+        subprocess.run([SCRIPT, "down", "--name", name], capture_output=True, timeout=120)
+
+
+def test_without_the_capabilities_it_says_which_and_exits_2():
+    if shutil.which("capsh") is None:
+        pytest.skip("needs capsh to drop a capability")
+    r = subprocess.run(["capsh", "--drop=cap_sys_admin", "--", "-c", f"{SCRIPT} up --name rtcaps"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2
+    assert r.stderr.strip() == ("scripts/cluster: needs root, or CAP_NET_ADMIN and CAP_SYS_ADMIN: this process "
+                                "lacks CAP_SYS_ADMIN")
+    assert "rtcaps-n0" not in subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+
+
+def test_bench_overlap_measures_the_real_link_and_models_with_it(tmp_path):
+    """`bench overlap` across 2 nodes of a 100 Mbit/s link: the ping-pong finds the rate the link
+    was given (a 2.6 MB message, far beyond tbf's bucket), and each method has a model with it."""
+    c = Cluster(f"rt{os.getpid() % 100000}x{next(_names)}")
+    r = subprocess.run([SCRIPT, "up", "--name", c.name, "--rate", "100mbit"], capture_output=True, text=True,
+                       timeout=60)
+    try:
+        assert r.returncode == 0, r.stderr
+        cmd = c.command("bench", "overlap", "--model", "mnist_mlp", "--batch", "16", "--iterations", "8",
+                        "--skip", "2", "--algos", "ssgd,dcs3gd", "--json", str(tmp_path / "o.json"))
+        cmd[cmd.index("-n") + 1], cmd[cmd.index("-ppn") + 1] = "2", "1"
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=400, cwd=ROOT,
+                           env={**os.environ, **ONE_THREAD})
+        assert r.returncode == 0, r.stdout + r.stderr
+    finally:
+        subprocess.run([SCRIPT, "down", "--name", c.name], capture_output=True, timeout=60)
+    assert f"between nodes {c.name}-n0 and {c.name}-n1, MEASURED" in r.stdout
+    out = json.loads((tmp_path / "o.json").read_text())
+    latency_us, gbit_s = map(float, out["real_link"].split(","))
+    assert 0.07 < gbit_s < 0.105 and 0 < latency_us < 5000, out["real_link"]
+    rows = out["runs"][0]["rows"]
+    assert [row["method"] for row in rows] == ["ssgd", "dcs3gd"]
+    assert all(row["model_link"] > 0.15 for row in rows)   # the transfer alone: 2.6 MB at 0.1 Gbit/s, 0.2 s
