@@ -87,11 +87,7 @@ def gather(run):
     fields = list(FIELDS) + sorted(set(run.records) - set(FIELDS))  # and the method's own (run.record)
     local = np.array([run.records[f] for f in fields], dtype=np.float64)
     allrec = run.comm.gather(local, root=0)
-<<<<<<< HEAD
-    nodes = len(set(run.comm.allgather(mpilib.processor_name())))
-=======
-    names = run.comm.allgather(MPI.Get_processor_name())
->>>>>>> main
+    names = run.comm.allgather(mpilib.processor_name())
     if run.rank != 0:
         return None
     arr = np.stack(allrec)  # (world, fields, T)
@@ -126,14 +122,9 @@ def write(path, run, rec, nodes, config, link, model=None, threads=None, load=(N
         f.attrs["config"] = json.dumps(config, sort_keys=True)
         f.attrs["events"] = json.dumps(run.events)
         f.attrs["world_size"] = run.world
-<<<<<<< HEAD
-        f.attrs["nodes"] = nodes
-        f.attrs["mpi_library"] = mpilib.library_version()
-=======
         f.attrs["nodes"] = len(nodes)
         f.attrs["node_names"] = json.dumps(nodes)
-        f.attrs["mpi_library"] = MPI.Get_library_version().strip()
->>>>>>> main
+        f.attrs["mpi_library"] = mpilib.library_version()
         f.attrs["mpi_thread_level"] = THREAD_LEVELS.get(MPI.Query_thread(), "unknown")
         f.attrs["link"] = str(link) if link else "none"
         f.attrs["link_emulated"] = bool(link)

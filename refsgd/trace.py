@@ -264,33 +264,26 @@ def verify(a_path, b_path, rtol=1e-10, atol=1e-12, prefix=False):
                     where = f"{name}[{j}]" if np.ndim(err) else name
                     rel = _normwise(err, y, both_nan)
                     return False, lines + [
-<<<<<<< HEAD
-                        f"MISMATCH at step {t}, worker {i}, {where}: A = {np.ravel(x)[j]!r}, B = {np.ravel(y)[j]!r}",
+                        f"MISMATCH at step {t}, worker {i}, {where}: A = {float(np.ravel(x)[j])!r}, "
+                        f"B = {float(np.ravel(y)[j])!r}",
                         f"  max |A - B| = {np.max(err):.3e}"
                         + (f", normwise relative max |A - B| / max |B| = {rel:.3e}" if rel is not None else "")
                         + f" (rtol {rtol:g}, atol {atol:g})"]
                 rel = _normwise(err, y, both_nan)
                 worst = worst if rel is None else max(worst, rel)
-=======
-                        f"MISMATCH at step {t}, worker {i}, {where}: A = {float(np.ravel(x)[j])!r}, "
-                        f"B = {float(np.ravel(y)[j])!r}",
-                        f"  max |A - B| = {np.max(err):.3e}, max relative = {rel:.3e} (rtol {rtol:g}, atol {atol:g})"]
-                scale = np.maximum(np.where(both_nan, 1.0, np.abs(y)), atol / max(rtol, 1e-300))
-                worst = max(worst, float(np.max(err / scale)))
->>>>>>> main
     lines.append(f"OK: {T} steps x {N} workers agree (state {', '.join(a.state_names)} and loss; "
                  f"largest normwise relative difference {worst:.2e}; rtol {rtol:g}, atol {atol:g})")
     return True, lines
 
 
-<<<<<<< HEAD
 def _normwise(err, y, both_nan):
     """max |A - B| / max |B| over one array (the infinity norms), where B is not all zero (None
     then): a relative figure that stays meaningful when single entries of B are near zero, unlike
     the largest elementwise ratio."""
     norm = float(np.max(np.where(both_nan, 0.0, np.abs(y)))) if np.size(y) else 0.0
     return float(np.max(err)) / norm if norm > 0 else None
-=======
+
+
 def _batch_mismatch(t, i, a, b):
     """The lines naming where two workers' batch indices (tau, b) differ, and what they hold."""
     where = np.argwhere(a != b)
@@ -304,4 +297,3 @@ def _batch_mismatch(t, i, a, b):
     return [f"MISMATCH at step {t}, worker {i}: different batch indices: {len(where)} of {a.size} differ, at "
             f"(micro-batch, position) {at}; the first: A = {int(a[m, k])}, B = {int(b[m, k])}",
             f"  micro-batch {m}: A {row(a[m])}", f"  micro-batch {m}: B {row(b[m])}"]
->>>>>>> main

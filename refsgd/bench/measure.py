@@ -316,7 +316,7 @@ def measured_link(comm, n, dtype, repeat=20):
     from mpi4py import MPI
 
     from refsgd.comm.link import Link
-    names = comm.allgather(MPI.Get_processor_name())
+    names = comm.allgather(mpilib.processor_name())
     peer = next((r for r, name in enumerate(names) if name != names[0]), None)
     if peer is None:
         return None, None
