@@ -42,12 +42,22 @@ class RankFailure(Exception):
 
 class Stopped(Exception):
     """The run stops on a signal (SIGINT 130, SIGTERM 143): ``code`` is the exit code. With
-    ``collective = True`` every rank stops at the same iteration boundary (agreed on)."""
+    ``collective = True`` every rank stops at the same iteration boundary (agreed on); ``saved``
+    lists what was written for the iterations done (a checkpoint, the metrics, the trace)."""
 
-    def __init__(self, code, message, collective=False):
+    def __init__(self, code, message, collective=False, saved=()):
         super().__init__(message)
         self.code = code
+        self.message = message
         self.collective = collective
+        self.saved = list(saved)
+
+    def __str__(self):
+        if not self.collective:
+            return self.message
+        if not self.saved:
+            return f"{self.message} (no --checkpoint, --out or --trace: nothing saved)"
+        return f"{self.message}; " + "; ".join(self.saved)
 
 
 def train(algo="ssgd", **options):

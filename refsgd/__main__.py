@@ -1,3 +1,3 @@
-from refsgd.cli import main
+from refsgd.entry import main
 
 raise SystemExit(main())

@@ -24,7 +24,7 @@ import warnings
 
 import numpy as np
 
-from refsgd import AgreedError, RefsgdError, __version__, busy, did_you_mean, options
+from refsgd import AgreedError, RefsgdError, Stopped, __version__, busy, did_you_mean, options
 from refsgd.busy import usable_cores
 
 
@@ -61,7 +61,6 @@ def run(args, comm=None, log=print):
 def _run(args, comm, log):
     from mpi4py import MPI
 
-    from refsgd import metrics
     from refsgd.algorithms import by_gradients, micro_batches, servers
     from refsgd.comm.link import Traffic, wrap
     from refsgd.run import Run
@@ -73,9 +72,12 @@ def _run(args, comm, log):
     algo, link, net, data, schedule, restorer = on_every_rank(
         world_comm, lambda: prepare(args, world_comm), lambda p: fingerprint(args, p[2], p[3]))
     threads = set_threads(world_comm, args.blas_threads)
-    if rank == 0 and args.force and holds_other_run(args):
+    unfinished = []
+    if rank == 0 and args.checkpoint:
         from refsgd import checkpoint
-        checkpoint.clear(args.checkpoint)  # --force: this folder now belongs to this run
+        if args.force and holds_other_run(args):
+            checkpoint.clear(args.checkpoint)  # --force: this folder now belongs to this run
+        unfinished = checkpoint.remove_unfinished(args.checkpoint)  # left by a kill -9 while writing one
     comm = wrap(world_comm, link, traffic=Traffic())  # delayed by --link if given, its payload counted
     cfg = options.config(args)
     ns = _namespace(args)
@@ -90,25 +92,55 @@ def _run(args, comm, log):
         r.log(f"  note: {crowded}")
     if restorer:
         r.log(f"  resumed from {restorer.path.rsplit(os.sep, 1)[0]} at iteration {r.t}")
-    algo(r)
+    if unfinished:
+        r.log(f"  removed from {args.checkpoint} the unfinished checkpoint(s) {', '.join(unfinished)}, left by a run "
+              "killed while writing them")
+    try:
+        algo(r)
+    except Stopped as stop:  # a signal, agreed on by every rank at the same boundary
+        if not stop.collective:
+            raise
+        # the iterations done are written as a finished run's, marked interrupted
+        _outputs(args, r, cfg, link, threads, say, load_before, summary=False)
+        stop.saved += [f"{what} of the {r.t + 1} iterations done written to {path} (marked interrupted)"
+                       for what, path in (("metrics", args.out), ("trace", args.trace)) if path]
+        raise
+    return _outputs(args, r, cfg, link, threads, say, load_before)
+
+
+def _outputs(args, r, cfg, link, threads, say, load_before, summary=True):
+    """Collective: the final model, the --trace file, the summary and the --out file."""
+    from refsgd import metrics
     model = r.final_model()  # on every rank: it may be a collective (an average of the workers)
     load_after = busy.load_average()
     if args.trace:
         r.write_trace(args.trace, {**cfg, **r.found})
-        r.log(f"trace written to {args.trace}")
+        if summary:
+            r.log(f"trace written to {args.trace}")
     gathered = metrics.gather(r)
+    spans = timeline_gather(r)
     rec = None
-    if rank == 0:
+    if r.rank == 0:
         rec, nodes = gathered
         shown = link_text(args, link)
-        say(metrics.summary(r.evals, rec, metrics.total_wall(r.segments), shown, batch=args.batch,
-                            segments=r.segments))
+        if summary:
+            say(metrics.summary(r.evals, rec, metrics.total_wall(r.segments), shown, batch=args.batch,
+                                segments=r.segments))
         if args.out:
             metrics.write(args.out, r, rec, nodes, cfg, shown, model=model, threads=threads,
-                          load=(load_before, load_after))
-            say(f"metrics written to {args.out}")
-    return Result(model=None if model is None else np.array(model), net=net, evals=list(r.evals),
+                          load=(load_before, load_after), timeline=spans)
+            if summary:
+                say(f"metrics written to {args.out}")
+    return Result(model=None if model is None else np.array(model), net=r.net, evals=list(r.evals),
                   events=list(r.events), metrics=rec, config=cfg, wall=r.wall, threads=threads)
+
+
+def timeline_gather(run):
+    """Collective with --timeline: every rank's spans on rank 0 (None without one)."""
+    if run.timeline is None:
+        return None
+    from refsgd import timeline
+    return timeline.gather(run.control_comm, run.timeline)
 
 
 def _namespace(args):
@@ -255,6 +287,9 @@ def method(args, world):
     options.resolve(args)
     if args.momentum >= 1:
         raise RefsgdError(f"--momentum must be in [0, 1), got {args.momentum}")
+    if getattr(args, "nesterov", False) and not args.momentum:  # checked here, before the first collective
+        raise RefsgdError(f"--nesterov needs --momentum > 0 (Nesterov's look-ahead is along the momentum), got "
+                          f"momentum {args.momentum:g}")
     check(args.algo, args, world)
 
 
@@ -271,17 +306,16 @@ def per_epoch(args, data, workers):
 def prepare(args, comm):
     """Everything that can fail on bad input, done identically on every rank before any collective."""
     from refsgd import datasets
-    from refsgd.algorithms import ALGORITHMS, servers
+    from refsgd.algorithms import ALGORITHMS, by_gradients, check_sizes, servers
     from refsgd.nn import load_model
 
     world = comm.Get_size()
     method(args, world)
     link = None
-    if args.link:
-        from refsgd.comm.link import Link
+    from refsgd.comm.link import Link
+    if args.link is not None:  # --link '' is refused, not taken for no link
         link = Link.parse(args.link)
-    if args.local_link:
-        from refsgd.comm.link import Link
+    if args.local_link is not None:
         Link.parse(args.local_link, "--local-link")
     dtype = np.dtype(args.dtype)
     net = load_model(args.model, dtype=dtype)
@@ -291,6 +325,9 @@ def prepare(args, comm):
         raise RefsgdError(f"dataset {data.name} has no test samples: refsgd train evaluates the model on the test set")
     ipe = per_epoch(args, data, world - servers(args.algo))
     schedule = parse_schedule(args.schedule, args.lr, ipe)
+    # the run's iterations (None: --epochs of gradients, in as many iterations as they take)
+    total = args.iterations or (None if by_gradients(args) else args.epochs * ipe)
+    check_sizes(args.algo, args, net, total)
     if args.checkpoint_every and not args.checkpoint:
         raise RefsgdError("--checkpoint-every needs --checkpoint DIR")
     if args.checkpoint and not args.checkpoint_every:
@@ -298,10 +335,18 @@ def prepare(args, comm):
     if args.trace and args.resume:
         raise RefsgdError("--trace records a run from its first step: it cannot be combined with --resume")
     check_outputs(args)
+    if getattr(args, "timeline", None):
+        from refsgd import timeline
+        timeline.parse_spec(args.timeline)
+        if not args.out:
+            raise RefsgdError("--timeline needs --out RUN.h5: the spans are written into the metrics file")
     restorer = None
     if args.resume:
         from refsgd import checkpoint
-        folder, meta = checkpoint.read_meta(args.resume, options.config(args), world, net.num_params)
+        from refsgd.trace import dataset_sha256
+        folder, meta = checkpoint.read_meta(args.resume, options.config(args), world, net.num_params,
+                                            data_sha256=dataset_sha256(data, dtype, test=True),
+                                            total=total)
         restorer = checkpoint.Restorer(folder, comm.Get_rank(), meta["t"])
     return ALGORITHMS[args.algo][0], link, net, data, schedule, restorer
 

@@ -3,7 +3,9 @@
 Layout of ``--checkpoint DIR``::
 
     DIR/latest                 the name of the newest complete checkpoint (one line)
-    DIR/ckpt-<t>/meta.json     method, model, world size, dtype, the configuration, t
+    DIR/ckpt-<t>/meta.json     method, model, world size, dtype, the configuration, t, and
+                               (format_version 3) data_sha256, the SHA-256 of the dataset's
+                               content (refsgd.trace.dataset_sha256, test set included)
     DIR/ckpt-<t>/rank<r>.h5    rank r's state: every array the method registered (weights,
                                optimizer buffers, ...), the schedule's state, the per-iteration
                                records and the evaluations so far; attributes t, rank,
@@ -11,9 +13,11 @@ Layout of ``--checkpoint DIR``::
                                run so far, [{"iterations": [first, end], "wall_seconds"}]) and
                                sha256 (a checksum of all of it)
 
-Format version 2 (this one; meta.json and every rank file say ``format_version``) adds the
-segments; a version-1 checkpoint (no format_version) is read as one segment whose wall time is
-the sum of its per-iteration wall times (its evaluations and checkpoints left out).
+Format version 2 (meta.json and every rank file say ``format_version``) adds the segments; a
+version-1 checkpoint (no format_version) is read as one segment whose wall time is the sum of
+its per-iteration wall times (its evaluations and checkpoints left out). Version 3 (this one)
+adds meta.json's data_sha256; a checkpoint without it (versions 1 and 2) resumes without that
+check.
 
 ``t`` is the number of completed iterations. A checkpoint is written every K iterations, after
 the last one, and when a signal stops the run; only the newest ``--keep-checkpoints`` are kept.
@@ -30,7 +34,9 @@ random state exists.
 
 ``--resume DIR`` (the checkpoint root, whose ``latest`` is used, or one ``ckpt-<t>``) refuses a
 checkpoint of another method, model, world size or trajectory-changing option, naming the
-differences; the number of epochs / iterations, evaluation and logging may change. Every rank
+differences, and one whose dataset content differs (the same path may hold other data), naming
+both SHA-256s, and one already past the end of the resuming run (nothing to do); the number of
+epochs / iterations, evaluation and logging may change. Every rank
 checks its own file before the first collective (readable, the same t and rank as the
 checkpoint, the checksum, finite state), so a damaged, truncated or stale rank file is refused
 with one message.
@@ -47,7 +53,8 @@ import numpy as np
 from refsgd import AgreedError, RefsgdError
 from refsgd.files import h5_written
 
-FORMAT_VERSION = 2
+#: 2 adds the segments, 3 the dataset's SHA-256 in meta.json (versions 1 and 2 are read too)
+FORMAT_VERSION = 3
 
 #: options that may differ between the run that wrote a checkpoint and the one resuming it
 MAY_CHANGE = {"epochs", "iterations", "eval_every", "log_every", "progress", "out", "checkpoint",
@@ -72,9 +79,10 @@ def _ckpt_dir(path):
     return d
 
 
-def read_meta(path, config, world, num_params):
-    """Validate a checkpoint against this run (every rank, before any collective); returns
-    (folder, meta)."""
+def read_meta(path, config, world, num_params, data_sha256=None, total=None):
+    """Validate a checkpoint against this run (every rank, before any collective): its method,
+    model, world size, options, dataset content (``data_sha256``) and that it is not past the
+    run's ``total`` iterations; returns (folder, meta)."""
     d = _ckpt_dir(path)
     try:
         with open(os.path.join(d, "meta.json")) as f:
@@ -99,10 +107,23 @@ def read_meta(path, config, world, num_params):
     if diff:
         shown = ", ".join(f"{k} ({saved.get(k)!r} -> {config.get(k)!r})" for k in diff)
         raise RefsgdError(f"--resume {d}: these options differ from the checkpointed run: {shown}")
+    saved_sha = meta.get("data_sha256")
+    if data_sha256 is not None and saved_sha is not None and saved_sha != data_sha256:
+        raise RefsgdError(f"--resume {d}: the checkpoint was trained on other data: its dataset's SHA-256 is "
+                          f"{saved_sha[:16]}..., this run's {_data_text(config)} is {data_sha256[:16]}...; resume "
+                          f"with the checkpoint's data")
+    if total is not None and meta["t"] > total:
+        raise RefsgdError(f"--resume {d}: the checkpoint is at iteration {meta['t']}, already past the end of this run "
+                          f"({total} iterations): nothing to do; give --iterations or --epochs beyond it to "
+                          "continue")
     for r in range(world):
         if not os.path.isfile(os.path.join(d, f"rank{r}.h5")):
             raise RefsgdError(f"--resume {d}: rank{r}.h5 is missing")
     return d, meta
+
+
+def _data_text(config):
+    return f"--data {config['data']}" if config.get("data") else "dataset (the embedded digits)"
 
 
 def digest(state, schedule_state, records, evals, events, t, segments=None):
@@ -160,8 +181,10 @@ def save(run, root, config, keep=0):
     errors = [e for e in comm.allgather(err) if e]
     if run.rank == 0 and not errors:
         try:
-            meta = dict(format="refsgd-checkpoint", format_version=FORMAT_VERSION, t=t, world_size=run.world, num_params=run.net.num_params,
-                        config=config, dtype=run.net.dtype.name, state=sorted(run.state))
+            from refsgd.trace import dataset_sha256
+            meta = dict(format="refsgd-checkpoint", format_version=FORMAT_VERSION, t=t, world_size=run.world,
+                        num_params=run.net.num_params, config=config, dtype=run.net.dtype.name,
+                        state=sorted(run.state), data_sha256=dataset_sha256(run.data, run.net.dtype, test=True))
             with open(os.path.join(tmp, "meta.json"), "w") as f:
                 json.dump(meta, f, indent=1, sort_keys=True)
             final = os.path.join(root, name)
@@ -226,6 +249,23 @@ def checkpoints(root):
     return sorted(out)
 
 
+def remove_unfinished(root):
+    """Remove what a run killed while writing a checkpoint left in ``root`` (the folder
+    ``.tmp-ckpt-<t>`` and ``.latest.tmp``; ``latest`` still names the last complete checkpoint);
+    returns the names removed."""
+    removed = []
+    with contextlib.suppress(OSError):
+        for name in sorted(os.listdir(root)):
+            path = os.path.join(root, name)
+            if name.startswith(".tmp-ckpt-") and os.path.isdir(path):
+                shutil.rmtree(path, ignore_errors=True)
+                removed.append(name)
+            elif name == ".latest.tmp":
+                with contextlib.suppress(OSError):
+                    os.unlink(path)
+    return removed
+
+
 def clear(root):
     """Remove the checkpoints and ``latest`` of another run from ``root`` (--force)."""
     with contextlib.suppress(OSError):
@@ -248,13 +288,15 @@ class Restorer:
     the method registers them."""
 
     def __init__(self, folder, rank, t):
-        from refsgd.files import open_h5
+        from refsgd.files import open_h5, read_array
         self.path = os.path.join(folder, f"rank{rank}.h5")
         try:
             with open_h5(self.path, "a refsgd checkpoint rank file") as f:
-                self.state = {k: f["state"][k][...] for k in f["state"]}
-                self.schedule_state = f["schedule_state"][...] if "schedule_state" in f else None
-                self.records = {k: np.asarray(f["records"][k][...], dtype=np.float64) for k in f["records"]}
+                def read(name):
+                    return read_array(f, name, advice=" (--resume); resume from an earlier checkpoint")
+                self.state = {k: read(f"state/{k}") for k in f["state"]}
+                self.schedule_state = read("schedule_state") if "schedule_state" in f else None
+                self.records = {k: np.asarray(read(f"records/{k}"), dtype=np.float64) for k in f["records"]}
                 evals, events = f.attrs["evals"], f.attrs.get("events", "[]")
                 saved_t, saved_rank = int(f.attrs["t"]), int(f.attrs.get("rank", rank))
                 segments = f.attrs.get("segments")    # None: format version 1

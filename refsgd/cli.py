@@ -110,6 +110,12 @@ def _add_training_options(p):
                    help="record every rank's state, loss and batch indices at every step (the golden "
                         "schema of implementers.md, installed with refsgd: --list prints where); costs 8 bytes (float64) x parameters x "
                         "state arrays per step and rank: use small models and a few hundred steps")
+    p.add_argument("--timeline", nargs="?", const="default", default=None, metavar="SPEC",
+                   help="record, on every rank and thread, the spans of a window of iterations (compute, idle, "
+                        "each MPI call, codec, update, communication in flight, the --link model), each named by "
+                        "the listing line it executes, into the --out file (needed); SPEC: START:COUNT "
+                        "(iterations START..START+COUNT-1, also written it100:5), START, or :COUNT; default "
+                        "3:5. Export or draw them with refsgd report --timeline / --timeline-plot")
 
 
 def _add_method_options(p, dtype):
@@ -166,7 +172,8 @@ def _add_method_options(p, dtype):
                         "(deterministic, as the serial rendering; default arrival)")
     g.add_argument("--dependency", type=_positive_int, default=None, metavar="K",
                    help="pipe-sgd: iteration dependency K, each update applies the summed gradient of the "
-                        "K-th last iteration (default 2, the paper's optimum; 1 is D-Sync)")
+                        "K-th last iteration (default 2, the paper's optimum; 1 is D-Sync); below the run's iterations, "
+                        "and its 4 K copies of the model within the memory available")
     g.add_argument("--warmup-epochs", type=_nonneg_int, default=None, metavar="E",
                    help="pipe-sgd: the first E epochs with dependency 1 (D-Sync), as the paper trains AlexNet "
                         "and ResNet (default 0); daso: the first E epochs sync globally every batch, "
@@ -188,7 +195,8 @@ def _add_method_options(p, dtype):
                         "its sub-batches of --batch samples (default 2)")
     g.add_argument("--staleness", type=_nonneg_int, default=None, metavar="S",
                    help="pp-asgd, asgd: deterministic mode, update t consumes one sub-batch per thread "
-                        "computed at the w^ of update t-S-1, and f_S uses S (default: threaded, measured)")
+                        "computed at the w^ of update t-S-1, and f_S uses S (default: threaded, measured); below "
+                        "the run's iterations")
     g.add_argument("--compress", choices=("none", "t16", "bf16", "fp16", "q8"), default=None,
                    help="ssgd, ssgd-nag, pipe-sgd, d-sync: the gradient all-reduce carries t16 (upper 16 "
                         "bits of each float32, truncated), bf16 (bfloat16), fp16 (IEEE half, as Horovod's "
@@ -250,14 +258,25 @@ def build_parser():
                                    "matplotlib); --csv and --json export the evaluations and a summary of "
                                    "each run (layouts in refsgd/report.py). Outputs are written atomically; "
                                    "an existing file is replaced only with --force.",
-                       epilog="example: refsgd report ssgd.h5 dcasgd.h5 --plot cmp.png --csv cmp.csv")
+                       epilog="examples: refsgd report ssgd.h5 dcasgd.h5 --plot cmp.png --csv cmp.csv\n"
+                              "  refsgd report run.h5 --timeline run.json          (a run of train --timeline, for "
+                              "Perfetto)\n"
+                              "  refsgd report ssgd.h5 laga.h5 pipe.h5 --timeline-plot t.png   (Gantt chart)",
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("files", nargs="+", metavar="FILE", help="metrics file(s) written by refsgd train --out")
     p.add_argument("--plot", default=None, metavar="OUT.png",
                    help="draw the curves and time split into this image (.png, .pdf, .svg, ...)")
     p.add_argument("--csv", default=None, metavar="OUT.csv", help="write the evaluations, one row each, as CSV")
     p.add_argument("--json", default=None, metavar="OUT.json",
                    help="write each run's attributes, config, evaluations and time split as JSON")
-    p.add_argument("--force", action="store_true", help="replace existing --plot/--csv/--json files")
+    p.add_argument("--timeline", default=None, metavar="OUT.json",
+                   help="export the spans of train --timeline (one file) in the Trace Event Format: one process per "
+                        "rank, one track per thread and per lane of requests in flight, named by the listing's lines "
+                        "(open in https://ui.perfetto.dev or chrome://tracing)")
+    p.add_argument("--timeline-plot", default=None, metavar="OUT.png",
+                   help="draw the spans of each file's train --timeline as a Gantt chart, one panel per run on a "
+                        "common time axis of the same number of iterations (needs matplotlib)")
+    p.add_argument("--force", action="store_true", help="replace existing --plot/--csv/--json/--timeline files")
 
     p = sub.add_parser("models", help="list the bundled models, or describe one",
                        description="Without NAME, list the bundled model specs; with NAME (or a "
@@ -327,6 +346,9 @@ def build_parser():
                    help="daso: emulated link within a node (default: the real one)")
     o.add_argument("--sync-every", type=_positive_int, default=None, metavar="B",
                    help="daso: batches between global syncs, B (default 4; W = max(1, B/4))")
+    o.add_argument("--timeline-cost", type=_nonneg_int, default=0, metavar="PAIRS",
+                   help="also time each method with train --timeline recording every timed iteration: PAIRS runs "
+                        "without and with it, alternating, and print the iteration times (medians) and the cost")
     o.add_argument("--lr", type=_nonneg_float, default=0.001, help="learning rate of the timed runs (default 0.001)")
     o.add_argument("--seed", type=_nonneg_int, default=0)
     o.add_argument("--dtype", choices=("float32", "float64"), default="float32")
@@ -508,8 +530,8 @@ def _prepare_overlap(args, world):
         raise RefsgdError(f"--skip {args.skip} leaves no iteration of --iterations {args.iterations} to measure")
     if args.link and args.ratio is not None:
         raise RefsgdError("give --link or --ratio, not both")
-    args.link = Link.parse(args.link) if args.link else None
-    args.local_link = Link.parse(args.local_link, "--local-link") if args.local_link else None
+    args.link = Link.parse(args.link) if args.link is not None else None
+    args.local_link = Link.parse(args.local_link, "--local-link") if args.local_link is not None else None
     args.ratios = None
     if args.ratio is not None:
         args.ratios = bench.measure.parse_ratios(args.ratio)
@@ -613,8 +635,9 @@ def main(argv=None):
         pass
     parser = build_parser()
     args = parser.parse_args(argv)
-    if _is_mpi_command(args):
-        failure.install()  # SIGINT/SIGTERM: stop together at the loss check, or end every rank
+    # SIGINT/SIGTERM: stop together at the loss check, or end every rank (refsgd.entry installs
+    # the handlers as its first instruction; a caller of main() without it gets them here)
+    failure.install(mpi_command=_is_mpi_command(args))
     np.seterr(all="ignore")  # non-finite values are detected and reported by refsgd itself, once
     warnings.filterwarnings("ignore", category=RuntimeWarning)
     try:
@@ -664,7 +687,8 @@ def _dispatch(args, parser):
         return 0 if ok else 1
     if args.command == "report":
         from refsgd import report
-        print(report.report(args.files, plot=args.plot, csv_out=args.csv, json_out=args.json, force=args.force))
+        print(report.report(args.files, plot=args.plot, csv_out=args.csv, json_out=args.json, force=args.force,
+                            timeline=args.timeline, timeline_plot=args.timeline_plot))
         return 0
     if args.command == "models":
         return cmd_models(args)
@@ -709,6 +733,7 @@ class _Parser(argparse.ArgumentParser):
         super().__init__(*a, **kw)
 
     def parse_args(self, args=None, namespace=None):
+        args = _negative_link_values(sys.argv[1:] if args is None else list(args))
         ns, extra = self.parse_known_args(args, namespace)
         if extra:
             p = self._innermost(ns)
@@ -757,13 +782,21 @@ class _Parser(argparse.ArgumentParser):
         sys.exit(failure.EXIT_USER)
 
 
+def _negative_link_values(argv):
+    """``--link -5,1`` as ``--link=-5,1``: argparse takes "-5,1" for a flag ("expected one
+    argument"); written with "=", the value reaches Link.parse, which names the negative latency."""
+    out = []
+    for a in argv:
+        if out and out[-1] in ("--link", "--local-link") and re.match(r"^-[\d.]", a):
+            out[-1] = f"{out[-1]}={a}"
+        else:
+            out.append(a)
+    return out
+
+
 def _argv_is_mpi_command(argv):
-    words = [a for a in argv if not a.startswith("-")]
-    if not words:
-        return False
-    if words[0] == "train":
-        return "--list" not in argv
-    return words[0] == "bench" and len(words) > 1 and words[1] in ("overlap", "codec")
+    from refsgd.entry import is_mpi_command
+    return is_mpi_command(argv)
 
 
 if __name__ == "__main__":

@@ -741,11 +741,27 @@ def _cifar_from_dir(src: str, spec: dict):
     return batches, base
 
 
+def _why_not_tar(src, exc):
+    """One line on why tarfile could not open ``src`` (its own message lists every method tried)."""
+    if not isinstance(exc, tarfile.ReadError):
+        return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    try:
+        with open(src, "rb") as f:
+            head = f.read(6)
+    except OSError as e:
+        return e.strerror or str(e)
+    for magic, kind in ((b"\x1f\x8b", "gzip"), (b"BZh", "bzip2"), (b"\xfd7zXZ", "xz")):
+        if head.startswith(magic):
+            return f"a {kind} file whose content is not a tar archive, or is truncated"
+    return "neither a tar archive nor a gzip, bzip2 or xz-compressed one"
+
+
 def _cifar_from_tar(src: str, spec: dict):
     try:
         tar = tarfile.open(src, "r:*")
     except (tarfile.TarError, OSError, EOFError) as exc:
-        raise RefsgdError(f"{src}: not a readable tar archive ({exc}).") from None
+        raise RefsgdError(f"{src}: not a readable tar archive ({_why_not_tar(src, exc)}); expected a CIFAR "
+                          "python tarball (cifar-10-python.tar.gz, cifar-100-python.tar.gz)") from None
     batches = {}
     with tar:
         try:

@@ -14,11 +14,20 @@ There are two ways for a rank to stop (see README, "Failures and signals"):
 Exit codes: 1 a failure (a bug, a thread, a crash), 2 a user error (input, files), 130
 interrupted (SIGINT), 143 terminated (SIGTERM).
 
-Signals: during the training loop the first SIGINT or SIGTERM only sets a flag; the loss check
-(every ``--log-every`` iterations, on every rank) agrees on it, writes a checkpoint when the run
-has ``--checkpoint``, and every rank stops together with 130 or 143. If that check does not
-come within :data:`GRACE` seconds, or a second signal arrives (more than :data:`REPEAT` s after
-the first), or the signal arrives outside the loop, the rank ends the world at once.
+Signals: the handler is installed by the command's first instruction (:mod:`refsgd.entry`),
+with a bound on the time to MPI_Init (:func:`bound_mpi_start`).
+During the training loop the first SIGINT or SIGTERM only sets a flag; the loss check (every
+``--log-every`` iterations, on every rank) agrees on it, writes the checkpoint (with
+``--checkpoint``), the ``--out`` and ``--trace`` files of the iterations done (marked
+interrupted), and every rank stops together with 130 or 143. If that check does not come within
+:data:`GRACE` seconds, or a second signal arrives (more than :data:`REPEAT` s after the first),
+or the signal arrives outside the loop, the rank ends the world at once (rank 0 prints the line;
+another rank waits :data:`RANK0_FIRST` s for rank 0 to do it, so a signal to every rank gives
+one line). Before MPI is initialised (the start-up of an MPI command under a launcher, or inside
+``from mpi4py import MPI``) a rank must not leave alone: MPICH's launcher does not notice a rank
+gone before MPI_Init, and the other ranks would wait for it there forever. The signal is then
+acted on as soon as MPI is up (a watcher thread), which takes the start-up's imports, at most
+:data:`GRACE` s.
 """
 
 import os
@@ -39,6 +48,11 @@ GRACE = 30.0
 REPEAT = 1.0
 #: seconds between printing the one line and MPI_Abort (see abort_world)
 LINE_GRACE = 0.3
+#: seconds a rank other than 0 waits before ending the world on a signal: the signal usually
+#: reaches every rank, and rank 0's line and MPI_Abort then come first (one line, not one per rank)
+RANK0_FIRST = 1.0
+#: seconds between two looks of the watcher that waits for MPI to be up (see _Stop.handler)
+WATCH = 0.02
 
 _NAMES = {signal.SIGINT: ("interrupted", "SIGINT"), signal.SIGTERM: ("terminated", "SIGTERM")}
 
@@ -55,17 +69,42 @@ def say(line):
         pass
 
 
+def mpi_state():
+    """Where this process stands with MPI, without initialising it: None (mpi4py not imported, or
+    MPI not initialised), "importing" (``from mpi4py import MPI`` under way: the module exists but
+    is not complete, and a signal handler may run in the middle of it), "up" or "finalized"."""
+    mpi = sys.modules.get("mpi4py.MPI")
+    if mpi is None:
+        return None
+    try:
+        mpi.COMM_WORLD  # the module is complete only once its last names are bound
+        initialized, finalized = mpi.Is_initialized(), mpi.Is_finalized()
+    except AttributeError:  # a partially initialised module
+        return "importing"
+    return "finalized" if finalized else "up" if initialized else None
+
+
 def world_size():
     """COMM_WORLD's size if MPI is in use, else 1 (never initialises MPI)."""
-    mpi = sys.modules.get("mpi4py.MPI")
-    if mpi is None or not mpi.Is_initialized() or mpi.Is_finalized():
+    if mpi_state() != "up":
         return 1
-    return mpi.COMM_WORLD.Get_size()
+    return sys.modules["mpi4py.MPI"].COMM_WORLD.Get_size()
 
 
-def abort_world(code, line=None):
+def world_rank():
+    """COMM_WORLD's rank if MPI is up, else the launcher's, else 0 (never initialises MPI)."""
+    if mpi_state() == "up":
+        return sys.modules["mpi4py.MPI"].COMM_WORLD.Get_rank()
+    return launcher_rank() or 0
+
+
+def abort_world(code, line=None, rank0_says=False):
     """Print ``line`` (one line) and end every rank with exit code ``code``. Returns ``code``
-    only when there is no other rank to end (one process without MPI, or a world of one)."""
+    only when there is no other rank to end (one process without MPI, or a world of one).
+    ``rank0_says``: the cause (a signal) probably reached every rank; a rank other than 0 waits
+    :data:`RANK0_FIRST` s, so that rank 0's line and abort come first."""
+    if rank0_says and world_rank() != 0:
+        time.sleep(RANK0_FIRST)
     if line:
         say(line)
     if world_size() > 1:
@@ -106,23 +145,59 @@ class _Stop:
         self.deferred = False
         self.timer = None
         self.since = 0.0
+        self.mpi_command = False  # the command initialises MPI on every rank (train, bench overlap)
+        self.late = False         # the command has returned: nothing left to unwind
+        self.pending = None       # a signal that waits for MPI to be up (see the module docstring)
 
     def handler(self, signum, frame):
         word, name = describe(signum)
-        if self.signum is not None and time.monotonic() - self.since < REPEAT:
+        now = time.monotonic()
+        if (self.signum is not None or self.pending is not None) and now - self.since < REPEAT:
             return  # the same stop, delivered twice (by the launcher and to the process group)
+        self.since = now
+        state = mpi_state()
+        if state == "importing" or (state is None and self.mpi_command and (launcher_size() or 1) > 1):
+            if self.pending is None:  # leaving now would leave the other ranks in MPI_Init
+                self.pending = signum
+                threading.Thread(target=self._leave_once_mpi_is_up, args=(signum,), daemon=True,
+                                 name="refsgd-signal").start()
+            return
         if self.signum is not None or not self.deferred:
-            if world_size() > 1:
-                abort_world(exit_code(signum), f"refsgd: {word} ({name})")
-            from refsgd import Stopped
-            raise Stopped(exit_code(signum), f"{word} ({name})")  # one process: unwind, files cleaned up
+            self.leave(signum)
         self.signum = signum
-        self.since = time.monotonic()
         # the loss check agrees on the stop; if it does not come in time, end everything
         self.timer = threading.Timer(GRACE, end_now, (exit_code(signum),
                                      f"refsgd: {word} ({name}); no iteration boundary within {GRACE:.0f} s"))
         self.timer.daemon = True
         self.timer.start()
+
+    def leave(self, signum):
+        """End this command on a signal outside the loop: every rank when MPI is up, else unwind
+        this process (Stopped: the command line prints the line and cleans up), or, once the
+        command has returned, exit."""
+        word, name = describe(signum)
+        code, line = exit_code(signum), f"refsgd: {word} ({name})"
+        if world_size() > 1:
+            abort_world(code, line, rank0_says=True)
+        if self.late:
+            if world_rank() == 0:
+                say(line)
+            os._exit(code)
+        from refsgd import Stopped
+        raise Stopped(code, f"{word} ({name})")
+
+    def _leave_once_mpi_is_up(self, signum):
+        """A watcher thread: once MPI is initialised, deliver the signal again, to be handled as
+        any other (or, if MPI never comes up, end this process)."""
+        deadline = time.monotonic() + GRACE
+        while time.monotonic() < deadline and mpi_state() in (None, "importing"):
+            time.sleep(WATCH)
+        if mpi_state() in (None, "importing"):
+            word, name = describe(signum)
+            say(f"refsgd: {word} ({name}); MPI did not start within {GRACE:.0f} s")
+            os._exit(exit_code(signum))
+        self.pending, self.since = None, 0.0
+        os.kill(os.getpid(), signum)  # the main thread's handler runs at its next instruction
 
     def cancel(self):
         if self.timer is not None:
@@ -133,10 +208,41 @@ class _Stop:
 STOP = _Stop()
 
 
-def install():
-    """Handle SIGINT and SIGTERM as described in the module docstring (main thread only)."""
+def start_timeout():
+    """Seconds a rank of an MPI command has from its first instruction to MPI being up
+    (REFSGD_MPI_START_TIMEOUT, default 300)."""
+    try:
+        return max(1, int(float(os.environ.get("REFSGD_MPI_START_TIMEOUT", "300"))))
+    except ValueError:
+        return 300
+
+
+def bound_mpi_start():
+    """Kill this rank if MPI is not up within :func:`start_timeout` seconds.
+
+    A rank that ends with an exit code before ``MPI_Init`` (an import that fails on one node, a
+    Ctrl-C during the interpreter's start-up, before refsgd's first instruction, with ``python
+    -m``) is not noticed by MPICH's launcher, and the other ranks wait for it in ``MPI_Init``
+    forever, where neither a Python thread nor a Python signal handler can run (mpi4py holds the
+    GIL there). SIGALRM's default action can: it ends the process, which the launcher notices
+    (its banner names "Alarm clock") and ends the job. A thread cancels the alarm once MPI is up."""
+    if not hasattr(signal, "alarm"):
+        return
+    signal.alarm(start_timeout())
+
+    def cancel_when_up():
+        while mpi_state() in (None, "importing"):
+            time.sleep(0.1)
+        signal.alarm(0)
+    threading.Thread(target=cancel_when_up, daemon=True, name="refsgd-mpi-start").start()
+
+
+def install(mpi_command=False):
+    """Handle SIGINT and SIGTERM as described in the module docstring (main thread only);
+    ``mpi_command``: the command initialises MPI on every rank."""
     if threading.current_thread() is not threading.main_thread():
         return
+    STOP.mpi_command = mpi_command
     for s in (signal.SIGINT, signal.SIGTERM):
         signal.signal(s, STOP.handler)
 

@@ -81,6 +81,16 @@ def open_h5(path, what):
         raise RefsgdError(f"{path}: cannot read the HDF5 file ({exc})") from None
 
 
+def read_array(f, name, advice=""):
+    """``f[name][...]`` of an open HDF5 file, or a RefsgdError naming the file and the dataset when
+    its bytes cannot be read (a damaged chunk: HDF5's "filter returned failure during read")."""
+    try:
+        return f[name][...]
+    except (OSError, ValueError, TypeError, RuntimeError) as e:
+        raise RefsgdError(f"{f.filename}: the dataset /{name.lstrip('/')} cannot be read, the file is damaged "
+                          f"({e}){advice}") from None
+
+
 def _probe(directory, what):
     """Create and remove a file in ``directory``: a read-only folder or file system is found
     before any work is done."""

@@ -45,7 +45,10 @@ Schema (HDF5, written by rank 0, atomically)::
     /evals/<field>       float64 (E,)        iteration, epoch, train_loss, test_loss, test_acc, seconds
     /model               (num_params,)       the final model (the one evaluated), in the run's dtype
     /lr                  float64 (T,)        the learning rate of every iteration
-    attrs: format = "refsgd-metrics", format_version = 3 (files without them are version 1),
+    /timeline/...        (S,) each           --timeline: the spans of a window of iterations, every rank
+                                             and thread (start, end, rank, thread, kind, label,
+                                             iteration, bytes; layout in refsgd/timeline.py)
+    attrs: format = "refsgd-metrics", format_version = 4 (files without them are version 1),
            model, model_spec (JSON), layout (JSON [[tensor, offset, shape], ...]), dataset,
            dataset_sha256 (as in a trace: refsgd.trace.dataset_sha256, in the run's dtype),
            threads_per_rank (BLAS / Numba threads of each rank; -1 unknown),
@@ -57,13 +60,17 @@ Schema (HDF5, written by rank 0, atomically)::
            all its segments), segments (JSON list, one per process that made the run: the first
            and a --resume's: {"iterations": [first, end], "wall_seconds": s}), load_average_before
            and load_average_after (JSON [1, 5, 15-minute load averages] of the machine of rank 0
-           before and after this process's part of the run, or null: refsgd.busy)
+           before and after this process's part of the run, or null: refsgd.busy); and, only when
+           SIGINT or SIGTERM stopped the run, interrupted (the signal's name, "SIGINT") and
+           iterations_planned (the run's end, when it was set in iterations: the file holds the T
+           iterations done before it)
 
-Version 3 (this one) adds /iterations/evaluate, checkpoint, gradients, thread_compute and the
+Version 4 (this one) adds the /timeline group (with --timeline); otherwise as version 3.
+Version 3 adds /iterations/evaluate, checkpoint, gradients, thread_compute and the
 segments attribute; wall_seconds covers every segment (in versions 1-2 the last process's
 only); compile is outside the other times, and so is a threaded method's gradient computation
 (in versions 1-2 compute summed the threads' seconds, and other, wall - compute - idle - update,
-could be negative). Versions 1 and 2 are read as they are.
+could be negative). Versions 1 to 3 are read as they are.
 """
 
 import json
@@ -72,11 +79,11 @@ import numpy as np
 from mpi4py import MPI
 
 from refsgd import __version__, mpilib
-from refsgd.files import h5_written, open_h5
+from refsgd.files import h5_written, open_h5, read_array
 from refsgd.run import FIELDS
 
 FORMAT = "refsgd-metrics"
-FORMAT_VERSION = 3
+FORMAT_VERSION = 4
 
 THREAD_LEVELS = {MPI.THREAD_SINGLE: "single", MPI.THREAD_FUNNELED: "funneled",
                  MPI.THREAD_SERIALIZED: "serialized", MPI.THREAD_MULTIPLE: "multiple"}
@@ -94,12 +101,16 @@ def gather(run):
     return {f: arr[:, i, :] for i, f in enumerate(fields)}, list(dict.fromkeys(names))
 
 
-def write(path, run, rec, nodes, config, link, model=None, threads=None, load=(None, None)):
+def write(path, run, rec, nodes, config, link, model=None, threads=None, load=(None, None), timeline=None):
     """Write the metrics file (rank 0), to a temporary file renamed into place. ``nodes``: the
     processor names of the nodes (gather's), in the order of their lowest rank; ``load``: the
-    load averages before and after the run (refsgd.busy.load_average)."""
+    load averages before and after the run (refsgd.busy.load_average); ``timeline``: the
+    gathered spans of --timeline (refsgd.timeline.gather), or None."""
     from refsgd.trace import dataset_sha256
     with h5_written(path, what="the metrics") as f:
+        if timeline is not None:
+            from refsgd import timeline as tl
+            tl.write(f, timeline)
         f.attrs["format"] = FORMAT
         f.attrs["format_version"] = FORMAT_VERSION
         it = f.create_group("iterations")
@@ -133,6 +144,10 @@ def write(path, run, rec, nodes, config, link, model=None, threads=None, load=(N
         f.attrs["segments"] = json.dumps(run.segments)
         for when, value in zip(("before", "after"), load):
             f.attrs[f"load_average_{when}"] = json.dumps(value)  # [1, 5, 15 min], or null
+        if getattr(run, "interrupted", None):  # a signal stopped the run: the file holds the iterations done
+            f.attrs["interrupted"] = run.interrupted
+            if run.total is not None:
+                f.attrs["iterations_planned"] = run.total
 
 
 def total_wall(segments):
@@ -233,8 +248,8 @@ def read(path):
         missing += [f"/evals/{k}" for k in _EVAL_COLUMNS if k not in f["evals"]]
         if missing:
             raise RefsgdError(f"{path}: malformed metrics file, missing {', '.join(missing)}")
-        rec = {k: f["iterations"][k][...] for k in f["iterations"]}
-        cols = {k: f["evals"][k][...] for k in f["evals"]}
+        rec = {k: read_array(f, f"iterations/{k}") for k in f["iterations"]}
+        cols = {k: read_array(f, f"evals/{k}") for k in f["evals"]}
         attrs = dict(f.attrs)
     shapes = {k: v.shape for k, v in rec.items()}
     if any(len(sh) != 2 for sh in shapes.values()) or len(set(shapes.values())) != 1:

@@ -678,11 +678,17 @@ class WarmupConstant(Schedule):
                 ("start", self.start)]
 
 
+#: the "best so far" before the first observation of the plateau rule: the largest float64,
+#: finite so that a checkpoint holds no infinity; every finite x improves on it, as on +inf (an
+#: infinite or NaN x does not, as before: the rule behaves as with +inf for every x)
+NO_BEST = float(np.finfo(np.float64).max)
+
+
 def plateaued(state, x, threshold, patience):
     """One observation x of the plateau rule (ReduceOnPlateau's, DASO's): ``state[0:2] = [best,
-    bad_count]`` (float64, updated in place). True at the ``patience``-th observation in a row
-    without a relative improvement of ``threshold`` over the best; the count then restarts.
-    A NaN counts as no improvement."""
+    bad_count]`` (float64, updated in place; best starts at :data:`NO_BEST`). True at the
+    ``patience``-th observation in a row without a relative improvement of ``threshold`` over
+    the best; the count then restarts. A NaN counts as no improvement."""
     if x < state[0] * (1.0 - threshold):
         state[0] = x
         state[1] = 0.0
@@ -697,7 +703,7 @@ def plateaued(state, x, threshold, patience):
 class ReduceOnPlateau(Schedule):
     """Divide the learning rate when a monitored metric (e.g. validation loss) stalls.
 
-    State: the float64 array ``state = [best, bad_count, lr]``, initially ``[inf, 0, lr]``,
+    State: the float64 array ``state = [best, bad_count, lr]``, initially ``[NO_BEST, 0, lr]``,
     updated in place by :meth:`observe` (save and restore it with a checkpoint). For each
     observed metric x (lower is better; x should be positive, like a loss)::
 
@@ -725,11 +731,12 @@ class ReduceOnPlateau(Schedule):
         if lr < self.min_lr:
             raise RefsgdError(f"lr must be >= min_lr={self.min_lr:g}, got {lr:g}")
         self.initial_lr = lr
-        self.state = np.array([np.inf, 0.0, lr], dtype=np.float64)
+        self.state = np.array([NO_BEST, 0.0, lr], dtype=np.float64)
 
     @property
     def best(self):
-        return float(self.state[0])
+        """The best metric so far (inf before the first observation)."""
+        return math.inf if self.state[0] == NO_BEST else float(self.state[0])
 
     @property
     def bad_count(self):

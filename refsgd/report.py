@@ -83,6 +83,13 @@ JSON (``--json F.json``)
 
     NaN and infinite values are written as null (JSON has no NaN).
 
+Timeline (``--timeline F.json``, one file; ``--timeline-plot F.png``, one or several)
+    The spans that ``refsgd train --timeline`` recorded (:mod:`refsgd.timeline`): exported in the
+    Trace Event Format (Perfetto, chrome://tracing), or drawn as a Gantt chart, one panel per run
+    on a common time axis of the same number of iterations. The text gets one line per file
+    saying its window, its span count and how well its clocks are aligned. A file without a
+    timeline is refused with one message.
+
 Every output is checked before anything is read or drawn: an existing file is refused unless
 ``--force``, an output may not be one of the input files or another output, and each is
 written to a temporary file renamed into place (:func:`refsgd.files.atomic_path`).
@@ -98,7 +105,8 @@ import os
 import numpy as np
 
 from refsgd import RefsgdError
-from refsgd.files import atomic_path, check_distinct, check_output, open_h5
+from refsgd import timeline as tl
+from refsgd.files import atomic_path, check_distinct, check_output, open_h5, read_array
 from refsgd.options import one_worker_note
 
 #: the time split, in the order drawn and tabled
@@ -269,7 +277,7 @@ def load(path, index=1):
             if shape != (t,) or getattr(d, "dtype", np.dtype(object)).kind not in "fiu":
                 raise RefsgdError(f"{path}: malformed metrics file: /lr must be numbers of shape ({t},) "
                                   f"(one per iteration), got {shape if shape is not None else 'a group'}")
-            lr = np.asarray(d[...], dtype=np.float64)
+            lr = np.asarray(read_array(f, "lr"), dtype=np.float64)
     return Run(index, path, evals, rec, attrs, config, lr)
 
 
@@ -321,6 +329,10 @@ def run_text(run):
     head = [f"{run.path}: {run.algo} on {_text(a.get('world_size', run.world))} rank(s), "
             f"{_nodes(run)}, model {run.model}, refsgd {_text(a.get('refsgd_version', '?'))}, "
             f"metrics format version {run.format_version}"]
+    if "interrupted" in a:
+        planned = f" of {_text(a['iterations_planned'])}" if "iterations_planned" in a else ""
+        head.append(f"INTERRUPTED by {_text(a['interrupted'])} after iteration {run.iterations}{planned}: the file "
+                    "holds the iterations done")
     head += [f"{name}: {_attr_text(k, a[k])}" for k, name in EXTRA_ATTRS if k in a]
     mpi = _text(a.get("mpi_library", "")).strip()
     head.append(f"MPI: {mpi.splitlines()[0] if mpi else '?'}, thread level {_text(a.get('mpi_thread_level', '?'))}")
@@ -892,6 +904,14 @@ def _dumps(v, pad=""):
     return json.dumps(v, allow_nan=False)
 
 
+def _timeline_title(run, d):
+    link = d["link"]
+    extra = "" if link in ("none", "") else f", link {link} (EMULATED)"
+    first, count = d["window"]
+    return (f"{run.algo}, {run.world} ranks{extra}: iterations {first}..{first + count - 1} ({run.path}; measured "
+            "on this machine)")
+
+
 def _write_text(path, text, what):
     with atomic_path(path, what=what) as tmp:
         with open(tmp, "w", encoding="utf-8", newline="") as f:
@@ -901,30 +921,49 @@ def _write_text(path, text, what):
 
 
 # ---------------------------------------------------------------------- the command
-def report(paths, plot=None, csv_out=None, json_out=None, force=False):
+def report(paths, plot=None, csv_out=None, json_out=None, force=False, timeline=None, timeline_plot=None):
     """``refsgd report``: the text (returned) of one or several metrics files (``paths``: a
-    path or a list); writes the figure (``plot``), CSV and JSON outputs that are given. Every
-    output is checked, and every input read, before anything is written."""
+    path or a list); writes the figure (``plot``), CSV and JSON outputs that are given, and
+    from the spans of ``train --timeline`` the Chrome trace (``timeline``, one file) and the
+    Gantt chart (``timeline_plot``; refsgd.timeline). Every output is checked, and every input
+    read, before anything is written."""
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
     paths = [os.fspath(p) for p in paths]
     if not paths:
         raise RefsgdError("report: no metrics file given")
     outputs = [(flag, os.fspath(p) if p else None) for flag, p in (("--plot", plot), ("--csv", csv_out),
-                                                                    ("--json", json_out))]
+                                                                    ("--json", json_out), ("--timeline", timeline),
+                                                                    ("--timeline-plot", timeline_plot))]
     check_distinct([(f"the input {p}", p) for p in paths], outputs)
     for flag, p in outputs:
         if p:
             check_output(p, flag, force)
-    plot, csv_out, json_out = (p for _, p in outputs)
+    plot, csv_out, json_out, timeline, timeline_plot = (p for _, p in outputs)
     if plot:
         plot_format(plot)
+    if timeline_plot:
+        plot_format(timeline_plot)
+    if timeline and len(paths) > 1:
+        raise RefsgdError(f"--timeline {timeline} exports the timeline of one metrics file, got {len(paths)} "
+                          "(compare several with --timeline-plot)")
     runs = [load(p, i + 1) for i, p in enumerate(paths)]
     parts = [run_text(r) for r in runs]
     if len(runs) > 1:
         parts.append(comparison_text(runs))
     fig = figure(runs) if plot else None  # drawn before any output is written
+    spans = [tl.read(r.path) for r in runs] if timeline or timeline_plot else None
+    gantt = tl.gantt(spans, [_timeline_title(r, d) for r, d in zip(runs, spans)]) if timeline_plot else None
     notes = []
+    if spans is not None:
+        parts.append("\n".join(tl.clock_text(d, r.path) for r, d in zip(runs, spans)))
+    if timeline:
+        _write_text(timeline, json.dumps(tl.chrome_trace(spans[0])), "the timeline")
+        notes.append(f"timeline written to {timeline} (Trace Event Format: open it in https://ui.perfetto.dev "
+                     "or chrome://tracing)")
+    if gantt is not None:
+        save_figure(gantt, timeline_plot)
+        notes.append(f"timeline plot written to {timeline_plot}")
     if csv_out:
         _write_text(csv_out, csv_text(runs), "the CSV")
         notes.append(f"CSV written to {csv_out}")

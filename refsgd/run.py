@@ -30,6 +30,13 @@ An algorithm's ``train(run)`` receives a :class:`Run` and uses
 * ``run.control_comm``: the same communicator without the emulated link and the traffic
   counter, for bookkeeping (the loss checks, evaluation, a model average) that is not part of
   the method's communication;
+* ``label=`` of ``grad``, ``idle``, ``codec``, ``update``, ``started``, ``wait``, ``waitall`` and
+  ``allreduce_sum`` (and ``data=``, the buffer a call sends): the listing line the call executes,
+  as the method's ``# Ln`` comment cites it, for ``--timeline`` (:mod:`refsgd.timeline`), which
+  records the spans of a window of iterations through these timing points; ``run.span(kind,
+  label)`` for work of the method's own threads, ``run.in_flight(key, label)`` and
+  ``idle(awaits=key)`` for communication handed to another thread. Without ``--timeline`` the
+  labels are not used;
 * ``for t in run.iterations():``: the loop; at iteration boundaries it records the times and
   the loss, checks for a non-finite loss on all ranks, shows progress, evaluates the model
   given by ``run.set_model(fn)`` on the test set, and stops after the last iteration. An
@@ -136,6 +143,7 @@ class Run:
         #: the trace records them, so that it names the layout its trajectory followed
         self.found = {}
         self.first_bad = None
+        self.interrupted = None  # the signal's name ("SIGINT") when a signal stopped the loop
         self._pending = []
         # --trace: every iteration's state, batches, loss and lr (see refsgd.trace)
         self.tracing = bool(getattr(cfg, "trace", None))
@@ -158,6 +166,11 @@ class Run:
             self.events = list(restorer.events)
             if restorer.schedule_state is not None:
                 schedule.state[...] = restorer.schedule_state
+        # --timeline: the spans of a window of iterations (refsgd.timeline); None: nothing recorded
+        self.timeline = None
+        if getattr(cfg, "timeline", None):
+            from refsgd import timeline
+            self.timeline = timeline.Timeline(*timeline.window(cfg.timeline, self.total, self.t))
 
     def log(self, msg):
         """Print on rank 0 (above the progress bar when there is one)."""
@@ -234,16 +247,20 @@ class Run:
                                                        self.cfg.batch, self.n_train))
         return self._epoch_cache[1][pos]
 
-    def grad(self, w, g, on_segment=None, k=None, progress=None):
+    def grad(self, w, g, on_segment=None, k=None, progress=None, label=None):
         """Gradient of micro-batch k (default: the next one of iteration t) at w, into g.
 
         progress: a request (or list) in flight; with ``--poll`` its ``Test()`` is called after
         every layer of the forward and the backward pass, because MPI libraries without an
         asynchronous progress thread advance a non-blocking collective only inside MPI calls.
+        label: the listing line it executes (--timeline), e.g. ``"L6 g_i <- grad l(w_i)"``.
         """
         on_layer = None
+        tl = self.timeline
         if progress is not None and getattr(self.cfg, "poll", False):
             on_layer = functools.partial(_test_all, progress if isinstance(progress, list) else [progress])
+            if tl is not None and tl.active:  # the layers and the polls as spans of their own
+                on_layer = _LayerSpans(tl, self.net, label, on_layer)
         if k is None:
             k = self.t * self.tau + self._micro
             self._micro += 1
@@ -251,16 +268,21 @@ class Run:
         if self.tracing:
             self._iter_batches.append(idx)
         t0, c0 = time.perf_counter(), self._compiling.mine()
+        if isinstance(on_layer, _LayerSpans):
+            on_layer.since = t0
         loss = self.net.loss_and_grad(w, self.data.x_train[idx], self.data.y_train[idx], out=g,
                                       on_segment=on_segment, on_layer=on_layer)
-        self._compute += self._less_compiling(time.perf_counter() - t0, c0)
+        t1 = time.perf_counter()
+        self._compute += self._less_compiling(t1 - t0, c0)
+        if tl is not None and tl.active:
+            tl.add("compute", label, t0, t1)
         self._loss += loss
         self._nloss += 1
         if not np.isfinite(loss) and self.first_bad is None:
             self.first_bad = self.t
         return loss
 
-    def grad_at(self, w, g, idx):
+    def grad_at(self, w, g, idx, label=None):
         """Gradient (mean over the samples ``idx``) at w, into g; safe to call from several
         threads at once (a method with gradient threads): the timers and the loss are updated
         under a lock, and neither the batch (see :meth:`trace_batches`) nor the loss (the
@@ -270,7 +292,11 @@ class Run:
         that runs the loop times its wait for the gradients with :meth:`awaiting_gradients`."""
         t0, c0 = time.perf_counter(), self._compiling.mine()
         loss = self.net.loss_and_grad(w, self.data.x_train[idx], self.data.y_train[idx], out=g)
-        dt = self._less_compiling(time.perf_counter() - t0, c0)
+        t1 = time.perf_counter()
+        dt = self._less_compiling(t1 - t0, c0)
+        tl = self.timeline
+        if tl is not None and tl.active:
+            tl.add("compute", label, t0, t1)
         with self._lock:
             self._thread_compute = (self._thread_compute or 0.0) + dt
             if not np.isfinite(loss) and self.first_bad is None:
@@ -293,40 +319,78 @@ class Run:
         self._extra[name] = float(value)
 
     @contextlib.contextmanager
-    def idle(self):
-        """Time the enclosed blocking communication as idle."""
+    def idle(self, label=None, data=None, awaits=None):
+        """Time the enclosed blocking communication as idle.
+
+        For --timeline: ``label`` the listing line (``"L2 MPI_Allreduce(g_i)"``), ``data`` the
+        buffer it sends (its bytes are recorded), ``awaits`` the key of the communication of
+        another thread it waits for (:meth:`in_flight`), whose time in flight ends here. A
+        blocking call is in flight while it runs; a request started inside is in flight from
+        the start of the idle time (the posting) to its completion."""
         t0, c0 = time.perf_counter(), self._compiling.mine()
+        tl = self.timeline
+        if tl is not None:
+            tl.idle_start, tl.posted = t0, False
         try:
             yield
         finally:
             t1 = time.perf_counter()
             self._idle += self._less_compiling(t1 - t0, c0)
             self._spans.append((t0, t1))
+            if tl is not None:
+                if awaits is not None:
+                    tl.land(awaits, t1, since=t0, label=label)
+                if tl.active:
+                    nbytes = getattr(data, "nbytes", 0)
+                    tl.add("idle", label, t0, t1, nbytes)
+                    if awaits is None and not tl.posted:  # a blocking call: in flight while it runs
+                        tl.depart(None, label, t0, nbytes)
+                        tl.land(None, t1)
+                tl.idle_start = None
 
-    def codec(self):
-        """Time the enclosed compression or decompression as *codec*."""
-        return self._timed("_codec")
+    def codec(self, label=None):
+        """Time the enclosed compression or decompression as *codec* (label: its listing line)."""
+        return self._timed("_codec", "codec", label)
 
-    def update(self):
+    def update(self, label=None):
         """Time the enclosed arithmetic of the method outside its gradients as *update*: its
         update of the state (the optimizer step) and the scalings its listing applies (e.g.
         LAGA's 1/N); the part of an iteration's "other" time that is the method's own work,
-        not the framework's."""
-        return self._timed("_update")
+        not the framework's. label: the listing lines it executes (--timeline)."""
+        return self._timed("_update", "update", label)
 
-    def awaiting_gradients(self):
+    def span(self, kind, label, it=None, data=None):
+        """--timeline: the enclosed work as a span of ``kind`` (refsgd.timeline.KINDS) on the
+        calling thread, e.g. the all-reduce of a communication thread; it times nothing else."""
+        tl = self.timeline
+        if tl is None or not tl.active:
+            return contextlib.nullcontext()
+        return _Span(tl, kind, label, it, getattr(data, "nbytes", 0))
+
+    def in_flight(self, key, label, data=None):
+        """--timeline: communication ``key`` handed to another thread is in flight from now until
+        an :meth:`idle` that ``awaits`` it returns (Pipe-SGD's L10 -> L3)."""
+        tl = self.timeline
+        if tl is not None:
+            tl.depart(key, label, time.perf_counter(), getattr(data, "nbytes", 0))
+
+    def awaiting_gradients(self, label=None):
         """Time the enclosed wait of the loop's thread for gradients that other threads compute
         (PP-ASGD's update thread waiting for its gradient threads) as the iteration's *compute*:
         the computation on the path of the iteration; the threads' own work is ``thread_compute``."""
-        return self._timed("_compute")
+        return self._timed("_compute", "compute", label)
 
     @contextlib.contextmanager
-    def _timed(self, total):
+    def _timed(self, total, kind, label):
         t0, c0 = time.perf_counter(), self._compiling.mine()
         try:
             yield
         finally:
-            setattr(self, total, getattr(self, total) + self._less_compiling(time.perf_counter() - t0, c0))
+            t1 = time.perf_counter()
+            setattr(self, total, getattr(self, total) + self._less_compiling(t1 - t0, c0))
+            tl = self.timeline
+            if tl is not None and tl.active:
+                tl.add(kind, label, t0, t1)
 
     def _less_compiling(self, seconds, since):
         """``seconds`` of this thread less what Numba spent compiling in it since ``since``
@@ -343,20 +407,21 @@ class Run:
         from refsgd.comm import codecs
         return codecs.get(name).open()
 
-    def allreduce_sum(self, comm, x, out, wire=None):
+    def allreduce_sum(self, comm, x, out, wire=None, label=None):
         """Blocking ``out <- sum over ranks of x`` (idle). With a codec ``wire`` (open_wire), x is
         compressed (codec), the all-reduce carries and adds the compressed form (idle), and the
-        result is decompressed into out (codec)."""
+        result is decompressed into out (codec). label: the listing line (--timeline)."""
         if wire is None:
-            with self.idle():
+            with self.idle(label, x):
                 comm.Allreduce(x, out, op=MPI.SUM)
             return out
         send, recv = wire.scratch(x.size)
-        with self.codec():
+        line = (label or "").split(" ")[0]
+        with self.codec(f"{line} Compress ({wire.codec.name})"):
             wire.codec.encode(x, send)
-        with self.idle():
+        with self.idle(label, send):
             wire.allreduce_wire(comm, send, recv)
-        with self.codec():
+        with self.codec(f"{line} Decompress ({wire.codec.name})"):
             wire.codec.decode(recv, out)
         return out
 
@@ -369,31 +434,47 @@ class Run:
         before every trace record and checkpoint)."""
         self._settle = fn
 
-    def started(self, req):
-        """Note the start of a non-blocking request (its lifetime counts as communication)."""
-        self._pending.append((req, time.perf_counter()))
+    def started(self, req, label=None, data=None):
+        """Note the start of a non-blocking request (its lifetime counts as communication).
+        For --timeline: ``label`` the listing line, ``data`` the buffer it sends."""
+        now = time.perf_counter()
+        self._pending.append((req, now))
+        tl = self.timeline
+        if tl is not None:
+            # in flight from its posting (the idle time that encloses the call, if any)
+            tl.depart(id(req), label, now if tl.idle_start is None else tl.idle_start, getattr(data, "nbytes", 0))
+            tl.posted = True
         return req
 
-    def wait(self, req):
-        """req.Wait(), timed as idle."""
+    def wait(self, req, label=None):
+        """req.Wait(), timed as idle (label: its listing line, for --timeline)."""
         t0, c0 = time.perf_counter(), self._compiling.mine()
         req.Wait()
         t1 = time.perf_counter()
         self._idle += self._less_compiling(t1 - t0, c0)
-        self._finish(req, t0, t1)
+        self._finish(req, t0, t1, label)
+        tl = self.timeline
+        if tl is not None and tl.active:
+            tl.add("idle", label, t0, t1)
 
-    def waitall(self, reqs):
+    def waitall(self, reqs, label=None):
         from refsgd.comm.link import waitall  # plain requests too; honours emulated deadlines
         t0, c0 = time.perf_counter(), self._compiling.mine()
         waitall(reqs)
         t1 = time.perf_counter()
         self._idle += self._less_compiling(t1 - t0, c0)
         for r in reqs:
-            self._finish(r, t0, t1)
+            self._finish(r, t0, t1, label)
+        tl = self.timeline
+        if tl is not None and tl.active:
+            tl.add("idle", label or "complete the requests in flight", t0, t1)
 
-    def _finish(self, req, t0, t1):
+    def _finish(self, req, t0, t1, label=None):
         """The request's lifetime as communication: from its start (started) or, for one not
         noted, from the wait (t0), so that idle time always lies within the time in flight."""
+        tl = self.timeline
+        if tl is not None:
+            tl.land(id(req), t1, since=t0, label=label)
         for i, (r, s) in enumerate(self._pending):
             if r is req:
                 self._spans.append((s, t1))
@@ -416,11 +497,16 @@ class Run:
         progress = Progress(self) if self.rank == 0 and self.cfg.progress else None
         self._bar = progress.bar if progress is not None else None
         clock = self._compiling
-        with failure.deferring(), clock:  # a signal stops every rank at the next loss check
+        tl = self.timeline
+        if tl is not None:
+            tl.align(self.control_comm, "start")  # collective: every rank's clock on rank 0's
+        with failure.deferring(), clock, _link_observed(tl):  # a signal stops every rank at the next loss check
             clock.main = threading.get_ident()
             t, ran = self.t, 0
             while not self._finished(t):
                 self.t = t
+                if tl is not None:
+                    tl.at(t)
                 self._micro = 0
                 self._compute = self._idle = self._codec = self._update = 0.0
                 self._spans = []
@@ -451,11 +537,15 @@ class Run:
                 self.records["comm"][-1] = _union_length(spans, t0, t1, holes=clock.intervals(t0, t1))
                 self.records["compile"][-1] += clock.take()
                 segment["iterations"][1], segment["wall_seconds"] = t + 1, t1 - start
+                if tl is not None and tl.active:
+                    tl.add("iteration", f"iteration {t}", t0, t1)
                 if eval_due(t + 1, before, self.grads_done) or last:
                     self.records["evaluate"][-1] = self._outside(self.evaluate, t)
                 if ckpt:
                     self.records["checkpoint"][-1] = self._outside(self.save_checkpoint)
                 t, ran = t + 1, ran + 1
+            if tl is not None:
+                tl.active = False
             if ran:  # the last boundary's evaluation and checkpoint may have compiled too
                 self.records["compile"][-1] += clock.take()
             self._discount_compile_waits(ran)
@@ -464,6 +554,8 @@ class Run:
             self._bar = None
         self.wall = segment["wall_seconds"] = time.perf_counter() - start
         self.iterations_run = ran
+        if tl is not None:
+            tl.align(self.control_comm, "end")    # the clocks' drift over the loop
 
     def _discount_compile_waits(self, ran):
         """Collective, after the loop: a rank that compiled less than another (or not at all)
@@ -502,7 +594,12 @@ class Run:
         (Numba's compiling in it excluded)."""
         t0, c0 = time.perf_counter(), self._compiling.mine()
         fn(*args)
-        return self._less_compiling(time.perf_counter() - t0, c0)
+        t1 = time.perf_counter()
+        tl = self.timeline
+        if tl is not None and tl.active:
+            kind = "evaluate" if fn == self.evaluate else "checkpoint"
+            tl.add(kind, "evaluation" if kind == "evaluate" else "checkpoint", t0, t1)
+        return self._less_compiling(t1 - t0, c0)
 
     @property
     def epochs_done(self):
@@ -578,7 +675,8 @@ class Run:
         states = {k: np.stack([e["states"][k] for e in every], axis=1) for k in names}
         trace.write(path, method=self.cfg.algo, source="mpi", config=config, net=self.net, data=self.data,
                     w0=self.init_params(), batches=np.stack([e["batches"] for e in every], axis=1),
-                    loss=np.stack([e["loss"] for e in every], axis=1), lr=np.array(tr["lr"]), states=states)
+                    loss=np.stack([e["loss"] for e in every], axis=1), lr=np.array(tr["lr"]), states=states,
+                    interrupted=self.interrupted)
 
     def save_checkpoint(self):
         """Complete the requests still in flight, then write every rank's state (collective)."""
@@ -603,7 +701,7 @@ class Run:
         if bad == never and not self.state_finite():  # the update after the last loss went wrong
             bad = t
         sums, agreed = np.empty(2), np.empty(2, dtype=np.int64)
-        with self.idle():
+        with self.idle("loss check MPI_Allreduce"):
             self.control_comm.Allreduce(np.array([float(np.sum(seen)), float(len(seen))]), sums, op=MPI.SUM)
             # the first bad iteration (MIN) and the signal (MAX, as -MIN) of any rank
             self.control_comm.Allreduce(np.array([bad, -failure.requested()], dtype=np.int64), agreed, op=MPI.MIN)
@@ -630,14 +728,23 @@ class Run:
         """Every rank: a signal was agreed on at the boundary after iteration t."""
         failure.STOP.cancel()
         word, name = failure.describe(signum)
-        where = f"after iteration {t + 1}"
+        saved = []
         if self._checkpoint is not None:
             path = self.save_checkpoint()
-            raise Stopped(failure.exit_code(signum), f"{word} ({name}) {where}; checkpoint written to {path}; "
-                          f"continue with --resume {self._checkpoint[0]}", collective=True)
+            saved.append(f"checkpoint written to {path}; continue with --resume {self._checkpoint[0]}")
         self._complete_pending()
-        raise Stopped(failure.exit_code(signum), f"{word} ({name}) {where} (no --checkpoint, nothing saved)",
-                      collective=True)
+        # the run ends here: the --out and --trace files are written for the iterations done
+        self.interrupted = name
+        self.wall = time.perf_counter() - self._run_start
+        self.iterations_run = t + 1 - self._first
+        if self.segments:  # this process's segment ends here
+            self.segments[-1]["iterations"][1] = t + 1
+            self.segments[-1]["wall_seconds"] = self.wall
+        if self._bar is not None:
+            self._bar.close()
+            self._bar = None
+        raise Stopped(failure.exit_code(signum), f"{word} ({name}) after iteration {t + 1}", collective=True,
+                      saved=saved)
 
     def evaluate(self, t):
         """Mean training loss of the epoch and test loss/accuracy of the model, over all ranks."""
@@ -654,7 +761,7 @@ class Run:
         tr = tr[~np.isnan(tr)]
         buf = np.array([loss * len(y), acc * len(y), float(len(y)), float(np.sum(tr)), float(len(tr))])
         out = np.empty_like(buf)
-        with self.idle():
+        with self.idle("evaluation MPI_Allreduce"):
             self.control_comm.Allreduce(buf, out, op=MPI.SUM)
         rec = dict(iteration=t + 1, epoch=self.epochs_done, train_loss=out[3] / max(out[4], 1),
                    test_loss=out[0] / out[2], test_acc=out[1] / out[2],
@@ -823,6 +930,63 @@ class _CompileClock:
         with self._lock:
             seconds, self._seconds = self._seconds, 0.0
         return seconds
+
+
+class _LayerSpans:
+    """--timeline, a pass with ``--poll``: each layer of the forward and the backward pass and
+    each poll after it as spans of their own (the ``on_layer`` of the network)."""
+
+    def __init__(self, tl, net, label, poll):
+        self.tl, self.poll, self.since, self.k = tl, poll, 0.0, 0
+        self.line = (label or "").split(" ")[0]
+        self.names = _layer_names(net)
+
+    def __call__(self):
+        a = time.perf_counter()
+        name = self.names[self.k] if self.k < len(self.names) else f"layer {self.k}"
+        self.tl.add("compute", f"{self.line} {name}", self.since, a)
+        self.poll()
+        self.since = time.perf_counter()
+        self.tl.add("mpi", f"{self.line} MPI_Test (poll)", a, self.since)
+        self.k += 1
+
+
+@functools.lru_cache(maxsize=8)
+def _layer_names(net):
+    """The layers in the order a pass calls on_layer: forward, then backward (a frozen layer
+    with parameters, or one below the lowest trainable, calls none)."""
+    kinds = [type(layer).__name__.lower() for layer in net.layers]
+    fwd = [f"forward {i} {k}" for i, k in enumerate(kinds)]
+    bwd = [f"backward {i} {kinds[i]}" for i in range(len(kinds) - 1, net._lowest_trainable - 1, -1)
+           if not (net.layers[i].param_shapes and net.layers[i].frozen)]
+    return tuple(fwd + bwd)
+
+
+class _Span:
+    """A --timeline span around the enclosed block (Run.span)."""
+
+    def __init__(self, tl, kind, label, it, nbytes):
+        self.tl, self.kind, self.label, self.it, self.nbytes = tl, kind, label, it, nbytes
+
+    def __enter__(self):
+        self.t0 = time.perf_counter()
+
+    def __exit__(self, *exc):
+        self.tl.add(self.kind, self.label, self.t0, time.perf_counter(), self.nbytes, self.it)
+
+
+@contextlib.contextmanager
+def _link_observed(tl):
+    """While the loop runs with --timeline, the emulated link reports its modelled transfers."""
+    if tl is None:
+        yield
+        return
+    from refsgd.comm import link
+    link.observer = tl.link_span
+    try:
+        yield
+    finally:
+        link.observer = None
 
 
 def _test_all(reqs):

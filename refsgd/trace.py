@@ -40,7 +40,7 @@ import json
 import numpy as np
 
 from refsgd import RefsgdError, __version__
-from refsgd.files import h5_written, open_h5
+from refsgd.files import h5_written, open_h5, read_array
 
 FORMAT = "refsgd-trace"
 #: 2: compressed all-reduces (--compress, DASO's bf16 syncs) sum in the Ring-AllReduce's order
@@ -91,8 +91,9 @@ def check_finite(out, what):
                           "rate or take fewer steps")
 
 
-def write(path, *, method, source, config, net, data, w0, batches, loss, lr, states):
-    """Write a trace atomically. states: {name: (T, N, d) array}."""
+def write(path, *, method, source, config, net, data, w0, batches, loss, lr, states, interrupted=None):
+    """Write a trace atomically. states: {name: (T, N, d) array}. interrupted: the signal that
+    stopped the run ("SIGINT"), kept in the attribute of that name (the trace holds the steps done)."""
     T, N = loss.shape
     comp = dict(compression="gzip", shuffle=True)
     with h5_written(path, what="the trace") as f:
@@ -103,6 +104,8 @@ def write(path, *, method, source, config, net, data, w0, batches, loss, lr, sta
                        layout=json.dumps([[n, o, list(s)] for n, o, s in net.layout]),
                        dataset=data.name, dataset_sha256=dataset_sha256(data, net.dtype),
                        state_names=json.dumps(list(states)), refsgd_version=__version__)
+        if interrupted:
+            f.attrs["interrupted"] = interrupted
         f.create_dataset("w0", data=w0)
         f.create_dataset("batches", data=np.asarray(batches, dtype=np.int64), **comp)
         f.create_dataset("loss", data=loss)
@@ -153,11 +156,8 @@ class Trace:
             if absent:
                 raise RefsgdError(f"{path}: malformed trace, state_names lists {', '.join(absent)} but "
                                   f"/state has no such array")
-            self.w0 = f["w0"][...]
-            self.batches = f["batches"][...]
-            self.loss = f["loss"][...]
-            self.lr = f["lr"][...]
-            self.state = {k: f["state"][k][...] for k in self.state_names}
+            self.w0, self.batches, self.loss, self.lr = (read_array(f, k) for k in ("w0", "batches", "loss", "lr"))
+            self.state = {k: read_array(f, f"state/{k}") for k in self.state_names}
         d = self.w0.shape[0] if self.w0.ndim == 1 else None
         expect = {"w0": (self.w0.shape, (d,)), "loss": (self.loss.shape, (T, N)), "lr": (self.lr.shape, (T,))}
         expect["batches"] = (self.batches.shape[:2], (T, N))

@@ -239,3 +239,20 @@ def test_pipe_sgd_model_puts_the_reduction_on_the_compute_side_without_a_spare_c
     shared = models.Costs(t_c=3e-3, t_up={"pipe-sgd": 0.5e-3}, cores_per_rank=1)
     assert models.iteration_time("pipe-sgd", spare, net, 2) == pytest.approx(max(3.5e-3, max(X, 2e-3)))
     assert models.iteration_time("pipe-sgd", shared, net, 2) == pytest.approx(max(5.5e-3, X))
+
+
+def test_overlap_times_the_cost_of_a_timeline(tmp_path):
+    """bench overlap --timeline-cost: runs without and with --timeline, the spans per iteration
+    and the cost of one span (the figure of issue 27; its values depend on the machine)."""
+    out = tmp_path / "o.json"
+    r = cli("bench", "overlap", "--model", "digits_mlp", "--batch", "16", "--iterations", "12", "--skip", "2",
+            "--algos", "ssgd,dcs3gd", "--timeline-cost", "1", "--json", str(out), n=2, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert "cost of train --timeline" in r.stdout
+    res = json.loads(out.read_text())
+    assert 0 < res["span_seconds"] < 1e-3
+    rows = {row["method"]: row for row in res["runs"][0]["rows"]}
+    off, on, spans = rows["dcs3gd"]["timeline_cost"]
+    assert off > 0 and on > 0
+    # dcs3gd with --poll: its iteration, the Iallreduce, each layer and each poll, the wait, the update
+    assert spans > rows["ssgd"]["timeline_cost"][2] >= 4

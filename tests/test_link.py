@@ -77,8 +77,13 @@ def test_parse_and_str():
 def test_parse_errors(text):
     with pytest.raises(RefsgdError) as e:
         Link.parse(text)
-    assert str(e.value) == ("--link expects LATENCY_US,GBIT_S with latency in [0, 1e+07] us and bandwidth in "
-                            f"[1e-06, 1e+06] Gbit/s, got {text!r}")
+    expected = "LATENCY_US,GBIT_S with latency in [0, 1e+07] us and bandwidth in [1e-06, 1e+06] Gbit/s"
+    named = {"-1,10": "the latency -1 us is negative", "50,0": "the bandwidth 0 Gbit/s is not positive",
+             "50,-3": "the bandwidth -3 Gbit/s is not positive"}  # the value at fault named
+    if text in named:
+        assert str(e.value) == f"--link {text}: {named[text]} (expected {expected})"
+    else:
+        assert str(e.value) == f"--link expects {expected}, got {text!r}"
 
 
 def test_parse_error_message_example():

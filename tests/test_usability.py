@@ -169,7 +169,7 @@ def test_metrics_file_says_what_it_is(tmp_path):
         a = dict(f.attrs)
         lr = f["lr"][...]
         T = f["iterations/wall"].shape[1]
-    assert a["format"] == "refsgd-metrics" and a["format_version"] == 3
+    assert a["format"] == "refsgd-metrics" and a["format_version"] == 4
     assert a["model"] == "digits_mlp" and json.loads(a["model_spec"])["classes"] == 10
     assert json.loads(a["layout"])[0][:2] == ["dense_1.weight", 0] or json.loads(a["layout"])[0][1] == 0
     assert a["dataset_sha256"] == dataset_sha256(datasets.load(None, dtype=np.float32), np.float32)
@@ -195,7 +195,7 @@ def test_a_resumed_run_reports_every_segment(tmp_path):
         first = float(a.attrs["wall_seconds"])
         segments = json.loads(c.attrs["segments"])
         wall = float(c.attrs["wall_seconds"])
-        assert c.attrs["format_version"] == 3
+        assert c.attrs["format_version"] == 4
     assert [s["iterations"] for s in segments] == [[0, 40], [40, 60], [60, 60]]
     assert wall == pytest.approx(sum(s["wall_seconds"] for s in segments)) and wall > first > 0
     r = cli("report", str(tmp_path / "c.h5"))

@@ -31,6 +31,26 @@ def check(name, args, world):
         module.check(args, world)
 
 
+def check_sizes(name, args, net, total):
+    """The options whose buffers are K copies of the model (pipe-sgd's --dependency, pp-asgd's
+    --staleness and --threads): refused when they exceed what the run of ``total`` iterations can
+    use (None: not known before the run), or the memory this machine has (every rank, before
+    anything is allocated)."""
+    module = {"pipe-sgd": pipesgd, "pp-asgd": ppasgd, "asgd": ppasgd}.get(name)
+    if module is not None:
+        module.check_sizes(args, net, total)
+    if getattr(args, "trace", None) and total:  # every state array of every iteration, kept until the end
+        model_copies(total, net, f"--trace of {total} iterations keeps at least one state array per iteration")
+
+
+def model_copies(count, net, what):
+    """Refuse ``count`` copies of the model when they exceed the memory available, saying what
+    would be allocated (``what``: the option and its buffers)."""
+    from refsgd.nn.network import check_memory
+    check_memory(count * net.num_params * net.dtype.itemsize,
+                 f"{what}: {count:,d} copies of the model ({net.num_params:,d} parameters, {net.dtype.name}) per rank")
+
+
 def micro_batches(args):
     """Micro-batches of one iteration per worker: --tau, or PP-ASGD's G threads' sub-batches."""
     if args.algo in ("pp-asgd", "asgd"):

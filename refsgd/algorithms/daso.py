@@ -77,7 +77,7 @@ from mpi4py import MPI
 
 from refsgd import RefsgdError
 from refsgd.comm import codecs
-from refsgd.optim import plateaued
+from refsgd.optim import NO_BEST, plateaued
 from refsgd.options import default
 
 BLOCKING_CODEC = "bf16"
@@ -118,7 +118,7 @@ class Phases:
         self.patience = option(cfg, "plateau_patience")
         self.threshold = option(cfg, "plateau_threshold")
         self.state = np.zeros(_SLOTS + 6)
-        self.state[[_B, _W, _BEST]] = [self.b_max, max(1, self.b_max // 4), np.inf]
+        self.state[[_B, _W, _BEST]] = [self.b_max, max(1, self.b_max // 4), NO_BEST]  # finite: checkpointed
         self.state[_SLOTS::3] = -1
 
     def phase(self, t):
@@ -276,12 +276,12 @@ def train(run):
                 run.event(change[0], **change[1])
             phase = phases.phase(t)
             # L1: forward/backward on the local batch -> g                       (compute)
-            run.grad(x, g, progress=[r for r in reqs if r is not None])
+            run.grad(x, g, progress=[r for r in reqs if r is not None], label="L1 forward/backward -> g")
             # L2: local sync: g <- Allreduce_local(g) / G
-            with run.idle():
+            with run.idle("L2 local sync MPI_Allreduce_local(g)", g):
                 local.Allreduce(g, g_node, op=MPI.SUM)
             # L3: local optimizer step with g (U divides by G within its one pass)
-            with run.update():
+            with run.update("L3 local optimizer step"):
                 U.step(x, g_node, run.lr(t), divide=G)
             if P == 1:
                 pass                            # one node: no global network, no global sync
@@ -290,16 +290,16 @@ def train(run):
                 k = phases.k
                 if me == k:
                     # L5: x <- Allreduce_group_k(bf16(x)) / P, cast back
-                    with run.codec():
+                    with run.codec("L5 bf16(x)"):
                         codec.encode(x, wsend)
-                    with run.idle():
+                    with run.idle("L5 global sync Allreduce_group_k(bf16(x))", wsend):
                         wire.allreduce_wire(group, wsend, wrecv)
-                    with run.codec():
+                    with run.codec("L5 cast back"):
                         codec.decode(wrecv, mixed)
                     mixed /= P
                     set_x(mixed)
                 # L6: local update: Bcast_local(x, root = local rank k)
-                with run.idle():
+                with run.idle("L6 MPI_Bcast_local(x)", x):
                     local.Bcast(x, root=k)
                 # L7: k <- (k + 1) mod G
                 phases.rotate(G)
@@ -311,23 +311,24 @@ def train(run):
                     j = phases.open_slot(t, k, phases.W)
                     if me == k:
                         np.copyto(send[j], x)
-                        with run.idle():  # MPI's work to start it is communication on this path
-                            reqs[j] = run.started(group.Iallreduce(send[j], sync_sum[j], op=MPI.SUM))
+                        with run.idle("L9 global sync MPI_Iallreduce_group_k(x)"):  # MPI's work to start it
+                            reqs[j] = run.started(group.Iallreduce(send[j], sync_sum[j], op=MPI.SUM),
+                                                  "L9 global sync MPI_Iallreduce_group_k(x)", send[j])
                     phases.rotate(G)
             # L10: a sync started S batches ago is due: wait, merge by eq. 1, Bcast_local
             for j, k, S in phases.due(t):                                  # (complete communication)
                 if me == k:
                     if reqs[j] is not None:
-                        run.wait(reqs[j])
+                        run.wait(reqs[j], "L10 MPI_Wait(global sync)")
                         reqs[j] = None
-                    with run.update():
+                    with run.update("L10 merge by eq. 1"):
                         merge(x, sync_sum[j], S, P, mask)
-                with run.idle():
+                with run.idle("L10 MPI_Bcast_local(x)", x):
                     local.Bcast(x, root=k)
         # a sync still in flight is completed, not applied (the listing ends)
         for j in range(2):
             if reqs[j] is not None:
-                run.wait(reqs[j])
+                run.wait(reqs[j], "L10 MPI_Wait(global sync), not applied")
                 reqs[j] = None
     finally:
         wire.close()     # only blocking all-reduces use it: nothing of it is in flight

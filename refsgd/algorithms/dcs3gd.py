@@ -188,14 +188,14 @@ def train(run):
         return v
 
     def average():
-        with run.idle():
+        with run.idle("evaluation MPI_Allreduce(w_i)"):
             return run.average_model(comm, w_i, w_bar)
     run.set_model(average)
 
     for t in run.iterations():
         if t == 0:
             # L1: g_i <- grad l(w_i)                                         (compute)
-            run.grad(w_i, g_i)
+            run.grad(w_i, g_i, label="L1 g_i <- grad l(w_i)")
             # L2: dw_i <- U(g_i, eta, mu)
             dw_i[...] = U(g_i, t)
             # L3: w_i <- w_i + dw_i
@@ -203,16 +203,16 @@ def train(run):
             continue
         # L4: for t < max_iterations
         # L5: MPI_Iallreduce(dw_i)                                           (start communication)
-        with run.idle():  # MPI's work to start it is communication on this path
-            req = run.started(comm.Iallreduce(dw_i, dw_bar, op=MPI.SUM))
+        with run.idle("L5 MPI_Iallreduce(dw_i)"):  # MPI's work to start it is communication on this path
+            req = run.started(comm.Iallreduce(dw_i, dw_bar, op=MPI.SUM), "L5 MPI_Iallreduce(dw_i)", dw_i)
         # L6: g_i <- grad l(w_i)                                             (compute)
-        run.grad(w_i, g_i, progress=req)
+        run.grad(w_i, g_i, progress=req, label="L6 g_i <- grad l(w_i)")
         # L7: dw_bar <- MPI_Wait()                                           (complete communication)
-        run.wait(req)
+        run.wait(req, "L7 dw_bar <- MPI_Wait()")
         # L8:  D_i <- (1/N) dw_bar - dw_i                                    eq. 9
         # L9:  g~_i <- g_i + lambda_i g_i (.) g_i (.) D_i                     eq. 10, 17
         # L10: dw_i <- U(g~_i, eta, mu)                                      eq. 11
         # L11: w_i <- w_i + D_i + dw_i                                       eq. 12
-        with run.update():
+        with run.update("L8 D_i, g~_i, dw_i, w_i (L8-L11)"):
             _corrected_step(w_i, dw_i, v, g_i, dw_bar, N, lambda0, run.lr(t), mu, wd_at(t), bounds, decay, lams)
     return w_i

@@ -92,9 +92,9 @@ def _decay(run):
 def _accumulate(run, w, g_i, g_ij, req):
     """L1: g_i <- (1/tau) sum_{j=1..tau} grad F_i(w; xi_ij), the tau micro-batches of this rank.
     With ``--poll`` the request in flight (``req``) is tested between layers so that it advances."""
-    run.grad(w, g_i, progress=req)
+    run.grad(w, g_i, progress=req, label="L1 grad F_i(x^t; xi_i1^t)")
     for j in range(1, run.tau):
-        run.grad(w, g_ij, progress=req)
+        run.grad(w, g_ij, progress=req, label=f"L1 grad F_i(x^t; xi_i{j + 1}^t)")
         g_i += g_ij
     if run.tau > 1:
         g_i /= run.tau
@@ -119,20 +119,20 @@ def train_laga_sgd(run):
         _accumulate(run, x, g_i, g_ij, req)
         # complete communication: g^{t-1}(tau) (implicit in the paper)
         if req is not None:
-            run.wait(req)
+            run.wait(req, "L2 MPI_Wait(g^{t-1}(tau))")
         # L2: x^{t+1} <- x^t - eta * g^{t-1}(tau)                      (one fused pass)
-        with run.update():
+        with run.update("L2 x^{t+1} <- x^t - eta g^{t-1}(tau)"):
             fused_step(x, g, None, eta, weight_decay=wd, mask=mask)
         # start communication
         # L3: non-blocking AllReduce g^t(tau) <- (1/N) sum_i g_i^t(tau)
-        with run.update():                         # the mean's 1/N, the method's arithmetic
+        with run.update("L3 g_i^t(tau) / N"):      # the mean's 1/N, the method's arithmetic
             g_i /= N
-        with run.idle():  # MPI's work to start it is communication on this path
-            req = run.started(comm.Iallreduce(g_i, g, op=MPI.SUM))
+        with run.idle("L3 MPI_Iallreduce(g_i^t(tau))"):  # MPI's work to start it is communication on this path
+            req = run.started(comm.Iallreduce(g_i, g, op=MPI.SUM), "L3 MPI_Iallreduce(g_i^t(tau))", g_i)
         g_i, g_i_sent = g_i_sent, g_i              # g_i^t stays untouched while in flight
     # the last all-reduce is completed and not applied
     if req is not None:
-        run.wait(req)
+        run.wait(req, "L2 MPI_Wait(g^{T-1}(tau)), not applied")
     return x
 
 
@@ -156,21 +156,21 @@ def train_laga_sgdm(run):
         _accumulate(run, x, g_i, g_ij, req)
         # complete communication: g^{t-1}(tau) (implicit in the paper)
         if req is not None:
-            run.wait(req)
+            run.wait(req, "L2 MPI_Wait(g^{t-1}(tau))")
         # L2: m^t <- gamma * m^{t-1} + g^{t-1}(tau)
         # L3: x^{t+1} <- x^t - eta * m^t                                  (L2-L3 in one fused pass)
-        with run.update():
+        with run.update("L2 m^t, L3 x^{t+1}"):
             fused_step(x, g, m, eta, momentum=gamma, weight_decay=wd, mask=mask)
         # start communication
         # L4: non-blocking AllReduce g^t(tau) <- (1/N) sum_i g_i^t(tau)
-        with run.update():                         # the mean's 1/N, the method's arithmetic
+        with run.update("L4 g_i^t(tau) / N"):      # the mean's 1/N, the method's arithmetic
             g_i /= N
-        with run.idle():  # MPI's work to start it is communication on this path
-            req = run.started(comm.Iallreduce(g_i, g, op=MPI.SUM))
+        with run.idle("L4 MPI_Iallreduce(g_i^t(tau))"):  # MPI's work to start it is communication on this path
+            req = run.started(comm.Iallreduce(g_i, g, op=MPI.SUM), "L4 MPI_Iallreduce(g_i^t(tau))", g_i)
         g_i, g_i_sent = g_i_sent, g_i
     # the last all-reduce is completed and not applied
     if req is not None:
-        run.wait(req)
+        run.wait(req, "L2 MPI_Wait(g^{T-1}(tau)), not applied")
     return x
 
 
@@ -194,21 +194,21 @@ def train_laga_sgdn(run):
         _accumulate(run, y, g_i, g_ij, req)
         # complete communication: g^{t-1}(tau) (implicit in the paper)
         if req is not None:
-            run.wait(req)
+            run.wait(req, "L2 MPI_Wait(g^{t-1}(tau))")
         # L2: m^t <- gamma * m^{t-1} + g^{t-1}(tau)
         # L3: y^{t+1} <- y^t - eta * (gamma * m^t + g^{t-1}(tau))         (L2-L3 in one fused pass)
-        with run.update():
+        with run.update("L2 m^t, L3 y^{t+1}"):
             fused_step(y, g, m, eta, momentum=gamma, weight_decay=wd, mask=mask, nesterov=True)
         # start communication
         # L4: non-blocking AllReduce g^t(tau) <- (1/N) sum_i g_i^t(tau)
-        with run.update():                         # the mean's 1/N, the method's arithmetic
+        with run.update("L4 g_i^t(tau) / N"):      # the mean's 1/N, the method's arithmetic
             g_i /= N
-        with run.idle():  # MPI's work to start it is communication on this path
-            req = run.started(comm.Iallreduce(g_i, g, op=MPI.SUM))
+        with run.idle("L4 MPI_Iallreduce(g_i^t(tau))"):  # MPI's work to start it is communication on this path
+            req = run.started(comm.Iallreduce(g_i, g, op=MPI.SUM), "L4 MPI_Iallreduce(g_i^t(tau))", g_i)
         g_i, g_i_sent = g_i_sent, g_i
     # the last all-reduce is completed and not applied
     if req is not None:
-        run.wait(req)
+        run.wait(req, "L2 MPI_Wait(g^{T-1}(tau)), not applied")
     return y
 
 

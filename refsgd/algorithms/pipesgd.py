@@ -130,6 +130,20 @@ def check(args, world):
                           "MPI4PY_RC_THREAD_LEVEL, or use an MPI built with thread support)")
 
 
+def check_sizes(args, net, total):
+    """--dependency K below the run's iterations, and its 4 K copies of the model within memory."""
+    if args.algo != "pipe-sgd":
+        return
+    from refsgd.algorithms import model_copies
+    K = value(args, "dependency")
+    if K >= total:
+        raise RefsgdError(f"--dependency {K} is not below the run's {total} iterations: an update applies the summed "
+                          f"gradient of the K-th last iteration, so the first K iterations apply nothing and this run "
+                          f"would never apply a gradient; give a dependency below {total}")
+    # g_sum (K) and its copy at the start, and the K hand-over slots of the local and the summed gradients
+    model_copies(4 * K, net, f"--dependency {K}")
+
+
 def _codec(run):
     name = getattr(run.cfg, "compress", "none")
     return None if name in (None, "none") else codecs.get(name)
@@ -225,10 +239,11 @@ def train_pipe_sgd(run):
                     return
                 # C4: AllReduce g^c_sum[t] <- sum over workers of g^c_local[t]
                 s = time.perf_counter()
-                if wire is None:
-                    comm.Allreduce(local[t % K], summ[t % K], op=MPI.SUM)
-                else:
-                    wire.allreduce_wire(comm, local[t % K], summ[t % K])
+                with run.span("comm", "C4 AllReduce g^c_sum[t]", it=t, data=local[t % K]):
+                    if wire is None:
+                        comm.Allreduce(local[t % K], summ[t % K], op=MPI.SUM)
+                    else:
+                        wire.allreduce_wire(comm, local[t % K], summ[t % K])
                 pipe.spans.append((s, time.perf_counter()))
                 # C5: mark g^c_sum[t] ready
                 pipe.mark_sum(t)
@@ -265,7 +280,7 @@ def train_pipe_sgd(run):
                 k = dependency_at(t, K, warmup)
                 # L3: wait until g^c_sum[t-K] is ready                              (complete communication)
                 if t - k >= t0:
-                    with run.idle():
+                    with run.idle("L3 wait until g^c_sum[t-K] is ready", awaits=("sum", t - k)):
                         pipe.wait_sum(t - k)
                 while pipe.spans:
                     run.note_comm(*pipe.spans.pop(0))
@@ -274,21 +289,22 @@ def train_pipe_sgd(run):
                     if codec is None:
                         src = summ[(t - k) % K] if t - k >= t0 else decompressed(t - k, g_sum)
                     else:
-                        with run.codec():
+                        with run.codec("L4 g_sum[t-K] <- Decompress(g^c_sum[t-K])"):
                             src = decompressed(t - k, g_sum)
                     # L5: w[t] <- w[t-1] - gamma * g_sum[t-K]                          (one fused pass)
-                    with run.update():
+                    with run.update("L5 w[t] <- w[t-1] - gamma g_sum[t-K]"):
                         fused_step(w, src, None, run.lr(t))
                     applied = t - k
                 # L6-L8: load a batch, forward pass, backward pass: g_local[t] <- d f_B / d w[t]   (compute)
                 if codec is None:
-                    run.grad(w, local[t % K])                        # L9: no compression: g^c = g
+                    run.grad(w, local[t % K], label="L7 forward, L8 backward: g_local[t]")  # L9: no compression
                 else:
-                    run.grad(w, g_local)
+                    run.grad(w, g_local, label="L7 forward, L8 backward: g_local[t]")
                     # L9: g^c_local[t] <- Compress(g_local[t])
-                    with run.codec():
+                    with run.codec("L9 g^c_local[t] <- Compress(g_local[t])"):
                         codec.encode(g_local, local[t % K])
                 # L10: mark g^c_local[t] ready                                       (start communication)
+                run.in_flight(("sum", t), "C4 AllReduce g^c_sum[t] (L10 -> L3)", local[t % K])
                 pipe.mark_local(t)
             # the last K all-reduces complete (their sums are not applied: the listing ends)
             pipe.wait_sum(run.total - 1)
@@ -318,12 +334,12 @@ def train_d_sync(run):
     try:
         for t in run.iterations():
             # L1: g_i <- grad F_i(w; xi_i)                                      (compute)
-            run.grad(w, g)
+            run.grad(w, g, label="L1 g_i <- grad F_i(w; xi_i)")
             # L2: AllReduce g_sum <- sum_i g_i (blocking); with --compress: g^c <- Compress(g),
             #     the all-reduce decompresses, adds and compresses at every step, g_sum <- Decompress
-            run.allreduce_sum(run.comm, g, g_sum, wire)
+            run.allreduce_sum(run.comm, g, g_sum, wire, label="L2 MPI_Allreduce(g_i)")
             # L3: w <- w - gamma * g_sum                                        (one fused pass)
-            with run.update():
+            with run.update("L3 w <- w - gamma g_sum"):
                 fused_step(w, g_sum, None, run.lr(t))
     finally:
         if wire is not None:
@@ -343,28 +359,30 @@ def train_ps_sync(run):
         g_sum = np.empty_like(w)
         for t in run.iterations():
             # S1: receive every worker's gradient
-            with run.idle():
+            with run.idle("S1 MPI_Gather(g_m)"):
                 comm.Gather(nothing, G, root=0)
             # S2: g_sum <- sum over workers m = 1..P-1 (in rank order)
-            np.copyto(g_sum, G[1])
-            for m in range(2, P):
-                g_sum += G[m]
+            with run.span("update", "S2 g_sum <- g_1 + ... + g_{N-1}"):
+                np.copyto(g_sum, G[1])
+                for m in range(2, P):
+                    g_sum += G[m]
             # S3: w <- w - gamma * g_sum                                        (one fused pass)
-            with run.update():
+            with run.update("S3 w <- w - gamma g_sum"):
                 fused_step(w, g_sum, None, run.lr(t))
             # S4: send w to every worker
-            with run.idle():
+            with run.idle("S4 MPI_Bcast(w)", w):
                 comm.Bcast(w, root=0)
     else:
         # ---------------------------------------------------------------- a worker
         g = np.empty_like(w)
         for t in run.iterations():
             # W1: g_m <- grad at w                                         (compute)
-            run.grad(w, g)
-            with run.idle():
-                # W2: push g_m to the server
+            run.grad(w, g, label="W1 g_m <- grad at w")
+            # W2: push g_m to the server
+            with run.idle("W2 MPI_Gather(g_m)", g):
                 comm.Gather(g, None, root=0)
-                # W3: pull w
+            # W3: pull w
+            with run.idle("W3 MPI_Bcast(w)"):
                 comm.Bcast(w, root=0)
     return w
 

@@ -96,6 +96,21 @@ def check(args, world):
                           "MPI_THREAD_FUNNELED (unset MPI4PY_RC_THREAD_LEVEL)")
 
 
+def check_sizes(args, net, total):
+    """--staleness S below the run's iterations; the copies of the model that S and --threads G
+    keep (S + 1 versions of w^ and G gradients; threaded: 4 G buffers) within memory."""
+    from refsgd.algorithms import model_copies
+    S, G = args.staleness, value(args, "threads")
+    if S is not None and S >= total:
+        raise RefsgdError(f"--staleness {S} is not below the run's {total} iterations: update t consumes gradients "
+                          f"computed at the w^ of update t-S-1, so every update of this run would use the initial "
+                          f"model's gradients; give a staleness below {total}")
+    if S is not None:
+        model_copies(S + 1 + G, net, f"--staleness {S} and --threads {G}")
+    else:
+        model_copies(4 * G + 1, net, f"--threads {G}")
+
+
 def randpick(seed, rank, thread, j, n, b):
     """Sub-batch j of gradient thread ``thread`` of ``rank``: b indices in [0, n), with replacement."""
     return np.random.default_rng([seed, rank, thread, j]).integers(0, n, b)
@@ -127,11 +142,11 @@ def train(run, predict=True):
 def _update(run, t, w, M, w_hat, D_L, D_A, mu, S, predict):
     """L5-L8 of Algorithm 2 (L3-L4 done by the caller into D_L)."""
     # L5: D_A <- MPI_Allreduce(D_L)                                         (blocking)
-    run.allreduce_sum(run.comm, D_L, D_A)
+    run.allreduce_sum(run.comm, D_L, D_A, label="L5 MPI_Allreduce(D_L)")
     # L6: M <- mu*M - lambda*D_A
     # L7: w <- w + M
     # L8: w^ <- f_S(w, M) = w + M * sum_{s=1}^{S+1} mu^s   (naive ASGD: w^ <- w)
-    with run.update():                                                      # one pass
+    with run.update("L6 M, L7 w, L8 w^ <- f_S(w, M)" if predict else "L6 M, L7 w, L8 w^ <- w"):  # one pass
         momentum_predict(w, M, w_hat, D_A, run.lr(t), mu, horizon(mu, S) if predict else None)
 
 
@@ -144,7 +159,7 @@ def _deterministic(run, w, M, w_hat, D_L, D_A, G, mu, b, n, S, predict):
     def grad(g, t, at):
         """Thread g's sub-batch for update t: D_g <- sum_k grad J(x_k; w_l) at ``at``."""
         idx = randpick(seed, rank, g, t, n, b)
-        loss = run.grad_at(at, D[g], idx)
+        loss = run.grad_at(at, D[g], idx, label="L7 D_g <- D_g + sum_k grad J(x_k; w_l)")
         D[g] *= b                      # grad_at gives the mean over the b samples; the paper sums
         return idx, loss
 
@@ -155,7 +170,7 @@ def _deterministic(run, w, M, w_hat, D_L, D_A, G, mu, b, n, S, predict):
             # Algorithm 3, one pass of each thread g: L3 randpick, L6 w_l <- w^, L7 D_g <- ...
             futures = [pool.submit(grad, g, t, at) for g in range(G)]
             try:
-                with run.awaiting_gradients():       # the update thread's compute: waiting for D_1..D_G
+                with run.awaiting_gradients("L3 wait for D_1..D_G"):  # the update thread's compute
                     idx, losses = zip(*[f.result() for f in futures])
             except Exception as exc:  # noqa: BLE001 -- one message, the command line aborts the world
                 raise RankFailure(f"rank {run.rank}: a gradient thread of {run.cfg.algo} failed: "
@@ -163,9 +178,10 @@ def _deterministic(run, w, M, w_hat, D_L, D_A, G, mu, b, n, S, predict):
             run.trace_batches(idx)
             run.add_loss(sum(losses), G)
             # L3: D_L <- D_1 + ... + D_G;  L4: D_g <- 0
-            np.copyto(D_L, D[0])
-            for g in range(1, G):
-                D_L += D[g]
+            with run.span("update", "L3 D_L <- D_1 + ... + D_G"):
+                np.copyto(D_L, D[0])
+                for g in range(1, G):
+                    D_L += D[g]
             _update(run, t, w, M, w_hat, D_L, D_A, mu, S, predict)
             hist[(t + 1) % (S + 1)] = w_hat                     # version t+1
             run.record("gradients", G * run.world)
@@ -215,7 +231,7 @@ def _threaded(run, w, M, w_hat, D_L, D_A, G, mu, b, n, predict):
                 with sh.lock:                             # L6: w_l <- w^
                     np.copyto(w_l, sh.w_hat)
                     v = sh.version
-                loss = run.grad_at(w_l, d, idx)           # L7: D_g <- D_g + sum_k grad J(x_k; w_l)
+                loss = run.grad_at(w_l, d, idx, label="L7 D_g <- D_g + sum_k grad J(x_k; w_l)")   # L7
                 d *= b
                 with sh.locks[g]:
                     sh.D[g] += d
@@ -240,28 +256,29 @@ def _threaded(run, w, M, w_hat, D_L, D_A, G, mu, b, n, predict):
             for t in run.iterations():
                 # an update consumes at least one gradient of this process (see the docstring),
                 # unless its threads computed its whole share of --epochs
-                with run.awaiting_gradients(), sh.ready:  # the update thread's compute: waiting for them
+                with run.awaiting_gradients("L3 wait for a gradient"), sh.ready:  # the update thread's compute
                     sh.ready.wait_for(lambda: sh.error is not None or any(sh.count) or sh.live == 0)
                 if sh.error is not None:
                     g, exc = sh.error
                     raise RankFailure(f"rank {rank}: gradient thread {g} of {run.cfg.algo} failed: "
                                       f"{type(exc).__name__}: {exc}")
                 # L3: D_L <- D_1 + ... + D_G;  L4: D_1, ..., D_G <- 0 (each taken by a swap under its lock)
-                D_L[...] = 0
                 count = vsum = 0
                 loss = 0.0
-                for g in range(G):
-                    with sh.locks[g]:
-                        sh.D[g], sh.spare[g] = sh.spare[g], sh.D[g]
-                        count, vsum, loss = count + sh.count[g], vsum + sh.vsum[g], loss + sh.losses[g]
-                        sh.count[g] = sh.vsum[g] = 0
-                        sh.losses[g] = 0.0
-                    D_L += sh.spare[g]
-                    sh.spare[g][...] = 0
+                with run.span("update", "L3 D_L <- D_1 + ... + D_G, L4 D_g <- 0"):
+                    D_L[...] = 0
+                    for g in range(G):
+                        with sh.locks[g]:
+                            sh.D[g], sh.spare[g] = sh.spare[g], sh.D[g]
+                            count, vsum, loss = count + sh.count[g], vsum + sh.vsum[g], loss + sh.losses[g]
+                            sh.count[g] = sh.vsum[g] = 0
+                            sh.losses[g] = 0.0
+                        D_L += sh.spare[g]
+                        sh.spare[g][...] = 0
                 # staleness of this update's gradients: t - version, summed over every process
                 mine = np.array([count, count * t - vsum], dtype=np.float64)
                 every = np.empty(2)
-                with run.idle():
+                with run.idle("L8 S_bar: MPI_Allreduce(staleness)"):
                     run.control_comm.Allreduce(mine, every, op=MPI.SUM)
                 stats += every
                 S_bar = stats[1] / max(stats[0], 1.0)

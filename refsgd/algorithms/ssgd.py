@@ -67,17 +67,17 @@ def train_ssgd(run):
     try:
         for t in run.iterations():
             # L1: g_i^t(tau) <- (1/tau) sum_j grad F_i(x^t; xi_ij^t)            (compute)
-            run.grad(x, g_i)
+            run.grad(x, g_i, label="L1 grad F_i(x^t; xi_i1^t)")
             for j in range(1, tau):
-                run.grad(x, g_ij)
+                run.grad(x, g_ij, label=f"L1 grad F_i(x^t; xi_i{j + 1}^t)")
                 g_i += g_ij
             if tau > 1:
                 g_i /= tau
             # L2: AllReduce g^t(tau) <- (1/N) sum_i g_i^t(tau)                  (blocking)
-            run.allreduce_sum(comm, g_i, g, wire)
+            run.allreduce_sum(comm, g_i, g, wire, label="L2 MPI_Allreduce(g_i^t(tau))")
             # L3: x^{t+1} <- x^t - eta * g^t(tau)                              (U)
             #     with L2's 1/N: U divides each element of the sum by N in its one pass
-            with run.update():
+            with run.update("L3 x^{t+1} <- x^t - eta g^t(tau)"):
                 U.step(x, g, run.lr(t), divide=N)
     finally:
         if wire is not None:
@@ -98,9 +98,9 @@ def train_ssgd_opt(run):
     for t in run.iterations():
         # L1, first tau - 1 micro-batches: accumulate                       (compute)
         if tau > 1:
-            run.grad(x, g_i)
+            run.grad(x, g_i, label="L1 grad F_i(x^t; xi_i1^t)")
             for j in range(1, tau - 1):
-                run.grad(x, g_ij)
+                run.grad(x, g_ij, label=f"L1 grad F_i(x^t; xi_i{j + 1}^t)")
                 g_i += g_ij
         reqs = []
 
@@ -113,16 +113,17 @@ def train_ssgd_opt(run):
             else:
                 mine = g_ij[lo:hi]  # tau = 1: the micro-batch's gradient is g_i itself
             # L2, start communication: Iallreduce of the segment, last layer first
-            reqs.append(run.started(comm.Iallreduce(mine, g[lo:hi], op=MPI.SUM)))
+            reqs.append(run.started(comm.Iallreduce(mine, g[lo:hi], op=MPI.SUM), f"L2 MPI_Iallreduce(g_i[{name}])",
+                                    mine))
 
         # L1, last micro-batch; its backward pass starts the all-reduces     (compute)
         # (with --poll, the segments already started are tested after each later layer)
-        run.grad(x, g_ij, on_segment=segment_final, progress=reqs)
+        run.grad(x, g_ij, on_segment=segment_final, progress=reqs, label=f"L1 grad F_i(x^t; xi_i{tau}^t)")
         # L2, complete communication: wait for every segment
-        run.waitall(reqs)
+        run.waitall(reqs, "L2 MPI_Waitall(segments)")
         # L3: x^{t+1} <- x^t - eta * g^t(tau)                              (U)
         #     with L2's 1/N: U divides each element of the sum by N in its one pass
-        with run.update():
+        with run.update("L3 x^{t+1} <- x^t - eta g^t(tau)"):
             U.step(x, g, run.lr(t), divide=N)
     return x
 
@@ -145,18 +146,18 @@ def train_ssgd_nag(run):
         lam = run.lr(t)
         # the sub-batches at w^: D_g = sum over the sub-batch's samples of grad J  (compute)
         # L10-L11: D_L <- D_1 + ... + D_G; D_g <- 0
-        run.grad(w_hat, D_L)
+        run.grad(w_hat, D_L, label="L10 D_1 at w^")
         for j in range(1, tau):
-            run.grad(w_hat, D_g)
+            run.grad(w_hat, D_g, label=f"L10 D_{j + 1} at w^")
             D_L += D_g
-        with run.update():  # loss_and_grad gives the mean over the b samples; the paper sums them
+        with run.update("L10 D_L <- sum_g D_g"):  # loss_and_grad gives the mean over the b samples; the paper sums them
             D_L *= b
         # L12: D_A <- MPI_Allreduce(D_L)                                   (blocking)
-        run.allreduce_sum(comm, D_L, D_A, wire)
+        run.allreduce_sum(comm, D_L, D_A, wire, label="L12 MPI_Allreduce(D_L)")
         # L13: M <- mu*M - lambda*D_A
         # L14: w <- w + M
         # L15: w^ <- w + mu*M                                              (L13-L15 in one pass)
-        with run.update():
+        with run.update("L13 M, w, w^ (L13-L15)"):
             momentum_predict(w, M, w_hat, D_A, lam, mu, mu)
     if wire is not None:
         wire.close()

@@ -343,14 +343,18 @@ def _ranks_per_node(comm, given):
     return ranks_on_node(comm)
 
 
-def _run_method(comm, cfg, net, data, schedule, skip):
+def _run_method(comm, cfg, net, data, schedule, skip, spans=None):
     """Train ``cfg.algo`` for the configured iterations; (compute, idle, codec, wall, update) per
-    iteration, mean over the workers (a parameter server's ranks left out)."""
+    iteration, mean over the workers (a parameter server's ranks left out), and the spread of
+    the iteration times. ``spans`` (a list), with --timeline: gets the spans this rank recorded
+    per iteration of the window."""
     from refsgd.algorithms import ALGORITHMS, servers
     from refsgd.run import Run
     run = Run(comm, net, data, cfg, schedule, log=lambda *a: None, servers=servers(cfg.algo))
     ALGORITHMS[cfg.algo][0](run)
     run.final_model()
+    if spans is not None and run.timeline is not None:
+        spans.append(len(run.timeline.spans) / run.timeline.count)
     means = tuple(_mean_over_ranks(comm, run.records[k], skip, servers(cfg.algo))
                   for k in ("compute", "idle", "codec", "wall", "update"))
     return means + (_iteration_spread(comm, run.records["wall"], skip, servers(cfg.algo)),)
@@ -365,6 +369,40 @@ def _iteration_spread(comm, values, skip, servers=0):
     from mpi4py import MPI
     comm.Allreduce(mine, total, op=MPI.SUM)
     return models.spread(total / max(1, comm.Get_size() - servers))
+
+
+def span_seconds(repeat=20000):
+    """Seconds to record one span of --timeline, median of 5 rounds: two clock reads, its label
+    formatted and :meth:`refsgd.timeline.Timeline.add` (what a layer's span costs; the other
+    timing points read the clock anyway)."""
+    from refsgd.timeline import Timeline
+    tl = Timeline(0, 1)
+    tl.at(0)
+    rounds, line, name = [], "L6", "forward 1 dense"
+    for _ in range(5):
+        tl.spans.clear()
+        t0 = time.perf_counter()
+        for _ in range(repeat):
+            a = time.perf_counter()
+            tl.add("compute", f"{line} {name}", a, time.perf_counter())
+        rounds.append((time.perf_counter() - t0) / repeat)
+    return float(np.median(rounds))
+
+
+def timeline_cost(comm, cfg, net, data, schedule, skip, pairs):
+    """The cost of ``train --timeline``: ``pairs`` runs of ``cfg`` without and with a timeline
+    window over every timed iteration (the first ``skip`` left out, as in the means), alternating
+    so that a loaded machine's drift hits both alike; (median wall per iteration off, on, the
+    most spans a rank recorded per iteration), each wall the mean over ranks of a run."""
+    import copy
+    on = copy.copy(cfg)
+    on.timeline = f"{skip}:{max(1, cfg.iterations - skip)}"
+    off_walls, on_walls, spans = [], [], []
+    for _ in range(pairs):
+        off_walls.append(_run_method(comm, cfg, net, data, schedule, skip)[3])
+        on_walls.append(_run_method(comm, on, net, data, schedule, skip, spans)[3])
+    per_iteration = comm.allreduce(max(spans), op=__import__("mpi4py").MPI.MAX)
+    return float(np.median(off_walls)), float(np.median(on_walls)), per_iteration
 
 
 def _ratio_link(seconds, nbytes, p, latency_us):
@@ -465,7 +503,13 @@ def overlap(comm, args):
             # and its update as timed in the run (a server's per-push update stays t_up)
             own = compute / (tau if model.tau else 1)
             in_run = dataclasses.replace(costs, t_c=own, t_up=costs.t_up if model.servers else {algo: update})
+            if getattr(args, "timeline_cost", 0):
+                cost = timeline_cost(lcomm, cfg(algo, flag != "nopoll"), net, data,
+                                     nag_schedule if algo == "ssgd-nag" else schedule, args.skip, args.timeline_cost)
+            else:
+                cost = None
             rows.append(dict(method=name, algo=algo, compute=compute, idle=idle, codec=codec, wall=wall,
+                             timeline_cost=cost,
                              wall_median=iters["median"], wall_p25=iters["p25"], wall_p75=iters["p75"],
                              other=wall - compute - idle, t_c_own=own,
                              model=models.iteration_time(algo, in_run, network, P),
@@ -481,6 +525,7 @@ def overlap(comm, args):
     codecs = codec_costs(comm, n, repeat=getattr(args, "codec_repeat", 20)) \
         if getattr(args, "codecs", False) else None
     return dict(t_c=t_c, cpu_real=cpu_real, p2p=p2p, gamma=gamma, t_up=t_up, nbytes=nbytes, num_params=n, world=P,
+                span_seconds=span_seconds() if getattr(args, "timeline_cost", 0) else None,
                 G=G, B=costs.B, W=costs.W, cores_per_rank=costs.cores_per_rank, local_link=local_link, runs=runs,
                 real_link=real_link, real_link_nodes=real_pair,
                 codecs=codecs,
@@ -569,6 +614,17 @@ def format_overlap(r):
                     model = row["samples"] / row["model_at_t_c"] / (base["samples"] / base["model_at_t_c"])
                     lines.append(f"  speed-up of {row['method']} over ssgd in samples/s: {mine:.2f}x "
                                  f"(models at t_C: {model:.2f}x)")
+    costs = [(run, row) for run in r["runs"] for row in run["rows"] if row.get("timeline_cost")]
+    if costs:
+        each = r.get("span_seconds") or 0.0
+        lines += ["", "cost of train --timeline (every timed iteration recorded; medians of runs without and with it, "
+                  "alternating; ms per iteration, mean over ranks), and the recording's own cost: spans per "
+                  f"iteration x {1e6 * each:.2f} us per span (measured here) against the iteration:"]
+        for run, row in costs:
+            off, on, n = row["timeline_cost"]
+            link = f", link {run['link']}" if run["link"] else ""
+            lines.append(f"  {row['method']:<15} off {ms * off:8.3f}  on {ms * on:8.3f}  {100 * (on / off - 1):+6.1f} %"
+                         f"   {n:5.1f} spans x {1e6 * each:.2f} us = {100 * n * each / off:5.2f} %" + link)
     lines.append("'other' is the rest of the iteration besides compute and idle: the method's update, posting "
                  "requests, bookkeeping; 'update' is the t_up the model takes (the run's own update time; a "
                  "parameter server's step measured apart). The means leave out a parameter server's rank "

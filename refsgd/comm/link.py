@@ -157,8 +157,9 @@ class Link:
     @classmethod
     def parse(cls, text, flag="--link"):
         """``"LATENCY_US,GBIT_S"`` (e.g. ``"50,10"``) -> Link; RefsgdError on anything else."""
-        msg = (f"{flag} expects LATENCY_US,GBIT_S with latency in [0, {MAX_LATENCY_US:g}] us and bandwidth in "
-               f"[{MIN_GBIT_S:g}, {MAX_GBIT_S:g}] Gbit/s, got {text!r}")
+        expected = (f"LATENCY_US,GBIT_S with latency in [0, {MAX_LATENCY_US:g}] us and bandwidth in "
+                    f"[{MIN_GBIT_S:g}, {MAX_GBIT_S:g}] Gbit/s")
+        msg = f"{flag} expects {expected}, got {text!r}"
         parts = str(text).split(",")
         if len(parts) != 2:
             raise RefsgdError(msg)
@@ -166,6 +167,10 @@ class Link:
             lat, bw = float(parts[0]), float(parts[1])
         except ValueError:
             raise RefsgdError(msg) from None
+        if lat < 0:
+            raise RefsgdError(f"{flag} {text}: the latency {lat:g} us is negative (expected {expected})")
+        if bw <= 0:
+            raise RefsgdError(f"{flag} {text}: the bandwidth {bw:g} Gbit/s is not positive (expected {expected})")
         if not (0 <= lat <= MAX_LATENCY_US and MIN_GBIT_S <= bw <= MAX_GBIT_S):  # NaN fails too
             raise RefsgdError(msg)
         return cls(lat, bw)
@@ -267,6 +272,10 @@ class Traffic:
             self.global_bytes += nbytes
 
 
+#: refsgd train --timeline: called with (start, end) of every modelled transfer (None: no one listens)
+observer = None
+
+
 class LinkComm(MPI.Intracomm):
     """An ``MPI.Intracomm`` (same MPI handle as the one it is built from) whose all-reduces are
     held back to the emulated ``link``'s Ring-AllReduce time (``link = None`` adds no delay) and
@@ -299,6 +308,8 @@ class LinkComm(MPI.Intracomm):
         """Queue a transfer of duration t arriving at ``start`` behind the ones on the link."""
         free = max(start, self.__dict__.get("_free_at", 0.0))
         self._free_at = free + t
+        if observer is not None and t > 0:
+            observer(free, free + t)
         return free + t
 
     def Allreduce(self, sendbuf, recvbuf, op=MPI.SUM):
