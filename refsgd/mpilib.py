@@ -265,6 +265,16 @@ def main(argv=None):
     SIGINT and SIGTERM reach the ranks (:func:`forward`), and the exit code is the job's.
     ``--show`` prints the launcher."""
     argv = sys.argv[1:] if argv is None else argv
+    job, pending = [], []
+
+    def on_signal(sig, _frame):
+        # a signal before mpiexec runs is kept and handed to the ranks once they exist
+        if job:
+            forward(job[0], sig, launcher().kind)
+        else:
+            pending.append(sig)
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, on_signal)
     try:
         lau = launcher()
         if argv[:1] == ["--show"]:
@@ -275,13 +285,18 @@ def main(argv=None):
             print("usage: python -m refsgd.mpilib -n N PROGRAM [ARGS...] | --show", file=sys.stderr)
             return 2
         # a session of its own: a signal to this process's group reaches mpiexec only through forward()
-        proc = subprocess.Popen(lau.command(int(argv[1]), *argv[2:]), env=lau.environ(), start_new_session=True)
+        job.append(subprocess.Popen(lau.command(int(argv[1]), *argv[2:]), env=lau.environ(),
+                                    start_new_session=True))
     except RefsgdError as exc:
         print(f"refsgd: error: {exc}", file=sys.stderr)
         return 2
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda sig, _frame: forward(proc, sig, lau.kind))
-    return exit_code(proc.wait())
+    for sig in pending:
+        forward(job[0], sig, lau.kind)
+    while True:
+        try:
+            return exit_code(job[0].wait())
+        except InterruptedError:
+            continue
 
 
 if __name__ == "__main__":
