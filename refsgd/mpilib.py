@@ -46,6 +46,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 
 from refsgd import RefsgdError
 
@@ -252,7 +253,14 @@ def forward(proc, sig, kind=None):
     gets the signal. Open MPI's mpirun puts each rank in a process group of its own and, itself
     signalled, kills the ranks and exits 1: the signal goes to each rank's group only."""
     kind = launcher().kind if kind is None else kind
-    targets = _children(proc.pid) if kind == "openmpi" else [proc.pid]
+    targets = [proc.pid]
+    if kind == "openmpi":
+        targets = _children(proc.pid)
+        for _ in range(100):             # a signal at the launch: wait (up to 10 s) for the ranks
+            if targets or proc.poll() is not None:
+                break
+            time.sleep(0.1)
+            targets = _children(proc.pid)
     for pgid in targets:
         try:
             os.killpg(pgid, sig)
