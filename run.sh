@@ -2,8 +2,10 @@
 # refsgd's entry point for a fresh machine with only Python 3.10+:
 #   ./run.sh [ARGS]     create .venv if missing, install refsgd into it, and train:
 #                       mpiexec -n ${REFSGD_NP:-4} refsgd train ARGS (default: SSGD on the embedded
-#                       digits), e.g. ./run.sh --algo dcs3gd --epochs 5
-#   ./run.sh test       run the whole test suite (pytest; MPI tests launch mpiexec themselves)
+#                       digits), e.g. ./run.sh --algo dcs3gd --epochs 5; the mpiexec is the one of
+#                       mpi4py's MPI library ($MPIEXEC first), with its flags (refsgd/mpilib.py)
+#   ./run.sh test       run the whole test suite (pytest; MPI tests launch mpiexec themselves);
+#                       ./run.sh test -m mpi_launch runs only the tests that launch mpiexec
 #   ./run.sh setup      only create/update .venv
 #   ./run.sh --help | --list   refsgd train's help or its methods, printed once (no mpiexec)
 #   ./run.sh torch      also install PyTorch 2.13.0 from PyPI, the optional oracle of tests and bench;
@@ -27,6 +29,11 @@ setup() {
     echo "run.sh: installing refsgd and its dependencies into $VENV" >&2
     "$PY" -m pip install -q --upgrade pip
     if [ "${REFSGD_SYSTEM_MPI:-0}" = "1" ]; then
+      if ! command -v "${MPICC:-mpicc}" >/dev/null; then
+        echo "run.sh: REFSGD_SYSTEM_MPI=1 needs the system MPI's mpicc on PATH (or \$MPICC)," \
+             "e.g. apt-get install openmpi-bin libopenmpi-dev, or module load cray-mpich" >&2
+        exit 2
+      fi
       "$PY" -m pip install -q --no-binary mpi4py "mpi4py>=4"
     else
       "$PY" -m pip install -q mpich "mpi4py>=4"
@@ -59,15 +66,15 @@ case "${1:-main}" in
     exec "$PY" -m pytest -q "$@" ;;
   main|-*)
     setup
-    MPIEXEC=${MPIEXEC:-$VENV/bin/mpiexec}
-    [ -x "$MPIEXEC" ] || MPIEXEC=mpiexec
     [ "${1:-}" = main ] && shift
     for a in "$@"; do  # help and the list once, not once per rank
       case "$a" in -h|--help|--list) exec "$VENV/bin/refsgd" train "$@" ;; esac
     done
-    # refsgd gives each rank its share of the cores for BLAS and Numba (--blas-threads overrides)
-    echo "run.sh: $MPIEXEC -n ${REFSGD_NP:-4} refsgd train $*" >&2
-    exec "$MPIEXEC" -n "${REFSGD_NP:-4}" "$VENV/bin/refsgd" train "$@" ;;
+    # refsgd gives each rank its share of the cores for BLAS and Numba (--blas-threads overrides).
+    # refsgd.mpilib launches with the mpiexec of mpi4py's MPI library ($MPIEXEC first) and its
+    # flags, and hands Ctrl-C and SIGTERM to the ranks under any MPI library.
+    echo "run.sh: mpiexec -n ${REFSGD_NP:-4} refsgd train $* (launcher: $("$PY" -m refsgd.mpilib --show | head -1))" >&2
+    exec "$PY" -m refsgd.mpilib -n "${REFSGD_NP:-4}" "$VENV/bin/refsgd" train "$@" ;;
   *)
     echo "usage: ./run.sh [ARGS of refsgd train] | test [ARGS of pytest] | setup | torch (see the comments" \
          "at the top of run.sh)" >&2

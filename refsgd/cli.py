@@ -357,6 +357,14 @@ def build_parser():
     o.add_argument("--codec-repeat", type=_positive_int, default=20, help="timed calls per codec operation")
     o.add_argument("--json", default=None, metavar="F.json", help="also write the results as JSON (rank 0)")
     o.add_argument("--force", action="store_true", help="replace an existing --json file")
+    r = bsub.add_parser("codec", help="the compressed all-reduce (ring) against an MPI operator (mpiexec)",
+                        description="Under `mpiexec -n P`: per codec, the compressed Ring-AllReduce refsgd "
+                                    "uses (MPI Sendrecv, the same bits under any MPI library) against the same "
+                                    "reduction as an MPI user-defined operator (the library's order), with "
+                                    "encode and decode; the median of the slowest rank.")
+    r.add_argument("--values", type=_positive_int, default=4810,
+                   help="float32 values per all-reduce (default 4810, digits_mlp's parameters)")
+    r.add_argument("--repeat", type=_positive_int, default=50, help="timed all-reduces per codec (default 50)")
     c = bsub.add_parser("scale", help="predicted iteration time and speed-up over SSGD at 8 to 4096 ranks",
                         description="From t_C (measured here at one thread, or --t-c) and a modelled link, "
                                     "each method's iteration time and speed-up over SSGD (samples/s) at "
@@ -390,7 +398,8 @@ def build_parser():
                         description="Step against PyTorch and the BLAS peak; each method's iteration split "
                                     "against its timing model at ratios 0.5, 1 and 2 of an EMULATED link "
                                     "(2 ranks); codec throughput; framework overhead at 1 and 2 ranks. "
-                                    "Launches `mpiexec -n 1` and `-n 2` (this Python's, or $MPIEXEC) with "
+                                    "Launches `mpiexec -n 1` and `-n 2` ($MPIEXEC, or the one of mpi4py's "
+                                    "MPI library) with "
                                     "one BLAS/Numba thread per rank; writes OUT/bench.md, bench.csv and "
                                     "bench.png and prints the markdown. Run it without mpiexec.")
     a.add_argument("--out", default="bench", metavar="DIR", help="output folder (default ./bench)")
@@ -601,6 +610,16 @@ def cmd_bench(args, parser):
                 with atomic_path(args.json, "the JSON results") as tmp:
                     write_bytes(tmp, json.dumps(bench.overlap_json(result), indent=1).encode())
         return 0
+    if args.bench_command == "codec":
+        from mpi4py import MPI
+
+        from refsgd import api
+        comm = MPI.COMM_WORLD
+        api.on_every_rank(comm, lambda: None)
+        rows = bench.codec_costs(comm, args.values, repeat=args.repeat)
+        if comm.Get_rank() == 0:
+            print(bench.format_ring(rows, comm.Get_size(), args.values))
+        return 0
     if args.bench_command == "scale":
         from refsgd import busy
         from refsgd.bench import scale
@@ -731,7 +750,7 @@ def _dispatch(args, parser):
 def _is_mpi_command(args):
     """Commands whose ranks communicate (their first collective is :func:`refsgd.api.on_every_rank`)."""
     return (args.command == "train" and not args.list) or \
-        (args.command == "bench" and getattr(args, "bench_command", None) == "overlap")
+        (args.command == "bench" and getattr(args, "bench_command", None) in ("overlap", "codec"))
 
 
 def _rank():

@@ -78,7 +78,7 @@ import json
 import numpy as np
 from mpi4py import MPI
 
-from refsgd import __version__
+from refsgd import __version__, mpilib
 from refsgd.files import h5_written, open_h5, read_array
 from refsgd.run import FIELDS
 
@@ -94,7 +94,7 @@ def gather(run):
     fields = list(FIELDS) + sorted(set(run.records) - set(FIELDS))  # and the method's own (run.record)
     local = np.array([run.records[f] for f in fields], dtype=np.float64)
     allrec = run.comm.gather(local, root=0)
-    names = run.comm.allgather(MPI.Get_processor_name())
+    names = run.comm.allgather(mpilib.processor_name())
     if run.rank != 0:
         return None
     arr = np.stack(allrec)  # (world, fields, T)
@@ -135,7 +135,7 @@ def write(path, run, rec, nodes, config, link, model=None, threads=None, load=(N
         f.attrs["world_size"] = run.world
         f.attrs["nodes"] = len(nodes)
         f.attrs["node_names"] = json.dumps(nodes)
-        f.attrs["mpi_library"] = MPI.Get_library_version().strip()
+        f.attrs["mpi_library"] = mpilib.library_version()
         f.attrs["mpi_thread_level"] = THREAD_LEVELS.get(MPI.Query_thread(), "unknown")
         f.attrs["link"] = str(link) if link else "none"
         f.attrs["link_emulated"] = bool(link)

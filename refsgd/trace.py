@@ -3,7 +3,7 @@
 A trace records a method's trajectory step by step for every worker, with everything another
 implementation needs to replay it without refsgd's code or random numbers::
 
-    attrs  format = "refsgd-trace", format_version = 1
+    attrs  format = "refsgd-trace", format_version = 2 (see FORMAT_VERSION below)
            method        the --algo name (e.g. "ssgd")
            source        "mpi" (refsgd train --trace) or "serial" (refsgd golden)
            world_size    N, the number of workers
@@ -43,7 +43,17 @@ from refsgd import RefsgdError, __version__
 from refsgd.files import h5_written, open_h5, read_array
 
 FORMAT = "refsgd-trace"
-FORMAT_VERSION = 1
+#: 2: compressed all-reduces (--compress, DASO's bf16 syncs) sum in the Ring-AllReduce's order
+#: (refsgd.comm.codecs); 1: in MPICH's recursive-doubling order. Version 1 traces without a
+#: compressed all-reduce mean the same in both and are read; the others are refused.
+FORMAT_VERSION = 2
+#: the methods whose trajectory has a compressed all-reduce whatever --compress says
+ALWAYS_COMPRESSED = ("daso",)
+
+
+def compressed(method, config):
+    """Whether a trajectory of ``method`` with ``config`` has a compressed all-reduce."""
+    return method in ALWAYS_COMPRESSED or (config.get("compress") or "none") != "none"
 
 
 def dataset_sha256(data, dtype, test=False):
@@ -139,6 +149,7 @@ class Trace:
                     or not isinstance(spec, dict):
                 raise RefsgdError(f"{path}: malformed trace: config and model_spec must be JSON objects, "
                                   f"state_names a list")
+            self.format_version = self._version(path)
             #: the spec as verify compares it: JSON values, without its free-text fields
             self.network = {k: v for k, v in spec.items() if k not in SPEC_TEXT}
             absent = [n for n in self.state_names if f"state/{n}" not in f]
@@ -159,6 +170,24 @@ class Trace:
         if wrong:
             raise RefsgdError(f"{path}: malformed trace (steps {T}, workers {N}, {d} parameters): "
                               + "; ".join(wrong))
+
+
+    def _version(self, path):
+        """The format version, refusing one whose meaning this refsgd cannot reproduce."""
+        try:
+            version = int(self.attrs.get("format_version", 1))
+        except (TypeError, ValueError):
+            raise RefsgdError(f"{path}: malformed trace attribute format_version "
+                              f"{self.attrs.get('format_version')!r}") from None
+        if version > FORMAT_VERSION:
+            raise RefsgdError(f"{path}: trace format version {version} is newer than this refsgd reads "
+                              f"({FORMAT_VERSION}): update refsgd")
+        if version < 2 and compressed(self.attrs["method"], self.config):
+            raise RefsgdError(f"{path}: trace format version {version} summed its compressed all-reduces in "
+                              "MPICH's recursive-doubling order, which this refsgd no longer reproduces (it "
+                              "sums them in the Ring-AllReduce's order, format version 2); make the trace "
+                              "again with this refsgd (refsgd train --trace, refsgd golden)")
+        return version
 
 
 def _compared(method, config):
@@ -232,17 +261,27 @@ def verify(a_path, b_path, rtol=1e-10, atol=1e-12, prefix=False):
                 tol = np.where(both_nan, 0.0, atol + rtol * np.abs(y))
                 if not np.all(err <= tol):
                     j = int(np.argmax(err - tol)) if np.ndim(err) else 0
-                    rel = np.max(err / np.maximum(np.abs(np.asarray(y, float)), 1e-300))
                     where = f"{name}[{j}]" if np.ndim(err) else name
+                    rel = _normwise(err, y, both_nan)
                     return False, lines + [
                         f"MISMATCH at step {t}, worker {i}, {where}: A = {float(np.ravel(x)[j])!r}, "
                         f"B = {float(np.ravel(y)[j])!r}",
-                        f"  max |A - B| = {np.max(err):.3e}, max relative = {rel:.3e} (rtol {rtol:g}, atol {atol:g})"]
-                scale = np.maximum(np.where(both_nan, 1.0, np.abs(y)), atol / max(rtol, 1e-300))
-                worst = max(worst, float(np.max(err / scale)))
+                        f"  max |A - B| = {np.max(err):.3e}"
+                        + (f", normwise relative max |A - B| / max |B| = {rel:.3e}" if rel is not None else "")
+                        + f" (rtol {rtol:g}, atol {atol:g})"]
+                rel = _normwise(err, y, both_nan)
+                worst = worst if rel is None else max(worst, rel)
     lines.append(f"OK: {T} steps x {N} workers agree (state {', '.join(a.state_names)} and loss; "
-                 f"largest relative difference {worst:.2e}; rtol {rtol:g}, atol {atol:g})")
+                 f"largest normwise relative difference {worst:.2e}; rtol {rtol:g}, atol {atol:g})")
     return True, lines
+
+
+def _normwise(err, y, both_nan):
+    """max |A - B| / max |B| over one array (the infinity norms), where B is not all zero (None
+    then): a relative figure that stays meaningful when single entries of B are near zero, unlike
+    the largest elementwise ratio."""
+    norm = float(np.max(np.where(both_nan, 0.0, np.abs(y)))) if np.size(y) else 0.0
+    return float(np.max(err)) / norm if norm > 0 else None
 
 
 def _batch_mismatch(t, i, a, b):

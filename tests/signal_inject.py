@@ -27,7 +27,8 @@ def main():
     phase, spec = sys.argv[1], sys.argv[2]
     name, _, ranks = spec.partition(":")
     sig = None if name == "EXIT" else getattr(signal, name)
-    rank = int(os.environ.get("PMI_RANK", "0"))
+    # the launcher's rank: hydra's PMI_RANK, Open MPI's OMPI_COMM_WORLD_RANK (refsgd not imported yet)
+    rank = int(os.environ.get("PMI_RANK", os.environ.get("OMPI_COMM_WORLD_RANK", "0")))
     if phase not in PHASES + (BEFORE,):
         raise SystemExit(f"unknown phase {phase!r}")
     armed = ranks == "" or str(rank) in ranks.split(",")

@@ -1,6 +1,8 @@
-"""Codecs: exact definitions against NumPy and worked values; compressed all-reduces under mpiexec
-at 2 and 4 ranks against closed forms, the float64 sum's error bound, and the serial rendering's
-model of MPICH's reduction order."""
+"""Codecs: exact definitions against NumPy and worked values; compressed all-reduces (the ring)
+under mpiexec at 2, 3 and 4 ranks against closed forms, the float64 sum's error bound, and the
+serial rendering's model of the ring's order."""
+
+import time
 
 import numpy as np
 import pytest
@@ -106,28 +108,51 @@ def test_reduction_step_rounds_after_the_sum():
     assert reduce_step("fp16", [65504.0], [65504.0])[0] == np.inf
 
 
+def ring_model(c, wires):
+    """The ring's sum of the encoded rows ``wires`` with the Numba step, block b collecting the
+    rows b, b + 1, ..., b + N - 1 (mod N), as Wire.allreduce_wire documents it."""
+    N = len(wires)
+    per = c.element_bytes // wires[0].itemsize
+    bounds = [b * per for b in codecs.ring_blocks(wires[0].size // per, N)]
+    out = np.empty_like(wires[0])
+    for b in range(N):
+        blk = slice(bounds[b], bounds[b + 1])
+        partial = wires[b][blk].copy()
+        for k in range(1, N):
+            c.add(wires[(b + k) % N][blk], partial)
+        out[blk] = partial
+    return out
+
+
 @pytest.mark.parametrize("name", ["t16", "bf16", "fp16", "q8"])
-def test_numba_kernels_equal_the_numpy_twin_of_the_serial_rendering(name):
-    """The serial rendering's NumPy codec, reduced in MPICH's order, equals the Numba operator."""
-    G = (rng.standard_normal((5, 3 * Q8_BLOCK + 17)) * np.array([[1e-3], [1.0], [50.0], [1e-6], [3.0]]))
+@pytest.mark.parametrize("N", [2, 3, 5, 8])
+def test_numba_kernels_equal_the_numpy_twin_of_the_serial_rendering(name, N):
+    """The serial rendering's NumPy codec, reduced in the ring's order, equals the Numba step."""
+    G = rng.standard_normal((N, 3 * Q8_BLOCK + 17)) * np.logspace(-6, 2, N)[:, None]
     c = codecs.get(name)
     wires = [c.encode(g, c.empty(g.size)) for g in G]
-
-    def add(a, b):
-        return c.add(a, b.copy())
-    got = c.decode(codecs.tree_order(wires, add), np.empty(G.shape[1]))
+    got = c.decode(ring_model(c, wires), np.empty(G.shape[1]))
     np.testing.assert_array_equal(got, allreduce_sum(G, name))
 
 
-def test_tree_order_is_mpichs_recursive_doubling():
-    def add(a, b):
-        return f"({a}+{b})"
-    assert codecs.tree_order("a", add) == "a"
-    assert codecs.tree_order("ab", add) == "(a+b)"
-    assert codecs.tree_order("abc", add) == "((a+b)+c)"
-    assert codecs.tree_order("abcd", add) == "((a+b)+(c+d))"
-    assert codecs.tree_order("abcdef", add) == "(((a+b)+(c+d))+(e+f))"
-    assert codecs.tree_order("abcdefgh", add) == "(((a+b)+(c+d))+((e+f)+(g+h)))"
+def test_ring_blocks():
+    assert codecs.ring_blocks(10, 4) == [0, 3, 6, 8, 10]
+    assert codecs.ring_blocks(2, 4) == [0, 1, 2, 2, 2]      # more ranks than elements: empty blocks
+    assert codecs.ring_blocks(7, 1) == [0, 7]
+
+
+def test_each_block_sums_the_rows_from_its_own_index_on():
+    """t16 at 3 workers, one value per block, arranged so that block j meets the sequence
+    s = [2^-7 + 2^-8, 1, 1 + 2^-7] when it sums rows j, j + 1, j + 2: (s0 + s1) = 1 + 2^-7 + 2^-8
+    truncates to 1 + 2^-7, + s2 = 2 + 2^-6 exactly, in every block. Summed in rank order 0, 1, 2
+    (MPICH's operator at 3 ranks), column 2 would meet s1, s2, s0: 2 + 2^-7 truncates to 2, and
+    2 + 2^-7 + 2^-8 to 2."""
+    s = [2 ** -7 + 2 ** -8, 1.0, 1 + 2 ** -7]
+    G = np.empty((3, 3))
+    for j in range(3):
+        for k in range(3):
+            G[(j + k) % 3, j] = s[k]
+    np.testing.assert_array_equal(allreduce_sum(G, "t16"), [2 + 2 ** -6] * 3)
 
 
 # ---------------------------------------------------------------------------- under mpiexec
@@ -162,7 +187,7 @@ def _world():
 @pytest.mark.mpi(min_size=2)
 @pytest.mark.skipif(not UNDER_MPI, reason="runs under mpiexec")
 @pytest.mark.parametrize("name", list(CLOSED))
-def test_closed_form_blocking_and_non_blocking(name):
+def test_closed_form(name):
     comm = _world()
     p = comm.Get_size()
     make, expected = CLOSED[name]
@@ -172,23 +197,22 @@ def test_closed_form_blocking_and_non_blocking(name):
     with codecs.get(name).open() as wire:
         out = wire.allreduce(comm, x, np.empty_like(x))
         np.testing.assert_array_equal(out, np.array(expected[p], np.float32))
-        out2 = np.empty(x.size)                      # non-blocking, into float64
-        req = wire.iallreduce(comm, x.astype(np.float64), out2)
-        assert req.Wait() and req.Test()
+        out2 = wire.allreduce(comm, x.astype(np.float64), np.empty(x.size))   # from and into float64
         np.testing.assert_array_equal(out2, out)
-        assert wire.op_calls >= 1 and wire.op_seconds > 0
+        assert wire.op_calls == 2 * (p - 1) and wire.op_seconds > 0      # p - 1 steps per call
 
 
 @pytest.mark.mpi(min_size=2)
 @pytest.mark.skipif(not UNDER_MPI, reason="runs under mpiexec")
 @pytest.mark.parametrize("name,unit", [("t16", 2.0 ** -7), ("bf16", 2.0 ** -8), ("fp16", 2.0 ** -11), ("q8", None)])
-def test_error_bound_and_mpich_order(name, unit):
-    """Against the float64 sum: every node of the reduction tree (p encodes, p - 1 steps) errs by
+@pytest.mark.parametrize("n", [1, 3 * Q8_BLOCK + 40])
+def test_error_bound_and_ring_order(name, unit, n):
+    """Against the float64 sum: every partial sum of the ring (p encodes, p - 1 steps) errs by
     at most unit * |its value| (q8: half a step of its block, <= B/254 with B the block's largest
-    sum of magnitudes). And the result is bitwise the serial rendering's, in MPICH's order."""
+    sum of magnitudes). And the result is bitwise the serial rendering's, in the ring's order,
+    on every rank (n = 1: fewer wire elements than ranks, empty blocks)."""
     comm = _world()
     p, r = comm.Get_size(), comm.Get_rank()
-    n = 3 * Q8_BLOCK + 40
     X = np.random.default_rng(11).standard_normal((p, n)) * np.logspace(-2, 1, p)[:, None]
     X = X.astype(np.float32)
     with codecs.get(name).open() as wire:
@@ -202,6 +226,26 @@ def test_error_bound_and_mpich_order(name, unit):
         bound = (2 * p - 1) * B / 254 * (1 + 1e-6)
     assert np.all(np.abs(got - exact) <= bound)
     np.testing.assert_array_equal(got, allreduce_sum(X, name))   # the order of the serial rendering
+    everyone = comm.allgather(got)
+    assert all(np.array_equal(e.view(np.uint32), got.view(np.uint32)) for e in everyone)
+
+
+@pytest.mark.mpi(min_size=2)
+@pytest.mark.skipif(not UNDER_MPI, reason="runs under mpiexec")
+def test_the_ring_on_an_emulated_link_counts_and_costs_one_all_reduce():
+    from refsgd.comm.link import Link, Traffic, wrap
+    comm = _world()
+    p = comm.Get_size()
+    traffic = Traffic()
+    link = Link(100.0, 0.001)                        # 100 us, 1 Mbit/s: 4000 wire bytes take >= 32 ms at p = 2
+    lc = wrap(comm, link, traffic)
+    with codecs.get("t16").open() as wire:
+        send, recv = wire.buffers(2000)
+        t0 = time.perf_counter()
+        wire.allreduce_wire(lc, send, recv)
+        took = time.perf_counter() - t0
+    assert took >= link.time(recv.nbytes, p) * 0.999
+    assert traffic.global_bytes == recv.nbytes and traffic.local_bytes == 0
 
 
 @pytest.mark.skipif(UNDER_MPI, reason="launcher")

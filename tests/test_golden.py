@@ -35,7 +35,10 @@ def test_verify_names_the_first_perturbed_step_and_worker(tmp_path):
     r = refsgd("verify", str(bad), os.path.join(GOLDEN, "ssgd-n4.h5"))
     assert r.returncode == 1
     assert "MISMATCH at step 6, worker 2, x[100]" in r.stdout
-    assert "max relative = 1.000e-06" in r.stdout or "max relative = 9.99" in r.stdout
+    with h5py.File(bad) as f, h5py.File(os.path.join(GOLDEN, "ssgd-n4.h5")) as g:
+        norm = np.max(np.abs(g["state/x"][6, 2]))
+        diff = abs(f["state/x"][6, 2, 100] - g["state/x"][6, 2, 100])
+    assert f"max |A - B| = {diff:.3e}, normwise relative max |A - B| / max |B| = {diff / norm:.3e}" in r.stdout
     # and configurations are compared before any step
     with h5py.File(bad, "r+") as f:
         cfg = json.loads(f.attrs["config"])
@@ -43,6 +46,47 @@ def test_verify_names_the_first_perturbed_step_and_worker(tmp_path):
         f.attrs["config"] = json.dumps(cfg)
     r = refsgd("verify", str(bad), os.path.join(GOLDEN, "ssgd-n4.h5"))
     assert r.returncode == 1 and "MISMATCH in the configuration: lr (0.3 vs 0.2)" in r.stdout
+
+
+def test_verify_gives_no_relative_figure_of_an_entry_near_zero(tmp_path):
+    """An entry of B near zero made "max relative = 9.6e+297": the figure is normwise now, and
+    absent where B is all zero."""
+    a, b = tmp_path / "a.h5", tmp_path / "b.h5"
+    shutil.copy(os.path.join(GOLDEN, "ssgd-n4.h5"), a)
+    shutil.copy(os.path.join(GOLDEN, "ssgd-n4.h5"), b)
+    with h5py.File(a, "r+") as fa, h5py.File(b, "r+") as fb:
+        fb["state/x"][6, 2, 100] = 1e-305
+        fa["state/x"][6, 2, 100] = 1e-3
+        norm = np.max(np.abs(fb["state/x"][6, 2]))
+    r = refsgd("verify", str(a), str(b))
+    assert r.returncode == 1 and "MISMATCH at step 6, worker 2, x[100]" in r.stdout
+    assert f"normwise relative max |A - B| / max |B| = {1e-3 / norm:.3e}" in r.stdout, r.stdout
+    assert "e+2" not in r.stdout and "e+3" not in r.stdout
+    with h5py.File(a, "r+") as fa, h5py.File(b, "r+") as fb:   # B all zero: no relative figure
+        fb["state/x"][6, 2] = 0.0
+        fa["state/x"][6, 2] = 0.0
+        fa["state/x"][6, 2, 100] = 1e-3
+    r = refsgd("verify", str(a), str(b))
+    assert "max |A - B| = 1.000e-03 (rtol" in r.stdout and "relative" not in r.stdout.split("MISMATCH")[1]
+
+
+@pytest.mark.parametrize("name, readable", [("ssgd-n4", True), ("ssgd-fp16-n4", False), ("daso-2x2-n4", False),
+                                            ("pipe-sgd-k2-t16-n4", False)])
+def test_format_version_1_is_read_where_its_meaning_is_unchanged(tmp_path, name, readable):
+    """Version 1 summed compressed all-reduces in MPICH's recursive-doubling order: such a trace
+    is refused with one message; one without a compressed all-reduce verifies as before."""
+    old = tmp_path / "old.h5"
+    _edit_attrs(os.path.join(GOLDEN, f"{name}.h5"), old, format_version=lambda v: 1)
+    r = refsgd("verify", str(old), os.path.join(GOLDEN, f"{name}.h5"), "--rtol", "0", "--atol", "0")
+    if readable:
+        assert r.returncode == 0 and "OK: 10 steps x 4 workers agree" in r.stdout, r.stdout + r.stderr
+    else:
+        assert r.returncode == 2 and r.stderr.count("refsgd: error:") == 1, r.stderr
+        assert "trace format version 1 summed its compressed all-reduces in MPICH's recursive-doubling order" \
+            in r.stderr and "Traceback" not in r.stderr
+    _edit_attrs(os.path.join(GOLDEN, f"{name}.h5"), old, format_version=lambda v: 3)
+    r = refsgd("verify", str(old), os.path.join(GOLDEN, f"{name}.h5"))
+    assert r.returncode == 2 and "trace format version 3 is newer than this refsgd reads (2)" in r.stderr
 
 
 def _edit_attrs(src, dst, **change):
@@ -255,17 +299,22 @@ def _round16(x, codec):
 
 
 def _allreduce(G, compress):
-    """Sum of the rows; with a 16-bit codec, each row rounded, then pairs summed in float32 and
-    rounded, in MPICH's recursive-doubling order (ranks 2i, 2i+1 first for i < p - 2^floor(log2 p))."""
+    """Sum of the rows; with a 16-bit codec, the Ring-AllReduce's order: each row rounded, the d
+    values cut into N blocks (the first d mod N one value longer), block b summing the rows
+    b, b + 1, ..., b + N - 1 (mod N) in float32 with a rounding after each addition."""
     if compress in (None, "none"):
         return G.sum(axis=0)
-    vals = [_round16(g, compress) for g in G]
-    p = len(vals)
-    rem = p - (1 << (p.bit_length() - 1))
-    vals = [_round16(vals[2 * i] + vals[2 * i + 1], compress) for i in range(rem)] + vals[2 * rem:]
-    while len(vals) > 1:
-        vals = [_round16(vals[2 * j] + vals[2 * j + 1], compress) for j in range(len(vals) // 2)]
-    return vals[0].astype(np.float64)
+    N, d = G.shape
+    q, r = divmod(d, N)
+    bounds = [b * q + min(b, r) for b in range(N + 1)]
+    out = np.empty(d)
+    for b in range(N):
+        lo, hi = bounds[b], bounds[b + 1]
+        acc = _round16(G[b, lo:hi], compress)
+        for k in range(1, N):
+            acc = _round16(acc + _round16(G[(b + k) % N, lo:hi], compress), compress)
+        out[lo:hi] = acc
+    return out
 
 
 def _replay_pipe_sgd(grad, w0, batches, lr, cfg, check):

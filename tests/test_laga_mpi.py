@@ -14,7 +14,7 @@ import sys
 import h5py
 import numpy as np
 import pytest
-from conftest import MPIEXEC, ONE_THREAD, verify_mpi_against_serial
+from conftest import mpi_env, mpiexec, verify_mpi_against_serial
 
 from refsgd import datasets
 from refsgd.nn import load_model
@@ -27,9 +27,9 @@ MODEL = "digits_mlp"
 def refsgd(*args, n=None, timeout=120):
     cmd = [sys.executable, "-m", "refsgd", *args]
     if n is not None:
-        cmd = [MPIEXEC, "-n", str(n)] + cmd
+        cmd = mpiexec(n) + cmd
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=ROOT,
-                       env={**os.environ, **ONE_THREAD})
+                       env=mpi_env())
     return r
 
 

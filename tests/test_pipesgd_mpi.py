@@ -9,7 +9,7 @@ import sys
 import h5py
 import numpy as np
 import pytest
-from conftest import MPIEXEC, ONE_THREAD, ROOT, verify_mpi_against_serial
+from conftest import ROOT, mpi_env, mpiexec, verify_mpi_against_serial
 from conftest import cli as refsgd
 
 from refsgd import datasets
@@ -90,8 +90,8 @@ def test_resume_equals_an_uninterrupted_run(tmp_path):
 
 
 def test_too_low_thread_level_is_refused_before_the_first_collective():
-    env = {**os.environ, **ONE_THREAD, "MPI4PY_RC_THREAD_LEVEL": "funneled"}
-    r = subprocess.run([MPIEXEC, "-n", "2", sys.executable, "-m", "refsgd", "train", "--algo", "pipe-sgd",
+    env = mpi_env(MPI4PY_RC_THREAD_LEVEL="funneled")
+    r = subprocess.run(mpiexec(2) + [sys.executable, "-m", "refsgd", "train", "--algo", "pipe-sgd",
                         "--no-progress"], capture_output=True, text=True, timeout=120, cwd=ROOT, env=env)
     assert r.returncode == 2, r.stderr
     assert r.stderr.count("refsgd: error:") == 1 and "needs MPI_THREAD_MULTIPLE" in r.stderr, r.stderr
@@ -117,9 +117,9 @@ sys.exit(cli.main(sys.argv[1:]))
 def test_a_failure_in_the_communication_thread_ends_every_rank(tmp_path):
     script = tmp_path / "fail.py"
     script.write_text(FAIL_ON_RANK_1)
-    r = subprocess.run([MPIEXEC, "-n", "2", sys.executable, str(script), "train", "--algo", "pipe-sgd",
+    r = subprocess.run(mpiexec(2) + [sys.executable, str(script), "train", "--algo", "pipe-sgd",
                         "--iterations", "200", "--no-progress"], capture_output=True, text=True, timeout=60,
-                       cwd=ROOT, env={**os.environ, **ONE_THREAD})
+                       cwd=ROOT, env=mpi_env())
     assert r.returncode != 0
     assert r.stderr.count("refsgd: error: rank 1: the communication thread of pipe-sgd failed: OSError: "
                           "injected failure") == 1, r.stderr

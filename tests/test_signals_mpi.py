@@ -15,7 +15,7 @@ import time
 import h5py
 import numpy as np
 import pytest
-from conftest import MPIEXEC, ONE_THREAD, ROOT, cli
+from conftest import ROOT, cli, mpi_env, mpiexec, mpilib
 
 INJECT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "signal_inject.py")
 sys.path.insert(0, os.path.dirname(INJECT))
@@ -31,8 +31,8 @@ def refsgd_lines(stderr):
 def run(args, timeout=90, env=None):
     """mpiexec -n 2 ARGS in a session of its own, whose every process is killed if it hangs
     (a hung job fails the test and leaves nothing behind)."""
-    p = subprocess.Popen([MPIEXEC, "-n", "2", sys.executable, *args], cwd=ROOT, stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True, env={**os.environ, **ONE_THREAD, **(env or {})},
+    p = subprocess.Popen(mpiexec(2) + [sys.executable, *args], cwd=ROOT, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, env=mpi_env(**(env or {})),
                          start_new_session=True)
     try:
         out, err = p.communicate(timeout=timeout)
@@ -86,9 +86,11 @@ def test_signals_to_the_whole_job_at_offsets_after_the_launch(name):
     """As a Ctrl-C or scancel lands: the signal to mpiexec and every rank, 0.3 to 2 s after the launch."""
     for offset in (0.3, 0.5, 0.7, 0.9, 1.2, 1.6, 2.0):
         t0 = time.monotonic()
-        p = subprocess.Popen([MPIEXEC, "-n", "2", sys.executable, "-m", "refsgd", "train", "--iterations", "1000000",
-                              "--no-progress"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                             env={**os.environ, **ONE_THREAD}, start_new_session=True)
+        # through the launcher of refsgd.mpilib, which hands the signal to every rank under any MPI
+        # library (Open MPI's mpirun keeps each rank in a process group of its own)
+        p = subprocess.Popen(mpilib.wrapped(2, sys.executable, "-m", "refsgd", "train", "--iterations", "1000000",
+                                            "--no-progress"), cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True, env=mpi_env(), start_new_session=True)
         time.sleep(offset)
         os.killpg(p.pid, getattr(signal, name))
         try:

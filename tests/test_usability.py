@@ -10,7 +10,7 @@ import sys
 import h5py
 import numpy as np
 import pytest
-from conftest import FROZEN_SPEC, MPIEXEC, ONE_THREAD, ROOT, cli
+from conftest import FROZEN_SPEC, ONE_THREAD, ROOT, cli, mpi_env, mpilib, mpiexec
 
 from refsgd.options import APPLIES
 
@@ -124,9 +124,9 @@ def test_help_says_what_lr_means():
 
 # ---------------------------------------------------------------------------- threads, progress
 def test_threads_per_rank_follow_the_ranks_on_the_node():
-    env = {k: v for k, v in os.environ.items() if k not in ONE_THREAD}
+    env = mpilib.environ({k: v for k, v in os.environ.items() if k not in ONE_THREAD})
     cores = len(os.sched_getaffinity(0))
-    cmd = [MPIEXEC, "-n", "2", sys.executable, "-m", "refsgd", "train", "--epochs", "1", "--no-progress"]
+    cmd = mpiexec(2) + [sys.executable, "-m", "refsgd", "train", "--epochs", "1", "--no-progress"]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=env, cwd=ROOT)
     assert r.returncode == 0, r.stderr
     assert f"{max(1, cores // 2)} BLAS/Numba thread(s) per rank" in r.stdout, r.stdout
@@ -401,10 +401,10 @@ def test_a_first_runs_compiling_is_outside_every_time(tmp_path):
     summary), it has a line of its own, and the ETA leaves it out. Before: DC-S3GD's update read
     10 ms per iteration, and the first status line said ETA 0:00:17 for a run that ended 0.1 s later."""
     out = tmp_path / "m.h5"
-    env = {**os.environ, **ONE_THREAD, "NUMBA_CACHE_DIR": str(tmp_path / "numba-cache")}
-    r = subprocess.run([MPIEXEC, "-n", "2", sys.executable, "-m", "refsgd", "train", "--algo", "dcs3gd", "--epochs", "1",
-                        "--log-every", "1", "--out", str(out)], capture_output=True, text=True, timeout=600, env=env,
-                       cwd=ROOT)
+    env = mpi_env(NUMBA_CACHE_DIR=str(tmp_path / "numba-cache"))
+    r = subprocess.run(mpiexec(2) + [sys.executable, "-m", "refsgd", "train", "--algo", "dcs3gd", "--epochs", "1",
+                                     "--log-every", "1", "--out", str(out)], capture_output=True, text=True, timeout=600,
+                       env=env, cwd=ROOT)
     assert r.returncode == 0, r.stderr
     assert any(x.startswith("Numba compiling its kernels: ") and "outside every time below" in x
                for x in r.stdout.splitlines()), r.stdout

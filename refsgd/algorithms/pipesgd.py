@@ -53,8 +53,9 @@ The three use the *sum* of the workers' gradients (each the mean over the worker
 the mean: gamma (``--lr``) absorbs 1/N.
 
 Compression (``--compress none|t16|bf16|fp16|q8``, :mod:`refsgd.comm.codecs`): the wire carries the
-compressed gradient and every reduction step decompresses, adds and compresses again
-(Figure 3b); T16 keeps the upper 16 bits of each float32 (truncation), Q8 is 8-bit
+compressed gradient and every reduction step decompresses, adds and compresses again: the
+all-reduce is the paper's Ring-AllReduce (Figure 3b) over MPI Sendrecv, in refsgd's order, the
+same bits under any MPI library; T16 keeps the upper 16 bits of each float32 (truncation), Q8 is 8-bit
 quantisation with a float32 scale per block of 256 values. A float64 run rounds the gradient to
 float32 before compressing it.
 
@@ -89,7 +90,7 @@ Deviations and readings:
   aborts every rank: the others may be blocked in an all-reduce this rank will never join.
 * Timing: time blocked in L3 counts as idle, compression and decompression (L4, L9) as codec,
   the communication thread's all-reduces as communication in flight. The time spent in the
-  reduction operator (decompress, add, compress: inside the all-reduce) is
+  ring's reduction steps (decompress, add, compress: inside the all-reduce) is
   ``Wire.op_seconds``. The communication thread polls MPI while it waits and takes a core of
   its own: on a machine with fewer cores than threads it slows the computation.
 * PS-Sync: the server's Gather and Bcast are MPI collectives (the tree MPI chooses); with

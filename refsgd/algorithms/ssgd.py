@@ -39,7 +39,8 @@ Deviations and readings:
 * L2's 1/N is done inside L3's fused pass (``U.step(x, g, eta, divide=N)``), element by element
   in x's dtype: bit for bit ``g /= N`` followed by the step, one pass over the vectors fewer.
 * ``--compress NAME`` (ssgd, ssgd-nag; :mod:`refsgd.comm.codecs`): the all-reduce of L2 / L12
-  carries the codec's form and every reduction step decompresses, adds and compresses again.
+  carries the codec's form and every reduction step decompresses, adds and compresses again
+  (the compressed Ring-AllReduce of :mod:`refsgd.comm.codecs`).
   ``--compress fp16`` is Horovod's fp16 compression (the DASO paper's baseline): IEEE half on
   the wire, summed in half (each addition rounded to half), decompressed to float32 and then
   divided by N. Horovod divides in half before decompressing: the same numbers when N is a

@@ -79,7 +79,7 @@ threads share a core and the timing is set by the scheduler, not by a formula.
 """
 
 from refsgd.bench import models                                           # noqa: F401
-from refsgd.bench.measure import (CODEC_NAMES, blas_peak, codec_costs, format_codecs, format_overlap,  # noqa: F401
+from refsgd.bench.measure import (CODEC_NAMES, blas_peak, codec_costs, format_codecs, format_overlap, format_ring,  # noqa: F401
                                   format_step, method_config, overlap, overlap_json, step, step_flops,
                                   synthetic_data, synthetic_size, timed_collective)
 from refsgd.bench.models import MODELS                                    # noqa: F401
@@ -88,5 +88,6 @@ from refsgd.bench.models import MODELS                                    # noqa
 OVERLAP_MODELS = MODELS
 
 __all__ = ["CODEC_NAMES", "MODELS", "OVERLAP_MODELS", "blas_peak", "codec_costs", "format_codecs", "format_overlap",
+           "format_ring",
            "format_step", "method_config", "models", "overlap", "overlap_json", "step", "step_flops",
            "synthetic_data", "synthetic_size", "timed_collective"]

@@ -8,6 +8,7 @@ import time
 
 import numpy as np
 
+from refsgd import mpilib
 from refsgd.bench import models
 from refsgd.bench.models import interleaved_times, median_time
 from refsgd.nn import load_model
@@ -177,9 +178,10 @@ def timed_collective(comm, fn, repeat, warmup=3, wire=None):
 
 def codec_costs(comm, n, repeat=20, names=CODEC_NAMES):
     """The plain float32 all-reduce of n values and, per codec, encode, decode, the compressed
-    all-reduce of encoded buffers (``Wire.allreduce_wire``) and its operator per call, in this
-    MPI world (collective). Returns a list of dicts (seconds; the plain all-reduce first, with
-    None for what it lacks)."""
+    all-reduce of encoded buffers (the ring, ``Wire.allreduce_wire``) and its reduction step per
+    call, and the same reduction as an MPI user-defined operator (``Wire.allreduce_op``, the
+    library's order) with its operator per call, in this MPI world (collective). Returns a list
+    of dicts (seconds; the plain all-reduce first, with None for what it lacks)."""
     from mpi4py import MPI
 
     from refsgd.comm import codecs
@@ -199,8 +201,10 @@ def codec_costs(comm, n, repeat=20, names=CODEC_NAMES):
             # the warm-up compiles / loads the operator's kernel
             ared, op, calls = timed_collective(comm, lambda: wire.allreduce_wire(comm, send, recv), repeat,
                                                wire=wire)
+            mpi_op, mpi_step, mpi_calls = timed_collective(comm, lambda: wire.allreduce_op(comm, send, recv),
+                                                           repeat, wire=wire)
             rows.append(dict(codec=name, wire_bytes=int(send.nbytes), encode=enc, allreduce=ared, decode=dec,
-                             op=op, calls=calls))
+                             op=op, calls=calls, allreduce_op=mpi_op, op_op=mpi_step, calls_op=mpi_calls))
         finally:
             wire.close()
     return rows
@@ -312,7 +316,7 @@ def measured_link(comm, n, dtype, repeat=20):
     from mpi4py import MPI
 
     from refsgd.comm.link import Link
-    names = comm.allgather(MPI.Get_processor_name())
+    names = comm.allgather(mpilib.processor_name())
     peer = next((r for r, name in enumerate(names) if name != names[0]), None)
     if peer is None:
         return None, None
@@ -520,13 +524,12 @@ def overlap(comm, args):
                          t_ar_model=network.allreduce(P), rows=rows))
     codecs = codec_costs(comm, n, repeat=getattr(args, "codec_repeat", 20)) \
         if getattr(args, "codecs", False) else None
-    from mpi4py import MPI
     return dict(t_c=t_c, cpu_real=cpu_real, p2p=p2p, gamma=gamma, t_up=t_up, nbytes=nbytes, num_params=n, world=P,
                 span_seconds=span_seconds() if getattr(args, "timeline_cost", 0) else None,
                 G=G, B=costs.B, W=costs.W, cores_per_rank=costs.cores_per_rank, local_link=local_link, runs=runs,
                 real_link=real_link, real_link_nodes=real_pair,
                 codecs=codecs,
-                mpi_library=MPI.Get_library_version().splitlines()[0].strip(), model=net.name,
+                mpi_library=mpilib.library_version(first_line=True), model=net.name,
                 dtype=net.dtype.name, batch=args.batch, tau=tau, iterations=args.iterations, skip=args.skip,
                 data=data.name, load_before=load_before, load_after=busy.load_average())
 
@@ -632,6 +635,28 @@ def format_overlap(r):
         lines += ["", format_codecs(r["codecs"], r["world"])]
     from refsgd.nn import kernels
     lines += _load_lines(r, ranks=r["world"], threads=kernels.chunk_threads())
+    return "\n".join(lines)
+
+
+def format_ring(rows, world, n):
+    """``bench codec``'s table: per codec, the ring's all-reduce against the MPI operator's."""
+    lines = [f"compressed all-reduce of {n:,} float32 values on {world} rank(s): the ring (Sendrecv, refsgd's "
+             "order, the same bits under any MPI library) against an MPI user-defined operator (the library's "
+             "order); median of the slowest rank, shared memory on one machine",
+             f"  {'codec':<6} {'wire bytes':>11} {'ring ms':>9} {'steps':>5} {'step ms':>8} {'ring-steps ms':>13} "
+             f"{'MPI op ms':>10} {'calls':>5} {'op/call ms':>10} {'ring/op':>7}"]
+    for c in rows:
+        if c["encode"] is None:
+            lines.append(f"  {'plain':<6} {c['wire_bytes']:>11,} {'-':>9} {'-':>5} {'-':>8} {'-':>13} "
+                         f"{1e3 * c['allreduce']:10.3f} {'-':>5} {'-':>10} {'-':>7}   (MPI_SUM of float32)")
+            continue
+        rest = c["allreduce"] - c["calls"] * c["op"]
+        lines.append(f"  {c['codec']:<6} {c['wire_bytes']:>11,} {1e3 * c['allreduce']:9.3f} {c['calls']:5.0f} "
+                     f"{1e3 * c['op']:8.3f} {1e3 * rest:13.3f} {1e3 * c['allreduce_op']:10.3f} "
+                     f"{c['calls_op']:5.1f} {1e3 * c['op_op']:10.3f} {c['allreduce'] / c['allreduce_op']:7.2f}")
+    lines.append("'steps' are the ring's reduction steps per call (p - 1, each on 1/p of the buffer), 'ring-steps' "
+                 "the ring's time besides them (its 2 (p - 1) Sendrecv calls and Python); 'calls' are the MPI "
+                 "operator's calls per all-reduce.")
     return "\n".join(lines)
 
 

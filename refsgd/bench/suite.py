@@ -12,13 +12,12 @@ import io
 import json
 import os
 import platform
-import shlex
 import subprocess
 import sys
 import tempfile
 import time
 
-from refsgd import RefsgdError
+from refsgd import RefsgdError, mpilib
 
 #: the methods of the iteration table, at 2 ranks, as train runs them (--poll on); dcs3gd and
 #: laga-sgdm also with --no-poll (+nopoll)
@@ -28,22 +27,14 @@ METHODS_2 = ("ssgd", "ssgd-nag", "ssgd-opt", "d-sync", "dcs3gd", "dcs3gd+nopoll"
 METHODS_1 = tuple(m for m in METHODS_2 if m not in ("ps-sync", "dcasgd") and not m.endswith("+nopoll"))
 RATIOS = (0.5, 1.0, 2.0)
 ONE_THREAD = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "NUMBA_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
-#: launcher variables of an enclosing MPI job, not passed on to the mpiexec started here
-_LAUNCHER_PREFIXES = ("PMI_", "PMIX_", "HYDRA_", "HYDI_", "OMPI_", "MPIR_")
-
-
-def mpiexec_command():
-    """$MPIEXEC (split like a shell would), or the mpiexec beside this Python."""
-    given = os.environ.get("MPIEXEC", "").strip()
-    return shlex.split(given) if given else [os.path.join(os.path.dirname(sys.executable), "mpiexec")]
 
 
 def launch(n, argv, timeout=900):
-    """``mpiexec -n n python -m refsgd ARGV`` with one BLAS/Numba thread per rank; its stdout.
-    A failure is one RefsgdError with the command's last line of error output."""
-    cmd = mpiexec_command() + ["-n", str(n), sys.executable, "-m", "refsgd", *argv]
-    env = {k: v for k, v in os.environ.items() if not k.startswith(_LAUNCHER_PREFIXES)}
-    env.update(ONE_THREAD)
+    """``mpiexec -n n python -m refsgd ARGV`` (:mod:`refsgd.mpilib`: the launcher of mpi4py's MPI
+    library, with its flags) with one BLAS/Numba thread per rank; its stdout. A failure is one
+    RefsgdError with the command's last line of error output."""
+    cmd = mpilib.command(n, sys.executable, "-m", "refsgd", *argv)
+    env = mpilib.environ(None, **ONE_THREAD)
     shown = f"mpiexec -n {n} refsgd {' '.join(argv)}"
     try:
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
@@ -108,7 +99,7 @@ def machine(mpi_library=None):
             ("BLAS", _blas()),
             ("threads", "1 BLAS/Numba thread in the step (torch too, torch.set_num_threads(1)); under mpiexec "
                         "OMP_NUM_THREADS=OPENBLAS_NUM_THREADS=NUMBA_NUM_THREADS=1 per rank"),
-            ("launcher", " ".join(mpiexec_command()))]
+            ("launcher", str(mpilib.launcher()))]
 
 
 # ------------------------------------------------------------------------------ the run
@@ -248,14 +239,17 @@ def markdown(r):
         c0 = two["codecs"][0]
         mb = c0["wire_bytes"] / 1e6
         L += ["", f"## Codecs ({two['world']} ranks, {mb:.2f} MB of float32, shared memory, no link)", "",
-              "| codec | wire bytes | encode ms | decode ms | all-reduce ms | operator ms/call | encode GB/s | "
-              "decode GB/s | (enc+ar+dec) / plain |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+              "| codec | wire bytes | encode ms | decode ms | ring all-reduce ms | ring step ms | MPI operator "
+              "all-reduce ms | encode GB/s | decode GB/s | (enc+ar+dec) / plain |",
+              "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
         for c in two["codecs"]:
             if c["encode"] is None:
-                L.append(f"| {c['codec']} | {c['wire_bytes']:,d} | - | - | {_ms(c['allreduce'], 3)} | - | - | - | 1.00 |")
+                L.append(f"| {c['codec']} | {c['wire_bytes']:,d} | - | - | {_ms(c['allreduce'], 3)} | - | - | - | - "
+                         "| 1.00 |")
                 continue
             L.append(f"| {c['codec']} | {c['wire_bytes']:,d} | {_ms(c['encode'], 3)} | {_ms(c['decode'], 3)} | "
-                     f"{_ms(c['allreduce'], 3)} | {_ms(c['op'], 3)} | {mb / 1e3 / c['encode']:.2f} | "
+                     f"{_ms(c['allreduce'], 3)} | {_ms(c['op'], 3)} | {_ms(c.get('allreduce_op'), 3)} | "
+                     f"{mb / 1e3 / c['encode']:.2f} | "
                      f"{mb / 1e3 / c['decode']:.2f} | "
                      f"{(c['encode'] + c['allreduce'] + c['decode']) / c0['allreduce']:.2f} |")
     # -- framework overhead
@@ -320,8 +314,8 @@ def csv_text(r):
             w.writerow(["iteration", row["method"], two["world"], run["ratio"], "measured_over_model",
                         f"{row['wall'] / row['model']:.4f}", ""])
     for c in two.get("codecs") or []:
-        for key in ("encode", "decode", "allreduce", "op"):
-            if c[key] is not None:
+        for key in ("encode", "decode", "allreduce", "op", "allreduce_op"):
+            if c.get(key) is not None:
                 w.writerow(["codec", c["codec"], two["world"], "", key, f"{1e3 * c[key]:.4f}", "ms"])
         w.writerow(["codec", c["codec"], two["world"], "", "wire_bytes", c["wire_bytes"], "bytes"])
     for res in (r["one"], two):

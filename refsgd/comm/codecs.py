@@ -1,9 +1,10 @@
-"""Compressed all-reduce: a wire format as an MPI datatype, and a user-defined MPI operator that
-decompresses both operands, adds them in float32 and compresses the sum again, in place.
+"""Compressed all-reduce: a wire format, and the Ring-AllReduce of Pipe-SGD's Figure 3b over MPI
+point-to-point messages, where each block is compressed, sent to the next rank, decompressed,
+added in float32 and compressed again.
 
-So the wire carries compressed data and every reduction step rounds, as in Pipe-SGD's Figure 3b
-(Li et al. 2018, section 3.2). The operator's body is a Numba kernel (``nogil``) on
-``np.frombuffer`` views of MPI's buffers.
+So the wire carries compressed data and every reduction step rounds, as in Pipe-SGD (Li et al.
+2018, section 3.2, Figure 3b; eq. 5 is this ring's cost). The reduction step is a Numba kernel
+(``nogil``) on the wire buffers.
 
 Codecs (``--compress NAME``), each taking a float32 vector to its wire format and back:
 
@@ -16,7 +17,7 @@ fp16     IEEE 754 binary16 (Horovod's fp16 compression)          2            ne
 q8       blocks of 256 int8 values with a float32 scale each     260/256      nearest even
 =======  ======================================================  ===========  ============
 
-Exact definitions (what ``encode`` computes; ``decode`` is exact, and the operator's step is
+Exact definitions (what ``encode`` computes; ``decode`` is exact, and the reduction step is
 ``encode(decode(a) + decode(b))`` with the addition in float32):
 
 * t16: ``bits16 = bits32 >> 16``; decode ``bits16 << 16``. A NaN whose payload lives in the low
@@ -29,35 +30,37 @@ Exact definitions (what ``encode`` computes; ``decode`` is exact, and the operat
   ``m = max |v_j|`` and the scale ``s = m / 127`` (float32 division); ``q_j = rint(v_j / s)``
   (float32 division, ties to even, clipped to [-127, 127]); decode ``q_j * s`` (float32). A
   block whose scale is 0 is all zeros; a block with a non-finite value gets a NaN scale, so it
-  decodes to NaN. One MPI datatype element is one whole block, scale first (260 bytes), so an
-  MPI library can never hand the operator a scale without its values. The paper sets the range
+  decodes to NaN. One wire element is one whole block, scale first (260 bytes): the ring cuts
+  the buffer between elements, so a scale always travels with its values. The paper sets the range
   from the largest magnitude of the whole vector; inside a reduction the partial sums outgrow
   any range fixed in advance, hence a range per block.
 
 Reduction order: the result of a compressed all-reduce depends on the order in which partial
-sums are combined. MPICH (the ``mpich`` wheel refsgd installs; checked with 5.0) runs every
-user-defined operator with recursive doubling, blocking or not, at every message size: the
-values of ranks 2i and 2i+1 are combined first for i < p - 2^floor(log2 p), then pairs of
-neighbours level by level. Every rank ends with the same bits. :func:`tree_order` is that order,
-and the serial renderings reduce in it (``tests/test_codecs_mpi.py`` fails if the library does
-otherwise). Another MPI library may use another order: the result then differs in the last
-rounding steps, not in kind.
+sums are combined, so refsgd fixes it instead of leaving it to the MPI library (an MPI
+user-defined operator is combined in recursive doubling by MPICH and in other orders by Open MPI,
+and q8's block scales make the difference far from the last bit). :meth:`Wire.allreduce_wire` is
+the ring: the buffer is cut into p blocks of whole wire elements (:func:`ring_blocks`), and block
+b collects the ranks' encoded values in the order b, b + 1, ..., b + p - 1 (mod p), rounding
+every partial sum to the wire format; the all-gather then copies the finished blocks. Every rank
+ends with the same bits under any MPI library, and :func:`refsgd.serial.codecs.allreduce_sum`
+reduces in the same order.
 
 API (one for every method)::
 
-    wire = codecs.get("t16").open()              # commits the datatype, creates the operator
-    wire.allreduce(comm, x, out)                 # blocking: out <- decode(sum of encode(x))
-    req = wire.iallreduce(comm, x, out); req.Wait()   # non-blocking; decodes on completion
-    wire.close()                                 # frees the datatype and the operator
+    wire = codecs.get("t16").open()
+    wire.allreduce(comm, x, out)                 # blocking: out <- decode(ring sum of encode(x))
+    wire.allreduce_wire(comm, send, recv)        # blocking, on wire buffers already encoded
+    wire.close()                                 # frees the MPI operator, if allreduce_op made one
 
 ``x`` is float32 or float64 (rounded to float32 first, round to nearest); ``out`` may be either.
+``wire.allreduce_op`` is the same reduction as an MPI user-defined operator, whose order is the
+library's: ``refsgd bench codec`` (and ``bench overlap --codecs``) times both.
 """
 
 import time
 
 import numba as nb
 import numpy as np
-from mpi4py import MPI
 
 from refsgd import RefsgdError
 
@@ -273,13 +276,13 @@ class Codec:
     def __init__(self, name, describe, element_bytes, values_per_element, wire_dtype, encode, decode, add):
         self.name = name
         self.describe = describe
-        self.element_bytes = element_bytes          # bytes of one MPI datatype element
+        self.element_bytes = element_bytes          # bytes of one wire element (the ring's unit)
         self.values_per_element = values_per_element
         self.wire_dtype = np.dtype(wire_dtype)      # dtype of the wire buffer's array
         self._encode, self._decode, self._add = encode, decode, add
 
     def elements(self, n):
-        """MPI datatype elements that carry n values."""
+        """Wire elements that carry n values."""
         return -(-n // self.values_per_element)
 
     def wire_bytes(self, n):
@@ -310,31 +313,46 @@ class Codec:
         return b
 
     def open(self):
-        """The MPI datatype and operator of this codec (call ``close()`` when done)."""
+        """This codec's compressed all-reduce (:class:`Wire`; call ``close()`` when done)."""
         return Wire(self)
 
     def __repr__(self):
         return f"Codec({self.name!r})"
 
 
-class Wire:
-    """A codec's committed MPI datatype and user-defined operator, on this process.
+#: the tag of the ring's messages (point-to-point on the caller's communicator)
+RING_TAG = 23023
 
-    ``op_seconds`` accumulates the time spent inside the operator (decompress, add, compress)
-    and ``op_calls`` counts its calls: the reduction's share of the communication time.
+
+def ring_blocks(elements, p):
+    """The bounds [b_0 = 0, b_1, ..., b_p = elements] of the ring's p blocks of ``elements`` wire
+    elements: block b is elements [b_b, b_{b+1}); the first ``elements mod p`` blocks have one
+    element more than the others (a block may be empty)."""
+    q, r = divmod(elements, p)
+    return [b * q + min(b, r) for b in range(p + 1)]
+
+
+class Wire:
+    """A codec's compressed all-reduce on this process: the Ring-AllReduce of Pipe-SGD's Figure 3b
+    over MPI point-to-point messages (:meth:`allreduce_wire`), and for comparison the same
+    reduction as an MPI user-defined operator (:meth:`allreduce_op`, in the MPI library's order).
+
+    ``op_seconds`` accumulates the time spent in the reduction steps (decompress, add, compress)
+    and ``op_calls`` counts them: the reduction's share of the communication time.
     """
 
     def __init__(self, codec):
         self.codec = codec
-        self.datatype = MPI.BYTE.Create_contiguous(codec.element_bytes).Commit()
-        self.op = MPI.Op.Create(self._reduce, commute=True)
+        self.datatype = None
+        self.op = None
         self.op_seconds = 0.0
         self.op_calls = 0
+        self._tmp = codec.empty(0)
 
-    def _reduce(self, inbuf, inoutbuf, datatype):
+    def _step(self, a, b):
+        """b <- encode(decode(a) + decode(b)), timed."""
         t0 = time.perf_counter()
-        dt = self.codec.wire_dtype
-        self.codec._add(np.frombuffer(inbuf, dtype=dt), np.frombuffer(inoutbuf, dtype=dt))
+        self.codec._add(a, b)
         self.op_seconds += time.perf_counter() - t0
         self.op_calls += 1
 
@@ -349,87 +367,86 @@ class Wire:
             bufs[n] = self.buffers(n)
         return bufs[n]
 
-    def spec(self, wire):
-        return [wire, wire.nbytes // self.codec.element_bytes, self.datatype]
-
     def allreduce_wire(self, comm, send, recv):
-        """Blocking all-reduce of wire buffers (already encoded)."""
-        comm.Allreduce(self.spec(send), self.spec(recv), op=self.op)
+        """Blocking compressed all-reduce of wire buffers (already encoded): recv <- the ring's sum.
 
-    def iallreduce_wire(self, comm, send, recv):
-        """Start the all-reduce of wire buffers (already encoded); returns the MPI request."""
-        return comm.Iallreduce(self.spec(send), self.spec(recv), op=self.op)
+        Ring-AllReduce (Pipe-SGD, Li et al. 2018, Figure 3b and eq. 5) over the p ranks of ``comm``
+        in rank order, rank r sending to r + 1 and receiving from r - 1 (mod p), the buffer cut
+        into p blocks of whole wire elements (:func:`ring_blocks`):
+
+        * reduce-scatter, steps s = 0 .. p - 2: rank r sends its block (r - s) mod p and receives
+          block (r - s - 1) mod p, which it reduces into its own copy with the codec's step
+          ``mine <- encode(decode(received) + decode(mine))`` (the sum in float32). Block b thus
+          starts on rank b and collects the ranks in the order b, b + 1, ..., b + p - 1 (mod p):
+          ``(((c_b + c_{b+1}) + c_{b+2}) + ... + c_{b-1})``, every partial sum rounded to the wire;
+        * all-gather, steps s = 0 .. p - 2: rank r sends block (r + 1 - s) mod p, complete, and
+          receives block (r - s) mod p, copied as it is (no rounding).
+
+        Every rank ends with the same bits, whatever the MPI library (only ``Sendrecv`` is used).
+        On an emulated link (:class:`refsgd.comm.link.LinkComm`) the ring counts and is held as
+        one all-reduce of ``recv``."""
+        from mpi4py import MPI
+        start = time.perf_counter()
+        p, r = comm.Get_size(), comm.Get_rank()
+        recv[...] = send
+        if p > 1:
+            per = self.codec.element_bytes // recv.itemsize          # array items per wire element
+            bounds = [b * per for b in ring_blocks(recv.size // per, p)]
+            if self._tmp.size < bounds[1]:
+                self._tmp = np.empty(bounds[1], recv.dtype)          # the largest block is the first
+            right, left = (r + 1) % p, (r - 1) % p
+            sendrecv = MPI.Intracomm.Sendrecv                        # never an emulated link's own
+
+            def block(b):
+                return recv[bounds[b]:bounds[b + 1]]
+            for s in range(p - 1):                                  # reduce-scatter
+                out, inc = block((r - s) % p), block((r - s - 1) % p)
+                tmp = self._tmp[:inc.size]
+                sendrecv(comm, out, right, RING_TAG, tmp, left, RING_TAG)
+                self._step(tmp, inc)
+            for s in range(p - 1):                                  # all-gather
+                sendrecv(comm, block((r + 1 - s) % p), right, RING_TAG, block((r - s) % p), left, RING_TAG)
+        hold = getattr(comm, "hold_allreduce", None)
+        if hold is not None:
+            hold(start, recv)
 
     def allreduce(self, comm, x, out, send=None, recv=None):
-        """out <- decode(compressed sum over ranks of encode(x)); blocking."""
+        """out <- decode(the ring's compressed sum over ranks of encode(x)); blocking."""
         if send is None:
             send, recv = self.buffers(x.size)
         self.codec.encode(x, send)
         self.allreduce_wire(comm, send, recv)
         return self.codec.decode(recv, out)
 
-    def iallreduce(self, comm, x, out, send=None, recv=None):
-        """Start the compressed all-reduce of x; the returned request decodes into out when it
-        completes (``Wait``, or a ``Test`` that returns True)."""
-        if send is None:
-            send, recv = self.buffers(x.size)
-        self.codec.encode(x, send)
-        req = self.iallreduce_wire(comm, send, recv)
-        return CodecRequest(req, self.codec, send, recv, out)
+    # ------------------------------------------------ the MPI operator (bench's comparison only)
+    def _reduce(self, inbuf, inoutbuf, datatype):
+        dt = self.codec.wire_dtype
+        self._step(np.frombuffer(inbuf, dtype=dt), np.frombuffer(inoutbuf, dtype=dt))
+
+    def allreduce_op(self, comm, send, recv):
+        """The same reduction as ``MPI_Allreduce`` with a user-defined operator on a datatype of
+        one wire element: the MPI library picks the order of the partial sums (MPICH: recursive
+        doubling; Open MPI: others), so its bits depend on the library and are no reference.
+        ``refsgd bench codec`` times it against the ring."""
+        from mpi4py import MPI
+        if self.op is None:
+            self.datatype = MPI.BYTE.Create_contiguous(self.codec.element_bytes).Commit()
+            self.op = MPI.Op.Create(self._reduce, commute=True)
+        count = send.nbytes // self.codec.element_bytes
+        comm.Allreduce([send, count, self.datatype], [recv, count, self.datatype], op=self.op)
 
     def close(self):
-        if self.op is not None and self.op != MPI.OP_NULL:
+        """Frees the operator and its datatype, where :meth:`allreduce_op` made them."""
+        if self.op is not None:
             self.op.Free()
             self.datatype.Free()
-        self.op = None
+        self.op = self.datatype = None
 
     def __enter__(self):
         return self
 
     def __exit__(self, *exc):
         self.close()
-
-
-class CodecRequest:
-    """A compressed all-reduce in flight: ``Wait``/``Test`` like an MPI request; decodes the
-    result into ``out`` once, on completion. ``request`` is the underlying MPI request."""
-
-    def __init__(self, request, codec, send, recv, out):
-        self.request, self.codec, self.out = request, codec, out
-        self._buffers = (send, recv)       # mpi4py does not keep them alive for us
-        self.done = False
-
-    def _finish(self):
-        if not self.done:
-            self.codec.decode(self._buffers[1], self.out)
-            self.done = True
-
-    def Wait(self, status=None):
-        self.request.Wait(status)
-        self._finish()
-        return True
-
-    def Test(self, status=None):
-        if self.done:
-            return True
-        if self.request.Test(status):
-            self._finish()
-            return True
-        return False
-
-
-def tree_order(values, add):
-    """Reduce ``values`` (one per rank, in rank order) in MPICH's recursive-doubling order:
-    ``add(a, b)`` returns the combination of a and b (a new object). For p not a power of two
-    the first 2 * (p - 2^floor(log2 p)) values are combined in pairs first."""
-    values = list(values)
-    p = len(values)
-    pof2 = 1 << (p.bit_length() - 1)
-    rem = p - pof2
-    level = [add(values[2 * i], values[2 * i + 1]) for i in range(rem)] + values[2 * rem:]
-    while len(level) > 1:
-        level = [add(level[2 * j], level[2 * j + 1]) for j in range(len(level) // 2)]
-    return level[0]
 
 
 def _codecs():

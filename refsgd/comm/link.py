@@ -32,7 +32,9 @@ wins. Timings measured with an emulated link are therefore those of a *modelled*
 everything produced with it (logs, metrics, plots, reports) must say so, e.g. by printing
 ``str(link)``; that is the callers' job.
 
-What is delayed: ``LinkComm.Allreduce`` (blocking: returns no earlier than ``start + T``) and
+What is delayed: ``LinkComm.Allreduce`` (blocking: returns no earlier than ``start + T``; the
+compressed Ring-AllReduce of :mod:`refsgd.comm.codecs`, made of ``Sendrecv`` calls, is held the
+same way through ``LinkComm.hold_allreduce``) and
 ``LinkComm.Iallreduce`` (returns a :class:`LinkRequest` whose ``Wait``/``Test`` do not report
 completion before its ``deadline``); ``LinkComm.Gather`` and ``LinkComm.Bcast``, the exchanges of a
 parameter server, by the parameter-server model ``(p - 1) (alpha + n beta)`` (every message passes
@@ -314,6 +316,12 @@ class LinkComm(MPI.Intracomm):
         """The real ``Allreduce``, then sleep until its turn on the link plus ``T(nbytes, p)``."""
         start = time.perf_counter()
         super().Allreduce(sendbuf, recvbuf, op)
+        self.hold_allreduce(start, recvbuf)
+
+    def hold_allreduce(self, start, recvbuf):
+        """Count, and hold the caller as, an all-reduce into ``recvbuf`` that started at ``start``
+        (perf_counter seconds): an all-reduce made of point-to-point messages (the compressed
+        Ring-AllReduce of :mod:`refsgd.comm.codecs`) costs what ``Allreduce`` does."""
         nbytes, t = self._time(recvbuf)
         self._count(nbytes)
         _sleep_until(self._deadline(start, t))

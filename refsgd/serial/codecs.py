@@ -1,16 +1,19 @@
 """The codecs of :mod:`refsgd.comm.codecs` written again in NumPy, from their definitions, and the
 compressed all-reduce of the serial renderings.
 
-:func:`allreduce_sum` reduces the rows of a (workers, d) array as MPICH reduces a user-defined
-operator (recursive doubling, :func:`refsgd.comm.codecs.tree_order`): every row is rounded to
-float32 and encoded, pairs are combined as ``encode(decode(a) + decode(b))`` (the sum in
-float32), and the result is decoded. The Numba kernels of the MPI code are tested against these.
+:func:`allreduce_sum` reduces the rows of a (workers, d) array as the MPI code's Ring-AllReduce
+does (:meth:`refsgd.comm.codecs.Wire.allreduce_wire`): every row is rounded to float32 and
+encoded; the vector is cut into N blocks of whole wire elements (values for t16, bf16 and fp16,
+blocks of 256 values for q8; :func:`refsgd.comm.codecs.ring_blocks`), and block b sums the rows
+in the order b, b + 1, ..., b + N - 1 (mod N), each step ``encode(decode(partial) + decode(row))``
+with the sum in float32; the result is decoded. The Numba kernels of the MPI code are tested
+against these.
 """
 
 import numpy as np
 
 from refsgd import RefsgdError
-from refsgd.comm.codecs import Q8_BLOCK, tree_order
+from refsgd.comm.codecs import Q8_BLOCK, ring_blocks
 
 
 def _t16_encode(x):
@@ -93,5 +96,17 @@ def allreduce_sum(G, compress):
     """The (compressed) all-reduce of the rows of G: the sum, in G's dtype."""
     if compress in (None, "none"):
         return G.sum(axis=0)
-    encode, decode, add = _codec(compress, G.shape[1])
-    return decode(tree_order([encode(g) for g in G], add)).astype(G.dtype)
+    N, n = G.shape
+    per = Q8_BLOCK if compress == "q8" else 1            # values per wire element
+    bounds = [min(b * per, n) for b in ring_blocks(-(-n // per), N)]
+    out = np.empty(n, np.float32)
+    for b in range(N):                                   # block b: rows b, b + 1, ..., b + N - 1
+        lo, hi = bounds[b], bounds[b + 1]
+        if lo == hi:
+            continue
+        encode, decode, add = _codec(compress, hi - lo)
+        partial = encode(G[b, lo:hi])
+        for k in range(1, N):
+            partial = add(partial, encode(G[(b + k) % N, lo:hi]))
+        out[lo:hi] = decode(partial)
+    return out.astype(G.dtype)

@@ -15,8 +15,8 @@ g[i] its gradient at X[i] on its batch of step t::
                   written into every rank of node p
     (P = 1: no global syncs)
 
-AllReduce_bf16 rounds every row to float32 and bfloat16 and combines them in MPICH's order,
-each step ``bf16(decode(a) + decode(b))`` (:func:`refsgd.serial.codecs.allreduce_sum`). Only
+AllReduce_bf16 rounds every row to float32 and bfloat16 and combines them in the ring's order
+(block b of the vector from row b on), each step ``bf16(decode(a) + decode(b))`` (:func:`refsgd.serial.codecs.allreduce_sum`). Only
 the trainable parameters are written by the global syncs. The phases, B, W and the plateau rule
 come from :class:`refsgd.algorithms.daso.Phases`, shared as the lr schedule is; the plateau's
 measure is the mean loss of every worker's batches in the epoch.

@@ -11,8 +11,8 @@ Written from the equations (Li et al. 2018, Algorithm 1; docs/algorithms.md), no
     PS-Sync:   w <- w - gamma_t * (G[1] + G[2] + ... + G[N-1])   (worker 0 is the server: no G)
 
 AllReduce_c without compression is the plain sum over workers. With a codec, every worker's
-gradient is rounded to float32 and encoded, and the encoded vectors are combined in MPICH's
-recursive-doubling order, each combination ``encode(decode(a) + decode(b))``; the result is
+gradient is rounded to float32 and encoded, and the encoded vectors are combined in the
+Ring-AllReduce's order (block b of the vector summed from worker b on), each combination ``encode(decode(a) + decode(b))``; the result is
 decoded (:func:`refsgd.serial.codecs.allreduce_sum`, the codecs written again in NumPy).
 
 Micro-batches as in :mod:`refsgd.serial.ssgd`.

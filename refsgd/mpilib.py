@@ -1,0 +1,311 @@
+"""The MPI library this process uses: its text, cleaned before it is stored, and the ``mpiexec``
+that belongs to it, with that library's flags.
+
+Text: :func:`text` cleans a string that comes from the MPI library (``MPI.Get_library_version()``
+ends in a NUL byte under Open MPI 4.1, which HDF5's variable-length strings refuse); every place
+that stores such text (metrics, bench outputs) takes it through :func:`library_version` or
+:func:`text`.
+
+Launcher (:func:`launcher`): ``$MPIEXEC`` (split like a shell would) when set; else the first
+of these that belongs to the MPI library mpi4py loads (read once, in a child process that does
+not initialise MPI: ``MPI.Get_library_version()``), judged by its ``--version``:
+
+1. the ``mpiexec`` beside this Python (what the ``mpich`` wheel installs in the venv);
+2. ``mpiexec``, ``mpirun``, ``mpiexec.openmpi``, ``mpiexec.hydra``, ``mpiexec.mpich`` on PATH
+   (Debian installs each library's launcher under its own name too).
+
+A venv built with ``REFSGD_SYSTEM_MPI=1`` against Open MPI thus gets Open MPI's mpiexec even when
+an MPICH mpiexec comes first on PATH. The launcher's kind brings its flags:
+
+* Open MPI (``mpiexec (OpenRTE) 4.x``, ``mpiexec (Open MPI) 5.x``): ``--oversubscribe`` (it
+  refuses more ranks than cores otherwise), ``--quiet`` (no banner after refsgd's one message
+  when a rank exits non-zero; the exit code is the rank's, as under hydra), and as root ``OMPI_ALLOW_RUN_AS_ROOT=1
+  OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1`` (it refuses root otherwise). Open MPI's ``mpirun`` puts
+  every rank in a process group of its own, so a signal to mpirun's group (Ctrl-C, ``kill --
+  -PGID``) reaches mpirun alone, which then kills the ranks and exits 1; ``python -m
+  refsgd.mpilib`` (:func:`forward`) hands SIGINT and SIGTERM to the ranks themselves, as srun and
+  scancel do, and the job ends with their 130 or 143 as under MPICH.
+* MPICH's hydra (and Intel MPI's, also hydra): no flags.
+
+The variables of an enclosing MPI job (``PMI_*``, ``OMPI_*``, ...) are not passed on when this
+process is a rank of one: a launch from inside a rank starts a new job, not a part of the old one.
+
+Command line: ``python -m refsgd.mpilib -n 4 refsgd train ...`` runs ``mpiexec -n 4 refsgd
+train ...`` with these flags (``run.sh`` starts training this way); ``python -m refsgd.mpilib
+--show`` prints the launcher and its kind.
+
+This module does not import ``mpi4py.MPI`` at import time: the processes that launch jobs (the
+tests, ``refsgd bench all``) must not start an MPI singleton of their own.
+"""
+
+import functools
+import os
+import re
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+from refsgd import RefsgdError
+
+#: launcher variables of an enclosing MPI job, not passed on to the mpiexec started here
+LAUNCHER_PREFIXES = ("PMI_", "PMIX_", "HYDRA_", "HYDI_", "OMPI_", "MPIR_", "PRTE_", "OPAL_", "ORTE_")
+#: variables that say this process is a rank of a job (or an MPI singleton)
+_IN_A_JOB = ("PMI_RANK", "PMIX_RANK", "OMPI_COMM_WORLD_RANK", "OMPI_MCA_ess_base_jobid", "OMPI_MCA_orte_hnp_uri")
+
+
+def outside_job(base=None):
+    """``base`` (default os.environ) without an enclosing job's launcher variables, where this
+    process is a rank of one; unchanged otherwise (a user's own OMPI_MCA_* settings stay)."""
+    base = os.environ if base is None else base
+    if not any(k in base for k in _IN_A_JOB):
+        return dict(base)
+    return {k: v for k, v in base.items() if not k.startswith(LAUNCHER_PREFIXES)}
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+
+
+def text(value):
+    """``value`` (str or bytes from the MPI library) as text that can be stored anywhere: trailing
+    NULs and blanks dropped, other control characters (an embedded NUL) made spaces, newlines
+    and tabs kept."""
+    if isinstance(value, (bytes, bytearray)):
+        value = bytes(value).decode("utf-8", errors="replace")
+    return _CONTROL.sub(" ", str(value).rstrip("\x00 \t\r\n")).strip()
+
+
+def library_version(first_line=False):
+    """``MPI.Get_library_version()``, cleaned (:func:`text`); only its first line with
+    ``first_line``."""
+    from mpi4py import MPI
+    version = text(MPI.Get_library_version())
+    return version.splitlines()[0].strip() if first_line and version else version
+
+
+def processor_name():
+    """``MPI.Get_processor_name()``, cleaned (:func:`text`)."""
+    from mpi4py import MPI
+    return text(MPI.Get_processor_name())
+
+
+class Launcher:
+    """An ``mpiexec`` (``argv``: the program and the flags that always go with it) of a ``kind``
+    ("openmpi", "hydra" or "unknown"), and the variables (``env``) it needs."""
+
+    def __init__(self, argv, kind, env=None, version=""):
+        self.argv, self.kind, self.env, self.version = list(argv), kind, dict(env or {}), version
+
+    def command(self, n, *program):
+        """``mpiexec FLAGS -n n PROGRAM...`` as an argument list."""
+        return self.argv + ["-n", str(n), *map(str, program)]
+
+    def mpmd(self, *parts):
+        """``mpiexec FLAGS -n n1 PROG1 : -n n2 PROG2 ...``; each part is (n, [program...])."""
+        cmd = list(self.argv)
+        for i, (n, program) in enumerate(parts):
+            cmd += ([":"] if i else []) + ["-n", str(n), *map(str, program)]
+        return cmd
+
+    def environ(self, base=None, **extra):
+        """``base`` (default os.environ) less an enclosing job's launcher variables, plus this
+        launcher's variables and ``extra``."""
+        env = outside_job(base)
+        env.update(self.env)
+        env.update({k: str(v) for k, v in extra.items()})
+        return env
+
+    def __str__(self):
+        return " ".join(shlex.quote(a) for a in self.argv) + f" ({self.kind})"
+
+
+_LIBRARY_PROBE = ("import mpi4py; mpi4py.rc.initialize = False; mpi4py.rc.finalize = False\n"
+                  "from mpi4py import MPI; print(MPI.Get_library_version())")
+
+
+def library_kind():
+    """"openmpi", "hydra" (MPICH and its derivatives) or "unknown": the MPI library that mpi4py
+    loads in this Python, read in a child process that does not initialise MPI (so that a
+    launching process never starts an MPI singleton)."""
+    try:
+        r = subprocess.run([sys.executable, "-c", _LIBRARY_PROBE], capture_output=True, text=True, timeout=120,
+                           env=outside_job())
+    except (OSError, subprocess.TimeoutExpired):
+        return "unknown"
+    out = text(r.stdout)
+    if "Open MPI" in out:
+        return "openmpi"
+    if re.search(r"MPICH|Intel\(R\) MPI|MVAPICH", out):
+        return "hydra"
+    return "unknown"
+
+
+def candidates():
+    """The mpiexec programs to consider, in the order of this module's docstring (without
+    $MPIEXEC)."""
+    found = [os.path.join(os.path.dirname(sys.executable), "mpiexec")]
+    for name in ("mpiexec", "mpirun", "mpiexec.openmpi", "mpiexec.hydra", "mpiexec.mpich"):
+        path = shutil.which(name)
+        if path:
+            found.append(path)
+    out = []
+    for path in found:
+        if os.access(path, os.X_OK) and path not in out:
+            out.append(path)
+    return out
+
+
+def _version_text(argv):
+    try:
+        r = subprocess.run(argv + ["--version"], capture_output=True, text=True, timeout=60,
+                           env=outside_job())
+        return r.stdout + r.stderr
+    except FileNotFoundError:
+        raise RefsgdError(f"cannot start {argv[0]} (set $MPIEXEC to the MPI launcher)") from None
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+
+
+def kind_of(version_text):
+    """"openmpi", "hydra" or "unknown" from ``mpiexec --version``'s output."""
+    if re.search(r"OpenRTE|Open MPI|Open-MPI|PRRTE", version_text):
+        return "openmpi"
+    if "HYDRA" in version_text or "Intel(R) MPI" in version_text:
+        return "hydra"
+    return "unknown"
+
+
+@functools.lru_cache(maxsize=None)
+def launcher():
+    """This process's :class:`Launcher` (found once): $MPIEXEC as given, else the first candidate
+    whose kind is that of the MPI library mpi4py loads (RefsgdError when there is none)."""
+    given = os.environ.get("MPIEXEC", "").strip()
+    if given:
+        argv = shlex.split(given)
+        version = _version_text(argv)
+    else:
+        want = library_kind()
+        seen = []
+        for path in candidates():
+            version = _version_text([path])
+            seen.append(f"{path} ({kind_of(version)})")
+            if want == "unknown" or kind_of(version) == want:
+                argv = [path]
+                break
+        else:
+            lib = {"openmpi": "Open MPI", "hydra": "MPICH"}.get(want, want)
+            raise RefsgdError(f"no mpiexec of mpi4py's MPI library ({lib}) found"
+                              + (f" (found {', '.join(seen)})" if seen else "")
+                              + ": set $MPIEXEC to its launcher")
+    kind = kind_of(version)
+    env, flags = {}, []
+    if kind == "openmpi":
+        flags = ["--oversubscribe", "--quiet"]
+        if hasattr(os, "geteuid") and os.geteuid() == 0:
+            env = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
+    first = version.strip().splitlines()[0].strip() if version.strip() else ""
+    return Launcher(argv + flags, kind, env, first)
+
+
+def exit_code(returncode):
+    """A launcher's return code as a shell reports it: 128 + N when it was stopped by signal N."""
+    return 128 - returncode if returncode < 0 else returncode
+
+
+def command(n, *program):
+    """``mpiexec FLAGS -n n PROGRAM...`` of this process's launcher."""
+    return launcher().command(n, *program)
+
+
+def environ(base=None, **extra):
+    """The environment for this process's launcher (:meth:`Launcher.environ`)."""
+    return launcher().environ(base, **extra)
+
+
+def wrapped(n, *program):
+    """``python -m refsgd.mpilib -n n PROGRAM...``: a job whose SIGINT and SIGTERM reach the ranks
+    under any MPI library (for a process that signals the job's process group)."""
+    return [sys.executable, "-m", "refsgd.mpilib", "-n", str(n), *map(str, program)]
+
+
+def _children(pid):
+    """The process ids whose parent is ``pid`` (Linux /proc; empty elsewhere)."""
+    kids = []
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return kids
+    for d in entries:
+        if d.isdigit():
+            try:
+                with open(f"/proc/{d}/stat") as f:
+                    stat = f.read()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                kids.append(int(d))
+    return kids
+
+
+def forward(proc, sig, kind=None):
+    """Deliver ``sig`` to the ranks of the job that ``proc`` (an mpiexec started in a session of
+    its own) runs, as srun and scancel do. Hydra keeps its ranks in its own process group, which
+    gets the signal. Open MPI's mpirun puts each rank in a process group of its own and, itself
+    signalled, kills the ranks and exits 1: the signal goes to each rank's group only."""
+    kind = launcher().kind if kind is None else kind
+    targets = [proc.pid]
+    if kind == "openmpi":
+        targets = _children(proc.pid)
+        for _ in range(100):             # a signal at the launch: wait (up to 10 s) for the ranks
+            if targets or proc.poll() is not None:
+                break
+            time.sleep(0.1)
+            targets = _children(proc.pid)
+    for pgid in targets:
+        try:
+            os.killpg(pgid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def main(argv=None):
+    """``python -m refsgd.mpilib -n N PROGRAM ...``: run PROGRAM under this library's mpiexec;
+    SIGINT and SIGTERM reach the ranks (:func:`forward`), and the exit code is the job's.
+    ``--show`` prints the launcher."""
+    argv = sys.argv[1:] if argv is None else argv
+    job, pending = [], []
+
+    def on_signal(sig, _frame):
+        # a signal before mpiexec runs is kept and handed to the ranks once they exist
+        if job:
+            forward(job[0], sig, launcher().kind)
+        else:
+            pending.append(sig)
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, on_signal)
+    try:
+        lau = launcher()
+        if argv[:1] == ["--show"]:
+            print(f"{' '.join(lau.argv)}\nkind: {lau.kind}\nversion: {lau.version}\n"
+                  f"variables: {' '.join(f'{k}={v}' for k, v in lau.env.items()) or 'none'}")
+            return 0
+        if len(argv) < 3 or argv[0] != "-n" or not argv[1].isdigit():
+            print("usage: python -m refsgd.mpilib -n N PROGRAM [ARGS...] | --show", file=sys.stderr)
+            return 2
+        # a session of its own: a signal to this process's group reaches mpiexec only through forward()
+        job.append(subprocess.Popen(lau.command(int(argv[1]), *argv[2:]), env=lau.environ(),
+                                    start_new_session=True))
+    except RefsgdError as exc:
+        print(f"refsgd: error: {exc}", file=sys.stderr)
+        return 2
+    for sig in pending:
+        forward(job[0], sig, lau.kind)
+    while True:
+        try:
+            return exit_code(job[0].wait())
+        except InterruptedError:
+            continue
+
+
+if __name__ == "__main__":
+    sys.exit(main())
