@@ -444,10 +444,12 @@ def test_check_fits():
     ds.check_fits(d, (1, 8, 8), 10)
     ds.check_fits(d, [1, 8, 8], 12)
     with pytest.raises(RefsgdError, match=r"^dataset digits has images of shape \(1, 8, 8\) "
-                       r"but model cifar10_cnn expects \(3, 32, 32\)\.$"):
+                       r"but model cifar10_cnn expects \(3, 32, 32\); the bundled models that fit it: "
+                       r"--model digits_cnn, --model digits_mlp, --model digits_tiny\.$"):
         ds.check_fits(d, (3, 32, 32), 10, model="cifar10_cnn")
     with pytest.raises(RefsgdError, match=r"^dataset digits has 10 classes but the model has "
-                       r"only 2 outputs\.$"):
+                       r"only 2 outputs; the bundled models that fit it: --model digits_cnn, --model digits_mlp, "
+                       r"--model digits_tiny\.$"):
         ds.check_fits(d, (1, 8, 8), 2)
 
 

