@@ -51,6 +51,10 @@ LINE_GRACE = 0.3
 #: seconds a rank other than 0 waits before ending the world on a signal: the signal usually
 #: reaches every rank, and rank 0's line and MPI_Abort then come first (one line, not one per rank)
 RANK0_FIRST = 1.0
+#: the same wait under Open MPI when the signal is SIGTERM: once a rank has aborted, mpirun ends the
+#: others with SIGTERM and, a moment later, SIGKILL; a rank that waits longer than that is ended
+#: silently instead of printing a second line
+RANK0_FIRST_OPENMPI_TERM = 3.0
 #: seconds between two looks of the watcher that waits for MPI to be up (see _Stop.handler)
 WATCH = 0.02
 
@@ -98,13 +102,19 @@ def world_rank():
     return launcher_rank() or 0
 
 
+def _rank0_first(code):
+    if code == 128 + int(signal.SIGTERM) and "OMPI_COMM_WORLD_SIZE" in os.environ:
+        return RANK0_FIRST_OPENMPI_TERM
+    return RANK0_FIRST
+
+
 def abort_world(code, line=None, rank0_says=False):
     """Print ``line`` (one line) and end every rank with exit code ``code``. Returns ``code``
     only when there is no other rank to end (one process without MPI, or a world of one).
     ``rank0_says``: the cause (a signal) probably reached every rank; a rank other than 0 waits
     :data:`RANK0_FIRST` s, so that rank 0's line and abort come first."""
     if rank0_says and world_rank() != 0:
-        time.sleep(RANK0_FIRST)
+        time.sleep(_rank0_first(code))
     if line:
         say(line)
     if world_size() > 1:
@@ -148,8 +158,17 @@ class _Stop:
         self.mpi_command = False  # the command initialises MPI on every rank (train, bench overlap)
         self.late = False         # the command has returned: nothing left to unwind
         self.pending = None       # a signal that waits for MPI to be up (see the module docstring)
+        self.ending = None        # the signal this rank is ending the world on (see leave)
 
     def handler(self, signum, frame):
+        if self.ending is not None:
+            # this rank is already ending the world on a signal and waits for rank 0's line and
+            # abort (abort_world); a signal now is the launcher ending the job (Open MPI's mpirun
+            # sends SIGTERM to the other ranks once one has aborted) or the same stop again: rank 0
+            # says the one line, so another rank leaves without a second one
+            if world_rank() != 0:
+                os._exit(exit_code(self.ending))
+            return
         word, name = describe(signum)
         now = time.monotonic()
         if (self.signum is not None or self.pending is not None) and now - self.since < REPEAT:
@@ -178,6 +197,7 @@ class _Stop:
         word, name = describe(signum)
         code, line = exit_code(signum), f"refsgd: {word} ({name})"
         if world_size() > 1:
+            self.ending = signum
             abort_world(code, line, rank0_says=True)
         if self.late:
             if world_rank() == 0:
