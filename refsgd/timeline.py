@@ -108,6 +108,9 @@ class Timeline:
         self.clock = {}
         self.to_wtime = 0.0            # perf_counter + to_wtime + offset = rank 0's Wtime
         self.origin = 0.0
+        # the thread that runs the loop (the one that makes the Run) is thread 0, even when a
+        # method's own thread (PP-ASGD's gradient threads) records a span before it does
+        self.thread()
 
     def at(self, t):
         """Iteration t begins on the loop's thread: record it if it is in the window."""
