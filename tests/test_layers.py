@@ -241,7 +241,7 @@ def test_gradients_do_not_depend_on_the_thread_count(monkeypatch, threads):
     y = rng.integers(0, 10, 6)
     out = {}
     for t in (1, threads):
-        monkeypatch.setattr(kernels, "chunk_threads", lambda t=t: t)
+        monkeypatch.setattr(kernels.threads, "chunk_threads", lambda t=t: t)  # run_split looks it up there
         monkeypatch.setattr(Conv2d, "CHUNK_BYTES", 1 << 16)  # many chunks and parts
         g = np.empty_like(w)
         loss = net.loss_and_grad(w, x, y, out=g)
