@@ -52,6 +52,7 @@ import numpy as np
 
 from refsgd import AgreedError, RefsgdError
 from refsgd.files import h5_written
+from refsgd.finite import NonFiniteLoss
 
 #: 2 adds the segments, 3 the dataset's SHA-256 in meta.json (versions 1 and 2 are read too)
 FORMAT_VERSION = 3
@@ -151,7 +152,6 @@ def save(run, root, config, keep=0):
     the newest ``keep`` (0: all). Returns its folder. Nothing is written when a rank's state is
     not finite; a failed write on any rank removes the partial checkpoint and leaves ``latest``
     naming the previous one. Both stop every rank with one message."""
-    from refsgd.run import NonFiniteLoss
     comm = run.control_comm
     t = run.t + 1
     name = f"ckpt-{t}"

@@ -1,0 +1,79 @@
+"""The Run context: what every distributed method needs, written once.
+
+An algorithm's ``train(run)`` receives a :class:`Run` and uses
+
+* ``run.comm`` (the communicator; with ``--link`` a real communicator whose all-reduces
+  complete no earlier than the emulated link's model), ``run.rank``, ``run.world``;
+* ``run.net`` (a pure function of the weights) and ``run.init_params()``;
+* ``run.grad(w, g, on_segment=None)``: the gradient of this rank's next micro-batch at ``w``
+  (timed as *compute*);
+* ``with run.idle(): comm.Allreduce(...)`` and ``run.wait(req)``: time spent blocked on
+  communication (timed as *idle*; so is the MPI library's work to start a non-blocking
+  collective, ``with run.idle(): req = run.started(comm.Iallreduce(...))``: MPICH copies and
+  reduces its first step there); ``run.started(req)`` notes when a request began, so the
+  request's lifetime is recorded as *communication* time;
+* ``run.optimizer()`` (the local optimizer U of the command line, its state registered),
+  ``run.lr(t)``, ``run.tau``, ``run.cfg``;
+* ``with run.codec():`` times compression and decompression on the computation path (*codec*),
+  ``with run.update():`` the method's update of its state and the scalings of its listing
+  (*update*);
+  ``run.note_comm(start, end)`` adds communication that another thread carried out;
+* ``run.on_settle(fn)``: ``fn()`` completes the method's communication in flight and brings its
+  registered state to a consistent form; the run calls it before a trace record or a
+  checkpoint (methods whose communication runs in a thread use it);
+* ``run.register(name, array)``: algorithm state, updated in place; checkpoints save it and a
+  resumed run fills it back when it is registered (see :mod:`refsgd.checkpoint`). A method
+  whose requests span iterations must register their receive buffers: at a checkpoint the
+  requests are completed first, and a resumed method finds the completed result there;
+* ``run.event(what, **fields)``: a change of the method's regime (e.g. DASO's phases) at the
+  current iteration: logged, kept in the checkpoints and written to the metrics file;
+* ``run.control_comm``: the same communicator without the emulated link and the traffic
+  counter, for bookkeeping (the loss checks, evaluation, a model average) that is not part of
+  the method's communication;
+* ``label=`` of ``grad``, ``idle``, ``codec``, ``update``, ``started``, ``wait``, ``waitall`` and
+  ``allreduce_sum`` (and ``data=``, the buffer a call sends): the listing line the call executes,
+  as the method's ``# Ln`` comment cites it, for ``--timeline`` (:mod:`refsgd.timeline`), which
+  records the spans of a window of iterations through these timing points; ``run.span(kind,
+  label)`` for work of the method's own threads, ``run.in_flight(key, label)`` and
+  ``idle(awaits=key)`` for communication handed to another thread. Without ``--timeline`` the
+  labels are not used;
+* ``for t in run.iterations():``: the loop; at iteration boundaries it records the times and
+  the loss, checks for a non-finite loss on all ranks, shows progress, evaluates the model
+  given by ``run.set_model(fn)`` on the test set, and stops after the last iteration. An
+  iteration's recorded wall time runs from its start to the end of that bookkeeping: wall -
+  compute - idle - codec is everything else it cost. The evaluation and the checkpoint after
+  it are recorded apart (``evaluate``, ``checkpoint``); its time with communication in flight
+  (``comm``) is cut to [start, end] (a request spanning the boundary counts in both
+  iterations); the seconds Numba spends compiling kernels (a first run) are taken out of every
+  timer of the thread that compiles, and out of the wall time, and recorded as ``compile``;
+* ``run.record("gradients", n)``: a method whose iteration consumes a varying number of
+  micro-batch gradients (all workers; default tau x workers) says how many; an epoch is
+  ``grads_per_epoch`` of them, and with ``by_gradients`` (PP-ASGD's threaded mode) ``--epochs``
+  is a budget of gradients (``run.budget``), the iterations as many as it takes;
+* ``run.grad_at`` (from gradient threads), ``run.awaiting_gradients()`` (the loop's thread
+  waiting for them, timed as compute) and ``run.add_loss``;
+* ``run.segments``: the processes that made the run (the first and each ``--resume``), their
+  iterations and wall time, kept in the checkpoints and the metrics file.
+
+Data: rank r's micro-batch k is row ``k % nb`` of ``epoch_batches(seed, k // nb, r, world,
+batch, n)`` (nb micro-batches per epoch and rank), a continuous stream across epochs;
+iteration t consumes micro-batches ``t*tau .. t*tau + tau - 1``.
+"""
+
+from .timing import (  # noqa: F401
+    Timing,
+    _CompileClock,
+    prompt_handover,
+)
+from .bookkeeping import (  # noqa: F401
+    Bookkeeping,
+    eval_schedule,
+    FIELDS,
+)
+from .progress import (  # noqa: F401
+    Progress,
+)
+from .context import (  # noqa: F401
+    Run,
+)
+from refsgd.finite import NonFiniteLoss, _all_finite, _no_nan  # noqa: F401  (where they were)

@@ -1,0 +1,359 @@
+"""The :class:`Run` itself: the communicator and its ranks, the model, the data stream, the
+local optimizer, the state registered by the method, and the loop ``run.iterations()``; its
+timing points and bookkeeping are mixed in from :mod:`.timing` and :mod:`.bookkeeping`."""
+
+import functools
+import threading
+import time
+
+import numpy as np
+from mpi4py import MPI
+
+from refsgd import RefsgdError, failure
+from refsgd.datasets import epoch_batches
+from refsgd.optim import SGD
+
+from .timing import Timing, _CompileClock, _LayerSpans, _link_observed, _test_all, _union_length
+from .bookkeeping import Bookkeeping, FIELDS, eval_schedule
+from .progress import Progress
+
+
+class Run(Timing, Bookkeeping):
+    def __init__(self, comm, net, data, cfg, schedule, log=print, restorer=None, checkpoint=None, servers=0,
+                 by_gradients=False):
+        self.comm = comm
+        # bookkeeping collectives go around the emulated link and the traffic counter
+        self.control_comm = MPI.Intracomm(comm) if type(comm) is not MPI.Intracomm else comm
+        self.traffic = getattr(comm, "traffic", None)
+        self._traffic_seen = (0, 0)
+        self.rank = comm.Get_rank()
+        self.world = comm.Get_size()
+        # ranks 0 .. servers-1 hold no data (parameter servers); the data is sharded over the rest
+        self.servers = servers
+        self.workers = self.world - servers
+        self.data_rank = self.rank - servers
+        self.net = net
+        self.data = data
+        self.cfg = cfg
+        self.tau = cfg.tau
+        self.schedule = schedule
+        self._print = log
+        self._bar = None
+        self.n_train = len(data.y_train)
+        self.nb = self.n_train // (self.workers * cfg.batch)
+        if self.nb < self.tau:
+            raise RefsgdError(
+                f"the training set has {self.n_train} samples: too few for {self.workers} workers x batch "
+                f"{cfg.batch} x tau {self.tau} (one iteration needs {self.workers * cfg.batch * self.tau})")
+        self.iters_per_epoch = self.nb // self.tau
+        # one epoch: the micro-batch gradients of iters_per_epoch iterations of every worker
+        self.grads_per_epoch = self.iters_per_epoch * self.tau * self.workers
+        self.grads_done = 0.0  # micro-batch gradients consumed by the iterations done (all workers)
+        # by_gradients (a method whose iterations consume however many gradients have arrived,
+        # PP-ASGD's threaded mode): --epochs E ends the run after E epochs of gradients, in as many
+        # iterations as that takes (total is then None); --iterations N is N iterations
+        self.budget = cfg.epochs * self.grads_per_epoch if by_gradients and not cfg.iterations else None
+        self.total = (None if self.budget is not None else cfg.iterations if cfg.iterations
+                      else cfg.epochs * self.iters_per_epoch)
+        # compile / load the Numba kernels now, so the first iteration's compute time is real
+        w0 = net.init_params(0)
+        net.loss_and_grad(w0, data.x_train[:2], data.y_train[:2], out=np.empty_like(w0))
+        self.t = 0
+        self._first, self.iterations_run = 0, 0
+        self.wall = 0.0
+        # the processes that made this trajectory: [{"iterations": [first, last], "wall_seconds"}]
+        self.segments = []
+        self._compiling = _CompileClock()
+        self._thread_compute = None  # gradient threads' compute (grad_at), thread-seconds
+        self.state = {}
+        self._untraced = set()
+        self._model = None
+        self._epoch_cache = (None, None)
+        # per-iteration records of this rank
+        self._compute = self._idle = self._codec = self._update = 0.0
+        self._spans = []  # (start, end) of the communication seen in this iteration
+        self._loss = 0.0
+        self._nloss = 0
+        self._settle = None
+        self._lock = threading.Lock()
+        self._extra = {}
+        self.progress_info = {}  # shown beside the loss in the progress display
+        self.records = {k: [] for k in FIELDS}
+        self.evals = []
+        self.events = []
+        #: options the run found rather than was given (DASO's ranks per node from shared memory):
+        #: the trace records them, so that it names the layout its trajectory followed
+        self.found = {}
+        self.first_bad = None
+        self.interrupted = None  # the signal's name ("SIGINT") when a signal stopped the loop
+        self._pending = []
+        # --trace: every iteration's state, batches, loss and lr (see refsgd.trace)
+        self.tracing = bool(getattr(cfg, "trace", None))
+        self.trace = {"batches": [], "loss": [], "lr": [], "states": {}} if self.tracing else None
+        self._iter_batches = []
+        # checkpoint = (folder, every K iterations, configuration dict) or None
+        self._checkpoint = checkpoint
+        self._restorer = restorer
+        if restorer is not None:
+            self.t = restorer.t
+            self.records.update({k: list(v) for k, v in restorer.records.items()})
+            n = len(self.records["wall"])
+            # a field the checkpoint predates: zeros (gradients: what each iteration consumed then)
+            self.records["gradients"].extend([float(self.tau * self.workers)] * (n - len(self.records["gradients"])))
+            for v in self.records.values():
+                v.extend([0.0] * (n - len(v)))
+            self.grads_done = float(np.sum(self.records["gradients"]))
+            self.segments = list(restorer.segments)
+            self.evals = list(restorer.evals)
+            self.events = list(restorer.events)
+            if restorer.schedule_state is not None:
+                schedule.state[...] = restorer.schedule_state
+        # --timeline: the spans of a window of iterations (refsgd.timeline); None: nothing recorded
+        self.timeline = None
+        if getattr(cfg, "timeline", None):
+            from refsgd import timeline
+            self.timeline = timeline.Timeline(*timeline.window(cfg.timeline, self.total, self.t))
+
+    def log(self, msg):
+        """Print on rank 0 (above the progress bar when there is one)."""
+        if self.rank != 0:
+            return
+        if self._bar is not None:
+            self._bar.write(msg)
+        else:
+            self._print(msg)
+
+    def event(self, what, **fields):
+        """Record (and log) a change of the method's regime at the current iteration."""
+        rec = dict(iteration=self.t, epoch=self.epochs_done, what=what, **fields)
+        self.events.append(rec)
+        detail = ", ".join(f"{k} {v}" for k, v in fields.items())
+        self.log(f"iter {self.t:>6}  epoch {rec['epoch']:6.2f}  {what}" + (f": {detail}" if detail else ""))
+
+    # ------------------------------------------------------------------ state and helpers
+    def register(self, name, array, trace=True):
+        """Register an algorithm state array (updated in place from now on); returns it.
+        ``trace=False``: checkpointed but not recorded by --trace (bookkeeping that is not part
+        of a worker's state as the listing defines it, e.g. receive buffers, phase counters)."""
+        if name in self.state:
+            raise ValueError(f"state {name!r} registered twice")
+        self.state[name] = array
+        if not trace:
+            self._untraced.add(name)
+        if self._restorer is not None:
+            self._restorer.fill(name, array)
+        return array
+
+    def init_params(self):
+        return self.net.init_params(self.cfg.seed)
+
+    def optimizer(self, **overrides):
+        """The local optimizer U configured on the command line, its state registered."""
+        c = self.cfg
+        kw = dict(momentum=c.momentum, nesterov=c.nesterov, weight_decay=c.weight_decay,
+                  form=c.momentum_form, decay_mask=None if self.net.trainable.all() else self.net.trainable)
+        kw.update(overrides)
+        opt = SGD(self.net.num_params, self.net.dtype, **kw)
+        for k, v in opt.state.items():
+            self.register(f"U.{k}", v)
+        return opt
+
+    def lr(self, t):
+        return self.schedule.lr(t)
+
+    def set_model(self, fn):
+        """fn() -> the weights to evaluate (e.g. the average of the workers' models). It is
+        called on every rank at the same boundary, so it may use collectives."""
+        self._model = fn
+
+    def average_model(self, comm, w, out):
+        """out <- the mean over the ranks of ``comm`` of their w (collective, blocking). The frozen
+        parameters, the same on every rank and never moved, are copied from w: (w + w + w) / 3
+        can miss w by one ulp, and a frozen weight must stay bitwise its initial value."""
+        comm.Allreduce(w, out, op=MPI.SUM)
+        np.divide(out, comm.Get_size(), out=out)
+        if not self.net.trainable.all():
+            np.copyto(out, w, where=~self.net.trainable)
+        return out
+
+    def final_model(self):
+        """The model the method returns (what is evaluated), or None. Collective when the
+        method's model is (e.g. an average over workers): call it on every rank."""
+        return None if self._model is None else self._model()
+
+    # ------------------------------------------------------------------ data and compute
+    def batch_indices(self, k):
+        epoch, pos = divmod(k, self.nb)
+        if self._epoch_cache[0] != epoch:
+            self._epoch_cache = (epoch, epoch_batches(self.cfg.seed, epoch, self.data_rank, self.workers,
+                                                       self.cfg.batch, self.n_train))
+        return self._epoch_cache[1][pos]
+
+    def grad(self, w, g, on_segment=None, k=None, progress=None, label=None):
+        """Gradient of micro-batch k (default: the next one of iteration t) at w, into g.
+
+        progress: a request (or list) in flight; with ``--poll`` its ``Test()`` is called after
+        every layer of the forward and the backward pass, because MPI libraries without an
+        asynchronous progress thread advance a non-blocking collective only inside MPI calls.
+        label: the listing line it executes (--timeline), e.g. ``"L6 g_i <- grad l(w_i)"``.
+        """
+        on_layer = None
+        tl = self.timeline
+        if progress is not None and getattr(self.cfg, "poll", False):
+            on_layer = functools.partial(_test_all, progress if isinstance(progress, list) else [progress])
+            if tl is not None and tl.active:  # the layers and the polls as spans of their own
+                on_layer = _LayerSpans(tl, self.net, label, on_layer)
+        if k is None:
+            k = self.t * self.tau + self._micro
+            self._micro += 1
+        idx = self.batch_indices(k)
+        if self.tracing:
+            self._iter_batches.append(idx)
+        t0, c0 = time.perf_counter(), self._compiling.mine()
+        if isinstance(on_layer, _LayerSpans):
+            on_layer.since = t0
+        loss = self.net.loss_and_grad(w, self.data.x_train[idx], self.data.y_train[idx], out=g,
+                                      on_segment=on_segment, on_layer=on_layer)
+        t1 = time.perf_counter()
+        self._compute += self._less_compiling(t1 - t0, c0)
+        if tl is not None and tl.active:
+            tl.add("compute", label, t0, t1)
+        self._loss += loss
+        self._nloss += 1
+        if not np.isfinite(loss) and self.first_bad is None:
+            self.first_bad = self.t
+        return loss
+
+    def grad_at(self, w, g, idx, label=None):
+        """Gradient (mean over the samples ``idx``) at w, into g; safe to call from several
+        threads at once (a method with gradient threads): the timers and the loss are updated
+        under a lock, and neither the batch (see :meth:`trace_batches`) nor the loss (the
+        iteration's loss is that of the gradients it consumes, :meth:`add_loss`) is recorded. Its time is the
+        gradient threads' (``thread_compute``, thread-seconds summed over the threads, in the
+        records since the previous iteration's record), not the iteration's compute: the thread
+        that runs the loop times its wait for the gradients with :meth:`awaiting_gradients`."""
+        t0, c0 = time.perf_counter(), self._compiling.mine()
+        loss = self.net.loss_and_grad(w, self.data.x_train[idx], self.data.y_train[idx], out=g)
+        t1 = time.perf_counter()
+        dt = self._less_compiling(t1 - t0, c0)
+        tl = self.timeline
+        if tl is not None and tl.active:
+            tl.add("compute", label, t0, t1)
+        with self._lock:
+            self._thread_compute = (self._thread_compute or 0.0) + dt
+            if not np.isfinite(loss) and self.first_bad is None:
+                self.first_bad = self.t
+        return loss
+
+    def add_loss(self, total, count):
+        """The iteration consumed ``count`` gradients (of :meth:`grad_at`) whose losses sum to ``total``."""
+        self._loss += total
+        self._nloss += count
+
+    def trace_batches(self, batches):
+        """The sample indices this iteration used, (tau, b), for --trace (with :meth:`grad_at`)."""
+        if self.tracing:
+            self._iter_batches.extend(np.asarray(batches, dtype=np.int64))
+
+    def record(self, name, value):
+        """A per-iteration value of the method (e.g. PP-ASGD's staleness): kept in the records,
+        the checkpoints and the metrics file (/iterations/<name>); NaN where not given."""
+        self._extra[name] = float(value)
+
+    def on_settle(self, fn):
+        """fn() completes the communication in flight and fills the registered state (called
+        before every trace record and checkpoint)."""
+        self._settle = fn
+
+
+    # ------------------------------------------------------------------ the loop
+    def iterations(self):
+        """Yield t = 0 .. total-1 (with a gradient budget: until it is consumed); bookkeeping at
+        each boundary (see the module docstring)."""
+        start = time.perf_counter()
+        self._run_start = start
+        self._first = self.t  # > 0 after --resume: the throughput counts this process's iterations
+        self._grads_first = self.grads_done
+        segment = {"iterations": [self.t, self.t], "wall_seconds": 0.0}
+        self.segments.append(segment)
+        log_every = max(1, self.cfg.log_every)
+        eval_due = eval_schedule(self.cfg.eval_every, self.iters_per_epoch, self.grads_per_epoch)
+        progress = Progress(self) if self.rank == 0 and self.cfg.progress else None
+        self._bar = progress.bar if progress is not None else None
+        clock = self._compiling
+        tl = self.timeline
+        if tl is not None:
+            tl.align(self.control_comm, "start")  # collective: every rank's clock on rank 0's
+        with failure.deferring(), clock, _link_observed(tl):  # a signal stops every rank at the next loss check
+            clock.main = threading.get_ident()
+            t, ran = self.t, 0
+            while not self._finished(t):
+                self.t = t
+                if tl is not None:
+                    tl.at(t)
+                self._micro = 0
+                self._compute = self._idle = self._codec = self._update = 0.0
+                self._spans = []
+                self._loss, self._nloss = 0.0, 0
+                t0, c0 = time.perf_counter(), clock.mine()
+                before = self.grads_done
+                yield t
+                self._record(t0)
+                if self.tracing:
+                    self._record_trace(t)
+                last = self._finished(t + 1)
+                epoch_end = int(self.grads_done // self.grads_per_epoch) > int(before // self.grads_per_epoch)
+                # a checkpoint is taken after the loss check of the same boundary, so that no
+                # non-finite state is ever saved (the last iteration is checkpointed too)
+                ckpt = self._checkpoint is not None and ((t + 1) % self._checkpoint[1] == 0 or last)
+                if (t + 1) % log_every == 0 or epoch_end or last or ckpt:
+                    mean_loss = self._check(t)
+                    if progress is not None:
+                        progress.show(t + 1, mean_loss)
+                # the boundary's bookkeeping (records, trace, loss check, status line) belongs to
+                # the iteration's wall time; evaluation, checkpoints and Numba's compiling do not
+                t1 = time.perf_counter()
+                self.records["wall"][-1] = t1 - t0 - (clock.mine() - c0)
+                self.records["idle"][-1] = self._idle
+                # communication in flight within the iteration (the check's all-reduce is both),
+                # the requests still in flight at its end included; none of it outside [t0, t1]
+                spans = self._spans + [(s, t1) for _, s in self._pending]
+                self.records["comm"][-1] = _union_length(spans, t0, t1, holes=clock.intervals(t0, t1))
+                self.records["compile"][-1] += clock.take()
+                segment["iterations"][1], segment["wall_seconds"] = t + 1, t1 - start
+                if tl is not None and tl.active:
+                    tl.add("iteration", f"iteration {t}", t0, t1)
+                if eval_due(t + 1, before, self.grads_done) or last:
+                    self.records["evaluate"][-1] = self._outside(self.evaluate, t)
+                if ckpt:
+                    self.records["checkpoint"][-1] = self._outside(self.save_checkpoint)
+                t, ran = t + 1, ran + 1
+            if tl is not None:
+                tl.active = False
+            if ran:  # the last boundary's evaluation and checkpoint may have compiled too
+                self.records["compile"][-1] += clock.take()
+            self._discount_compile_waits(ran)
+        if progress is not None:
+            progress.close()
+            self._bar = None
+        self.wall = segment["wall_seconds"] = time.perf_counter() - start
+        self.iterations_run = ran
+        if tl is not None:
+            tl.align(self.control_comm, "end")    # the clocks' drift over the loop
+
+    def _finished(self, t):
+        """Whether the run ends before iteration t: after total iterations, or once the
+        gradient budget (--epochs of a method whose iterations consume however many gradients
+        have arrived) is consumed."""
+        return self.grads_done >= self.budget if self.budget is not None else t >= self.total
+
+
+    @property
+    def epochs_done(self):
+        """Epochs of gradients consumed by the iterations done: gradients / grads_per_epoch."""
+        return self.grads_done / self.grads_per_epoch
+
+    def samples_per_second(self, elapsed):
+        """Training samples (of the gradients consumed) per second of this process: iterations
+        before a --resume do not count."""
+        return (self.grads_done - self._grads_first) * self.cfg.batch / max(elapsed, 1e-12)

@@ -1,0 +1,375 @@
+"""The Run's timing: its timing points (compute, idle, codec, update, the requests in flight,
+the spans of ``--timeline``), the clock of Numba's compiling that every timer leaves out, the
+length of the communication in flight, and the prompt handover between a method's threads."""
+
+import contextlib
+import functools
+import sys
+import threading
+import time
+
+import numpy as np
+from mpi4py import MPI
+
+
+class Timing:
+    """The Run's timing points (compute, idle, codec, update, the requests in flight, the
+    timeline's spans) and the accounting of Numba's compiling; mixed into :class:`Run`."""
+
+    @contextlib.contextmanager
+    def idle(self, label=None, data=None, awaits=None):
+        """Time the enclosed blocking communication as idle.
+
+        For --timeline: ``label`` the listing line (``"L2 MPI_Allreduce(g_i)"``), ``data`` the
+        buffer it sends (its bytes are recorded), ``awaits`` the key of the communication of
+        another thread it waits for (:meth:`in_flight`), whose time in flight ends here. A
+        blocking call is in flight while it runs; a request started inside is in flight from
+        the start of the idle time (the posting) to its completion."""
+        t0, c0 = time.perf_counter(), self._compiling.mine()
+        tl = self.timeline
+        if tl is not None:
+            tl.idle_start, tl.posted = t0, False
+        try:
+            yield
+        finally:
+            t1 = time.perf_counter()
+            self._idle += self._less_compiling(t1 - t0, c0)
+            self._spans.append((t0, t1))
+            if tl is not None:
+                if awaits is not None:
+                    tl.land(awaits, t1, since=t0, label=label)
+                if tl.active:
+                    nbytes = getattr(data, "nbytes", 0)
+                    tl.add("idle", label, t0, t1, nbytes)
+                    if awaits is None and not tl.posted:  # a blocking call: in flight while it runs
+                        tl.depart(None, label, t0, nbytes)
+                        tl.land(None, t1)
+                tl.idle_start = None
+
+    def codec(self, label=None):
+        """Time the enclosed compression or decompression as *codec* (label: its listing line)."""
+        return self._timed("_codec", "codec", label)
+
+    def update(self, label=None):
+        """Time the enclosed arithmetic of the method outside its gradients as *update*: its
+        update of the state (the optimizer step) and the scalings its listing applies (e.g.
+        LAGA's 1/N); the part of an iteration's "other" time that is the method's own work,
+        not the framework's. label: the listing lines it executes (--timeline)."""
+        return self._timed("_update", "update", label)
+
+    def span(self, kind, label, it=None, data=None):
+        """--timeline: the enclosed work as a span of ``kind`` (refsgd.timeline.KINDS) on the
+        calling thread, e.g. the all-reduce of a communication thread; it times nothing else."""
+        tl = self.timeline
+        if tl is None or not tl.active:
+            return contextlib.nullcontext()
+        return _Span(tl, kind, label, it, getattr(data, "nbytes", 0))
+
+    def in_flight(self, key, label, data=None):
+        """--timeline: communication ``key`` handed to another thread is in flight from now until
+        an :meth:`idle` that ``awaits`` it returns (Pipe-SGD's L10 -> L3)."""
+        tl = self.timeline
+        if tl is not None:
+            tl.depart(key, label, time.perf_counter(), getattr(data, "nbytes", 0))
+
+    def awaiting_gradients(self, label=None):
+        """Time the enclosed wait of the loop's thread for gradients that other threads compute
+        (PP-ASGD's update thread waiting for its gradient threads) as the iteration's *compute*:
+        the computation on the path of the iteration; the threads' own work is ``thread_compute``."""
+        return self._timed("_compute", "compute", label)
+
+    @contextlib.contextmanager
+    def _timed(self, total, kind, label):
+        t0, c0 = time.perf_counter(), self._compiling.mine()
+        try:
+            yield
+        finally:
+            t1 = time.perf_counter()
+            setattr(self, total, getattr(self, total) + self._less_compiling(t1 - t0, c0))
+            tl = self.timeline
+            if tl is not None and tl.active:
+                tl.add(kind, label, t0, t1)
+
+    def _less_compiling(self, seconds, since):
+        """``seconds`` of this thread less what Numba spent compiling in it since ``since``
+        (``self._compiling.mine()`` at the start): a first run's compilation is never timed
+        as compute, idle, update or codec (it is recorded apart, as ``compile``)."""
+        return max(seconds - (self._compiling.mine() - since), 0.0)
+
+    def open_wire(self):
+        """The MPI datatype and operator of the ``--compress`` codec (None without one); the
+        method closes it (``wire.close()``) when it ends."""
+        name = getattr(self.cfg, "compress", "none")
+        if name in (None, "none"):
+            return None
+        from refsgd.comm import codecs
+        return codecs.get(name).open()
+
+    def allreduce_sum(self, comm, x, out, wire=None, label=None):
+        """Blocking ``out <- sum over ranks of x`` (idle). With a codec ``wire`` (open_wire), x is
+        compressed (codec), the all-reduce carries and adds the compressed form (idle), and the
+        result is decompressed into out (codec). label: the listing line (--timeline)."""
+        if wire is None:
+            with self.idle(label, x):
+                comm.Allreduce(x, out, op=MPI.SUM)
+            return out
+        send, recv = wire.scratch(x.size)
+        line = (label or "").split(" ")[0]
+        with self.codec(f"{line} Compress ({wire.codec.name})"):
+            wire.codec.encode(x, send)
+        with self.idle(label, send):
+            wire.allreduce_wire(comm, send, recv)
+        with self.codec(f"{line} Decompress ({wire.codec.name})"):
+            wire.codec.decode(recv, out)
+        return out
+
+    def note_comm(self, start, end):
+        """Communication from start to end (perf_counter seconds), e.g. carried out by a thread."""
+        self._spans.append((start, end))
+
+    def started(self, req, label=None, data=None):
+        """Note the start of a non-blocking request (its lifetime counts as communication).
+        For --timeline: ``label`` the listing line, ``data`` the buffer it sends."""
+        now = time.perf_counter()
+        self._pending.append((req, now))
+        tl = self.timeline
+        if tl is not None:
+            # in flight from its posting (the idle time that encloses the call, if any)
+            tl.depart(id(req), label, now if tl.idle_start is None else tl.idle_start, getattr(data, "nbytes", 0))
+            tl.posted = True
+        return req
+
+    def wait(self, req, label=None):
+        """req.Wait(), timed as idle (label: its listing line, for --timeline)."""
+        t0, c0 = time.perf_counter(), self._compiling.mine()
+        req.Wait()
+        t1 = time.perf_counter()
+        self._idle += self._less_compiling(t1 - t0, c0)
+        self._finish(req, t0, t1, label)
+        tl = self.timeline
+        if tl is not None and tl.active:
+            tl.add("idle", label, t0, t1)
+
+    def waitall(self, reqs, label=None):
+        from refsgd.comm.link import waitall  # plain requests too; honours emulated deadlines
+        t0, c0 = time.perf_counter(), self._compiling.mine()
+        waitall(reqs)
+        t1 = time.perf_counter()
+        self._idle += self._less_compiling(t1 - t0, c0)
+        for r in reqs:
+            self._finish(r, t0, t1, label)
+        tl = self.timeline
+        if tl is not None and tl.active:
+            tl.add("idle", label or "complete the requests in flight", t0, t1)
+
+    def _finish(self, req, t0, t1, label=None):
+        """The request's lifetime as communication: from its start (started) or, for one not
+        noted, from the wait (t0), so that idle time always lies within the time in flight."""
+        tl = self.timeline
+        if tl is not None:
+            tl.land(id(req), t1, since=t0, label=label)
+        for i, (r, s) in enumerate(self._pending):
+            if r is req:
+                self._spans.append((s, t1))
+                del self._pending[i]
+                return
+        self._spans.append((t0, t1))
+
+    def _discount_compile_waits(self, ran):
+        """Collective, after the loop: a rank that compiled less than another (or not at all)
+        waited for it in the method's next collective, in the iteration of the compiling or the
+        one after. That wait, at most the difference to the rank that compiled longest in the
+        iteration, is moved from idle (and from the wall time and the time in flight) to compile,
+        so that another rank's compiling is not read as communication either."""
+        if ran == 0 or self.world == 1:
+            return
+        rec = self.records
+        lo = len(rec["wall"]) - ran
+        mine = np.ascontiguousarray(rec["compile"][lo:], dtype=np.float64)
+        every = np.empty((self.world, ran))
+        self.control_comm.Allgather(mine, every)
+        deficit = every.max(axis=0) - mine
+        if not deficit.any():
+            return
+        carry = 0.0
+        for i in range(ran):
+            owed, j = deficit[i] + carry, lo + i
+            waited = min(owed, rec["idle"][j])
+            rec["idle"][j] -= waited
+            rec["wall"][j] -= waited
+            rec["comm"][j] = max(rec["comm"][j] - waited, 0.0)
+            rec["compile"][j] += waited
+            carry = min(owed - waited, deficit[i])   # the rest waits in the next iteration at most
+
+    def _outside(self, fn, *args):
+        """fn(*args) at an iteration boundary, outside the iteration's times; returns its seconds
+        (Numba's compiling in it excluded)."""
+        t0, c0 = time.perf_counter(), self._compiling.mine()
+        fn(*args)
+        t1 = time.perf_counter()
+        tl = self.timeline
+        if tl is not None and tl.active:
+            kind = "evaluate" if fn == self.evaluate else "checkpoint"
+            tl.add(kind, "evaluation" if kind == "evaluate" else "checkpoint", t0, t1)
+        return self._less_compiling(t1 - t0, c0)
+
+
+class _CompileClock:
+    """Seconds Numba spends compiling kernels (not loading them from its disk cache), from
+    Numba's event API, per thread: the first run after an install or a change compiles the
+    kernels it meets, inside whatever part of an iteration first calls them; the run's timers
+    take this thread's compiling out of what they time (``mine()`` before and after). Listens
+    while registered (``with clock:``); ``take()`` returns the seconds compiled by any thread
+    since the last take, ``total()`` all of them, ``intervals(lo, hi)`` the spans of the thread
+    ``main`` (the one that runs the loop) that lie in [lo, hi]."""
+
+    def __init__(self):
+        from numba.core import event
+        clock = self
+
+        class Listener(event.Listener):
+            def on_start(self, ev):
+                me = threading.get_ident()
+                with clock._lock:
+                    depth = clock._depth.get(me, 0)
+                    if depth == 0:
+                        clock._since[me] = time.perf_counter()
+                    clock._depth[me] = depth + 1
+
+            def on_end(self, ev):
+                me = threading.get_ident()
+                with clock._lock:
+                    clock._depth[me] -= 1
+                    if clock._depth[me] == 0:
+                        now = time.perf_counter()
+                        dt = now - clock._since[me]
+                        clock._mine[me] = clock._mine.get(me, 0.0) + dt
+                        clock._seconds += dt
+                        clock._total += dt
+                        if me == clock.main:
+                            clock._spans.append((clock._since[me], now))
+
+        self._event, self._listener = event, Listener()
+        self._lock = threading.Lock()
+        self._depth, self._since, self._mine = {}, {}, {}
+        self._seconds = self._total = 0.0
+        self._spans = []
+        self.main = None
+
+    def __enter__(self):
+        self._event.register("numba:compile", self._listener)
+        return self
+
+    def __exit__(self, *exc):
+        self._event.unregister("numba:compile", self._listener)
+
+    def mine(self):
+        """Seconds the calling thread has spent compiling so far."""
+        return self._mine.get(threading.get_ident(), 0.0)
+
+    def total(self):
+        return self._total
+
+    def intervals(self, lo, hi):
+        """The main thread's compiling spans that overlap [lo, hi] (older ones are dropped)."""
+        with self._lock:
+            self._spans = [(a, b) for a, b in self._spans if b > lo]
+            return [(max(a, lo), min(b, hi)) for a, b in self._spans if a < hi]
+
+    def take(self):
+        with self._lock:
+            seconds, self._seconds = self._seconds, 0.0
+        return seconds
+
+
+class _LayerSpans:
+    """--timeline, a pass with ``--poll``: each layer of the forward and the backward pass and
+    each poll after it as spans of their own (the ``on_layer`` of the network)."""
+
+    def __init__(self, tl, net, label, poll):
+        self.tl, self.poll, self.since, self.k = tl, poll, 0.0, 0
+        self.line = (label or "").split(" ")[0]
+        self.names = _layer_names(net)
+
+    def __call__(self):
+        a = time.perf_counter()
+        name = self.names[self.k] if self.k < len(self.names) else f"layer {self.k}"
+        self.tl.add("compute", f"{self.line} {name}", self.since, a)
+        self.poll()
+        self.since = time.perf_counter()
+        self.tl.add("mpi", f"{self.line} MPI_Test (poll)", a, self.since)
+        self.k += 1
+
+
+@functools.lru_cache(maxsize=8)
+def _layer_names(net):
+    """The layers in the order a pass calls on_layer: forward, then backward (a frozen layer
+    with parameters, or one below the lowest trainable, calls none)."""
+    kinds = [type(layer).__name__.lower() for layer in net.layers]
+    fwd = [f"forward {i} {k}" for i, k in enumerate(kinds)]
+    bwd = [f"backward {i} {kinds[i]}" for i in range(len(kinds) - 1, net._lowest_trainable - 1, -1)
+           if not (net.layers[i].param_shapes and net.layers[i].frozen)]
+    return tuple(fwd + bwd)
+
+
+class _Span:
+    """A --timeline span around the enclosed block (Run.span)."""
+
+    def __init__(self, tl, kind, label, it, nbytes):
+        self.tl, self.kind, self.label, self.it, self.nbytes = tl, kind, label, it, nbytes
+
+    def __enter__(self):
+        self.t0 = time.perf_counter()
+
+    def __exit__(self, *exc):
+        self.tl.add(self.kind, self.label, self.t0, time.perf_counter(), self.nbytes, self.it)
+
+
+@contextlib.contextmanager
+def _link_observed(tl):
+    """While the loop runs with --timeline, the emulated link reports its modelled transfers."""
+    if tl is None:
+        yield
+        return
+    from refsgd.comm import link
+    link.observer = tl.link_span
+    try:
+        yield
+    finally:
+        link.observer = None
+
+
+def _test_all(reqs):
+    """MPI_Test on each request: lets a library without a progress thread advance them."""
+    for r in reqs:
+        r.Test()
+
+
+@contextlib.contextmanager
+def prompt_handover(interval=2e-4):
+    """CPython's GIL switch interval shortened (default 5 ms) while a method's own threads run.
+
+    A communication thread that returns from MPI, or wakes up from a condition variable, needs
+    the GIL back; if the computation thread is in Python code, the waiter gets it only after the
+    switch interval. At 5 ms that is more than a whole mnist_mlp step, and it showed as up to
+    1.2 ms per iteration of Pipe-SGD on 2 cores (bench overlap); at 0.2 ms it is gone."""
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(min(old, interval))
+    try:
+        yield
+    finally:
+        sys.setswitchinterval(old)
+
+
+def _union_length(spans, lo=-np.inf, hi=np.inf, holes=()):
+    """Total length of the union of the intervals within [lo, hi] (overlapping requests count
+    once), less its parts inside ``holes`` (disjoint intervals, e.g. Numba compiling)."""
+    def covered(a, b):
+        total, end = 0.0, a
+        for s, e in sorted(spans):
+            s, e = max(s, end), min(e, b)
+            if e > s:
+                total += e - s
+                end = e
+        return total
+    return max(covered(lo, hi) - sum(covered(max(a, lo), min(b, hi)) for a, b in holes), 0.0)
