@@ -357,7 +357,7 @@ def test_write_is_atomic(tmp_path, monkeypatch):
     def boom(src, dst):
         raise OSError("disk full")
 
-    monkeypatch.setattr(ds.os, "replace", boom)
+    monkeypatch.setattr(os, "replace", boom)
     with pytest.raises(RefsgdError, match=r"could not write .*t\.h5 \(disk full\); the previous file is unchanged"):
         write_tiny(p, name="other")
     assert p.read_bytes() == before
@@ -559,7 +559,7 @@ def test_mnist_and_fashion_mnist_files_are_told_apart(tmp_path, monkeypatch):
     md5 = ds._md5(str(src / "train-images-idx3-ubyte.gz"))
     known = {k: dict(v) for k, v in ds._PUBLISHED_MD5.items()}
     known["fashion-mnist"]["train_images"] = md5
-    monkeypatch.setattr(ds, "_PUBLISHED_MD5", known)
+    monkeypatch.setattr(ds.mnist, "_PUBLISHED_MD5", known)  # where convert_mnist reads it
     out = tmp_path / "m.h5"
     with pytest.raises(RefsgdError, match=r"this is Fashion-MNIST's file .*data convert fashion-mnist"):
         ds.convert("mnist", src, out)
