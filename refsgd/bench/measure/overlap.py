@@ -1,213 +1,18 @@
-"""The measurements: ``bench step`` (one process) and ``bench overlap`` (in an MPI world), and
-the codecs' costs shared with ``experiments/codec_cost.py``."""
+"""``bench overlap``: each method's iteration on synthetic data at a range of emulated links,
+against the model of its overlap of computation and communication; its JSON and text."""
 
 import argparse
 import dataclasses
-import os
 import time
 
 import numpy as np
 
 from refsgd import mpilib
 from refsgd.bench import models
-from refsgd.bench.models import interleaved_times, median_time
-from refsgd.nn import load_model
 
-
-# ------------------------------------------------------------------------------------------ step
-def step_flops(net, batch):
-    """Multiply-adds x 2 of one forward+backward pass (matrix products only; 3x the forward,
-    less the input gradient of the first layer)."""
-    first = True
-    total = 0
-    for layer in net.layers:
-        if layer.kind == "dense":
-            f = 2 * batch * layer.in_shape[0] * layer.units
-        elif layer.kind == "conv":
-            C, H, W = layer.in_shape
-            f = 2 * batch * H * W * layer.filters * C * layer.k * layer.k
-        else:
-            continue
-        total += f * (2 if first else 3)
-        first = False
-    return total
-
-
-def blas_peak(dtype, n=1024, repeat=10):
-    """FLOP/s of a square matrix product of size n (the machine's BLAS peak, as used)."""
-    a = np.random.default_rng(0).standard_normal((n, n)).astype(dtype)
-    t = median_time(lambda: a @ a, repeat)
-    return 2 * n ** 3 / t
-
-
-def step(model, batch, dtype=np.float32, repeat=20, seed=0, use_torch=True):
-    """Time loss_and_grad of ``model`` at ``batch``; returns a dict of measurements: medians over
-    the repeats with their spread (``*_spread``: median, quartiles, min, max), the load average
-    before and after. With PyTorch, its step and refsgd's are timed in turn (A B A B ...), and
-    ``ratio`` is the median of the repeats' refsgd / PyTorch ratios, ``ratio_spread`` their
-    spread: load that arrives during the measurement meets both sides alike."""
-    from refsgd import busy
-    load_before = busy.load_average()
-    net = load_model(model, dtype=dtype)
-    rng = np.random.default_rng(seed)
-    w = net.init_params(seed)
-    g = np.empty_like(w)
-    x = rng.standard_normal((batch,) + net.input_shape).astype(dtype)
-    y = rng.integers(0, net.num_classes, batch)
-
-    def ours():
-        net.loss_and_grad(w, x, y, out=g)
-    # SGD with momentum 0.9 right after a forward/backward pass, as a run meets it
-    from refsgd.optim import SGD
-    opt = SGD(net.num_params, dtype, momentum=0.9)
-    update = median_time(lambda: opt.step(w, g, 1e-3), repeat, before=ours)
-    res = dict(model=net.name, batch=batch, dtype=np.dtype(dtype).name, num_params=net.num_params,
-               flops=step_flops(net, batch), blas_peak=blas_peak(dtype), torch_s=None, update_s=update,
-               torch_update_s=None, torch_threads=None, torch_version=None, torch_skipped=not use_torch,
-               torch_spread=None, ratio=None, ratio_spread=None, repeat=repeat)
-    tstep = None
-    if use_torch:
-        try:
-            import torch
-            from refsgd import torch_twin
-        except ImportError:
-            torch = None
-        if torch is not None:
-            model_t = torch_twin.build_torch(net)
-            torch_twin.load_flat(model_t, net, w)
-            xt, yt = torch.from_numpy(x), torch.from_numpy(y)
-
-            def tstep():
-                model_t.zero_grad(set_to_none=True)
-                torch.nn.functional.cross_entropy(model_t(xt), yt).backward()
-
-            topt = torch.optim.SGD(model_t.parameters(), lr=1e-3, momentum=0.9)  # PyTorch's default (foreach)
-            tstep()
-            topt.step()
-            res.update(torch_update_s=median_time(topt.step, repeat, before=tstep),
-                       torch_threads=torch.get_num_threads(), torch_version=torch.__version__)
-    if tstep is None:
-        mine = interleaved_times([ours], repeat)[0]
-    else:
-        mine, theirs = interleaved_times([ours, tstep], repeat)
-        res.update(torch_s=float(np.median(theirs)), torch_spread=models.spread(theirs),
-                   ratio=float(np.median(mine / theirs)), ratio_spread=models.spread(mine / theirs))
-    res.update(refsgd_s=float(np.median(mine)), refsgd_spread=models.spread(mine), load_before=load_before,
-               load_after=busy.load_average())
-    return res
-
-
-def _quartiles_ms(s):
-    return f"quartiles {1e3 * s['p25']:.2f}-{1e3 * s['p75']:.2f}" if s else ""
-
-
-def format_step(r):
-    n = r.get("repeat")
-    lines = [f"model {r['model']}, batch {r['batch']}, {r['dtype']}, forward+backward, median of "
-             f"{n or ''} repeats{', PyTorch and refsgd in turn' if r.get('ratio') is not None else ''}",
-             f"  refsgd   {1e3 * r['refsgd_s']:9.2f} ms   {r['flops'] / r['refsgd_s'] / 1e9:7.1f} GFLOP/s"
-             f"   ({100 * r['flops'] / r['refsgd_s'] / r['blas_peak']:.0f}% of the BLAS peak"
-             f" {r['blas_peak'] / 1e9:.0f} GFLOP/s, 1024^2 GEMM; {_quartiles_ms(r.get('refsgd_spread'))} ms)"]
-    if r.get("torch_skipped"):
-        lines.append("  pytorch  not timed (--no-torch)")
-    elif r["torch_s"] is None:
-        lines.append("  pytorch  not installed (./run.sh torch installs it, to compare)")
-    else:
-        lines.append(f"  pytorch  {1e3 * r['torch_s']:9.2f} ms   (torch {r['torch_version']}, "
-                     f"{r['torch_threads']} threads; {_quartiles_ms(r.get('torch_spread'))} ms)")
-        q = r["ratio_spread"]
-        lines.append(f"  ratio refsgd / pytorch = {r['ratio']:.2f}, the median of {q['n']} side-by-side pairs "
-                     f"(quartiles {q['p25']:.2f}-{q['p75']:.2f}, range {q['min']:.2f}-{q['max']:.2f})")
-    if r.get("update_s") is not None:
-        torch_up = (f", PyTorch's torch.optim.SGD {1e3 * r['torch_update_s']:.3f} ms"
-                    if r.get("torch_update_s") is not None else "")
-        lines.append(f"  update (SGD momentum 0.9, right after a forward/backward): refsgd {1e3 * r['update_s']:.3f} ms"
-                     f"{torch_up}")
-    from refsgd.nn import kernels
-    lines.append(f"  threads: refsgd {kernels.chunk_threads()} (OpenBLAS and the conv chunks), "
-                 f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', 'unset')}, {os.cpu_count()} CPUs. "
-                 "Under MPI each rank gets one thread: compare with "
-                 "OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 refsgd bench step ...")
-    lines += _load_lines(r, ranks=1, threads=kernels.chunk_threads())
-    return "\n".join(lines)
-
-
-def _load_lines(r, ranks, threads):
-    """The load average of a measurement (``load_before``, ``load_after``), and the note when the
-    machine was busy (refsgd.busy)."""
-    from refsgd import busy
-    if "load_before" not in r:
-        return []
-    out = [f"  {busy.text(r['load_before'], r.get('load_after'))}"]
-    crowded = busy.note(r["load_before"], ranks, threads, how=busy.ONE_THREAD_ENV)
-    if crowded:
-        out.append(f"  note: {crowded}")
-    return out
-
-
-# ------------------------------------------------------------------------------------------ codecs
-#: the codecs of refsgd.comm.codecs, in the order of the tables
-CODEC_NAMES = ("t16", "q8", "bf16", "fp16")
-
-
-def timed_collective(comm, fn, repeat, warmup=3, wire=None):
-    """Median over ``repeat`` calls of fn() (barrier before each, after ``warmup`` calls) of the
-    slowest rank's seconds for that call; with ``wire``, also the median over the calls of the
-    slowest rank's operator seconds per operator call, and the operator calls per fn()."""
-    from mpi4py import MPI
-    for _ in range(warmup):
-        comm.Barrier()
-        fn()
-    times, ops, calls = np.empty(repeat), np.zeros(repeat), np.zeros(repeat)
-    for i in range(repeat):
-        if wire is not None:
-            s0, c0 = wire.op_seconds, wire.op_calls
-        comm.Barrier()
-        t0 = time.perf_counter()
-        fn()
-        times[i] = time.perf_counter() - t0
-        if wire is not None:
-            calls[i] = wire.op_calls - c0
-            ops[i] = (wire.op_seconds - s0) / max(calls[i], 1)
-    # the slowest rank sets the pace of a collective (and of the step that waits for all)
-    both = np.concatenate([times, ops, calls])
-    comm.Allreduce(MPI.IN_PLACE, both, op=MPI.MAX)
-    times, ops, calls = both[:repeat], both[repeat:2 * repeat], both[2 * repeat:]
-    return float(np.median(times)), float(np.median(ops)), float(np.mean(calls))
-
-
-def codec_costs(comm, n, repeat=20, names=CODEC_NAMES):
-    """The plain float32 all-reduce of n values and, per codec, encode, decode, the compressed
-    all-reduce of encoded buffers (the ring, ``Wire.allreduce_wire``) and its reduction step per
-    call, and the same reduction as an MPI user-defined operator (``Wire.allreduce_op``, the
-    library's order) with its operator per call, in this MPI world (collective). Returns a list
-    of dicts (seconds; the plain all-reduce first, with None for what it lacks)."""
-    from mpi4py import MPI
-
-    from refsgd.comm import codecs
-    x = np.random.default_rng(comm.Get_rank()).standard_normal(n).astype(np.float32) * np.float32(1e-2)
-    out = np.empty_like(x)
-    plain = timed_collective(comm, lambda: comm.Allreduce(x, out, op=MPI.SUM), repeat)[0]
-    rows = [dict(codec="plain f32", wire_bytes=4 * n, encode=None, allreduce=plain, decode=None, op=None,
-                 calls=None)]
-    for name in names:
-        codec = codecs.get(name)
-        wire = codec.open()
-        try:
-            send, recv = wire.buffers(n)
-            codec.encode(x, send)
-            enc = timed_collective(comm, lambda: codec.encode(x, send), repeat)[0]
-            dec = timed_collective(comm, lambda: codec.decode(send, out), repeat)[0]
-            # the warm-up compiles / loads the operator's kernel
-            ared, op, calls = timed_collective(comm, lambda: wire.allreduce_wire(comm, send, recv), repeat,
-                                               wire=wire)
-            mpi_op, mpi_step, mpi_calls = timed_collective(comm, lambda: wire.allreduce_op(comm, send, recv),
-                                                           repeat, wire=wire)
-            rows.append(dict(codec=name, wire_bytes=int(send.nbytes), encode=enc, allreduce=ared, decode=dec,
-                             op=op, calls=calls, allreduce_op=mpi_op, op_op=mpi_step, calls_op=mpi_calls))
-        finally:
-            wire.close()
-    return rows
+from .step import _load_lines
+from .codec_cost import codec_costs, format_codecs
+from .world import _allreduce_time, _cores_per_rank, _iteration_spread, _mean_over_ranks, _message_time, _ranks_per_node, measured_link
 
 
 # ------------------------------------------------------------------------------------------ overlap
@@ -261,88 +66,6 @@ def method_config(algo, *, batch, tau, iterations, lr, seed, poll=False, ranks_p
     return ns
 
 
-def _mean_over_ranks(comm, values, skip, servers=0):
-    """Mean over the workers (the ranks from ``servers`` on: a parameter server computes no
-    gradient, and its zero would halve a compute column at 2 ranks) and over the iterations after
-    the first ``skip`` (the last one, which evaluates the model, left out when there are
-    others), in seconds."""
-    hi = len(values) - 1 if len(values) - 1 > skip else len(values)
-    mine = float(np.mean(values[skip:hi])) if comm.Get_rank() >= servers else 0.0
-    return comm.allreduce(mine) / max(1, comm.Get_size() - servers)
-
-
-def _allreduce_time(comm, n, dtype, repeat=20, stat=np.median):
-    """Seconds of a blocking Allreduce of n values: ``stat`` (the median) of the repeats on each
-    rank, the slowest rank's."""
-    from mpi4py import MPI
-    a, b = np.ones(n, dtype), np.empty(n, dtype)
-    times = []
-    for _ in range(repeat + 3):
-        comm.Barrier()
-        t0 = time.perf_counter()
-        comm.Allreduce(a, b, op=MPI.SUM)
-        times.append(time.perf_counter() - t0)
-    return comm.allreduce(float(stat(times[3:])), op=MPI.MAX)
-
-
-def _message_time(comm, n, dtype, repeat=20, peer=1, stat=np.median):
-    """``stat`` (the median) of the seconds of one message of n values from rank 0 to ``peer``
-    and back, halved (the other ranks take no part); 0 on one rank."""
-    from mpi4py import MPI
-    if comm.Get_size() < 2:
-        return 0.0
-    a = np.ones(n, dtype)
-    rank, times = comm.Get_rank(), []
-    for _ in range(repeat + 3):
-        comm.Barrier()
-        t0 = time.perf_counter()
-        if rank == 0:
-            comm.Send(a, dest=peer, tag=7)
-            comm.Recv(a, source=peer, tag=8)
-        elif rank == peer:
-            comm.Recv(a, source=0, tag=7)
-            comm.Send(a, dest=0, tag=8)
-        times.append((time.perf_counter() - t0) / 2)
-    return comm.allreduce(float(stat(times[3:])) if rank in (0, peer) else 0.0, op=MPI.MAX)
-
-
-def measured_link(comm, n, dtype, repeat=20):
-    """The link between two nodes, measured: a ping-pong of one value and of n values between
-    rank 0 and the first rank on another node (MPI_Get_processor_name), the fastest of
-    ``repeat`` (the link's floor: on a loaded machine a median of a 1-value message measured the
-    ranks' wake-ups, up to 1.5 ms); alpha = the one-value message, beta = the rest of the n-value
-    message per byte. Returns (Link, the two processor names), or (None, None) when every rank
-    is on one node."""
-    from mpi4py import MPI
-
-    from refsgd.comm.link import Link
-    names = comm.allgather(mpilib.processor_name())
-    peer = next((r for r, name in enumerate(names) if name != names[0]), None)
-    if peer is None:
-        return None, None
-    t = {size: _message_time(comm, size, dtype, repeat, peer, np.min) for size in (1, n)}
-    nbytes = (n - 1) * np.dtype(dtype).itemsize
-    beta = max(t[n] - t[1], 1e-12) / nbytes
-    return Link(1e6 * t[1], 8.0 / beta / 1e9), (names[0], names[peer])
-
-
-def _cores_per_rank(comm):
-    """The cores each rank of this node may use: its affinity set, or the machine's cores shared
-    by the ranks on the node, whichever is fewer (the same on every rank: the minimum)."""
-    from mpi4py import MPI
-    from refsgd.api import ranks_on_node, usable_cores
-    on_node = ranks_on_node(comm)
-    return comm.allreduce(min(float(usable_cores()), (os.cpu_count() or 1) / on_node), op=MPI.MIN)
-
-
-def _ranks_per_node(comm, given):
-    """DASO's G: --ranks-per-node, or the ranks that share memory with this one."""
-    if given:
-        return given
-    from refsgd.api import ranks_on_node
-    return ranks_on_node(comm)
-
-
 def _run_method(comm, cfg, net, data, schedule, skip, spans=None):
     """Train ``cfg.algo`` for the configured iterations; (compute, idle, codec, wall, update) per
     iteration, mean over the workers (a parameter server's ranks left out), and the spread of
@@ -358,17 +81,6 @@ def _run_method(comm, cfg, net, data, schedule, skip, spans=None):
     means = tuple(_mean_over_ranks(comm, run.records[k], skip, servers(cfg.algo))
                   for k in ("compute", "idle", "codec", "wall", "update"))
     return means + (_iteration_spread(comm, run.records["wall"], skip, servers(cfg.algo)),)
-
-
-def _iteration_spread(comm, values, skip, servers=0):
-    """models.spread of the iteration times (each the mean over the workers) that
-    _mean_over_ranks averages: a comparison that flips from run to run shows in it."""
-    hi = len(values) - 1 if len(values) - 1 > skip else len(values)
-    mine = np.asarray(values[skip:hi], dtype=np.float64) * (comm.Get_rank() >= servers)
-    total = np.empty_like(mine)
-    from mpi4py import MPI
-    comm.Allreduce(mine, total, op=MPI.SUM)
-    return models.spread(total / max(1, comm.Get_size() - servers))
 
 
 def span_seconds(repeat=20000):
@@ -635,44 +347,4 @@ def format_overlap(r):
         lines += ["", format_codecs(r["codecs"], r["world"])]
     from refsgd.nn import kernels
     lines += _load_lines(r, ranks=r["world"], threads=kernels.chunk_threads())
-    return "\n".join(lines)
-
-
-def format_ring(rows, world, n):
-    """``bench codec``'s table: per codec, the ring's all-reduce against the MPI operator's."""
-    lines = [f"compressed all-reduce of {n:,} float32 values on {world} rank(s): the ring (Sendrecv, refsgd's "
-             "order, the same bits under any MPI library) against an MPI user-defined operator (the library's "
-             "order); median of the slowest rank, shared memory on one machine",
-             f"  {'codec':<6} {'wire bytes':>11} {'ring ms':>9} {'steps':>5} {'step ms':>8} {'ring-steps ms':>13} "
-             f"{'MPI op ms':>10} {'calls':>5} {'op/call ms':>10} {'ring/op':>7}"]
-    for c in rows:
-        if c["encode"] is None:
-            lines.append(f"  {'plain':<6} {c['wire_bytes']:>11,} {'-':>9} {'-':>5} {'-':>8} {'-':>13} "
-                         f"{1e3 * c['allreduce']:10.3f} {'-':>5} {'-':>10} {'-':>7}   (MPI_SUM of float32)")
-            continue
-        rest = c["allreduce"] - c["calls"] * c["op"]
-        lines.append(f"  {c['codec']:<6} {c['wire_bytes']:>11,} {1e3 * c['allreduce']:9.3f} {c['calls']:5.0f} "
-                     f"{1e3 * c['op']:8.3f} {1e3 * rest:13.3f} {1e3 * c['allreduce_op']:10.3f} "
-                     f"{c['calls_op']:5.1f} {1e3 * c['op_op']:10.3f} {c['allreduce'] / c['allreduce_op']:7.2f}")
-    lines.append("'steps' are the ring's reduction steps per call (p - 1, each on 1/p of the buffer), 'ring-steps' "
-                 "the ring's time besides them (its 2 (p - 1) Sendrecv calls and Python); 'calls' are the MPI "
-                 "operator's calls per all-reduce.")
-    return "\n".join(lines)
-
-
-def format_codecs(rows, world):
-    mb = rows[0]["wire_bytes"] / 1e6
-    plain = rows[0]["allreduce"]
-    lines = [f"codecs on {world} rank(s), {mb:.2f} MB of float32, median of the slowest rank "
-             "(no link: shared memory on one machine)",
-             f"  {'codec':<10} {'wire bytes':>11} {'encode':>8} {'decode':>8} {'allreduce':>9} {'op/call':>8} "
-             f"{'enc GB/s':>8} {'dec GB/s':>8} {'(enc+ar+dec)/plain':>18}"]
-    for c in rows:
-        if c["encode"] is None:
-            lines.append(f"  {c['codec']:<10} {c['wire_bytes']:>11,} {'-':>8} {'-':>8} {1e3 * c['allreduce']:9.3f} "
-                         f"{'-':>8} {'-':>8} {'-':>8} {1.0:>18.2f}")
-            continue
-        lines.append(f"  {c['codec']:<10} {c['wire_bytes']:>11,} {1e3 * c['encode']:8.3f} {1e3 * c['decode']:8.3f} "
-                     f"{1e3 * c['allreduce']:9.3f} {1e3 * c['op']:8.3f} {mb / 1e3 / c['encode']:8.2f} "
-                     f"{mb / 1e3 / c['decode']:8.2f} {(c['encode'] + c['allreduce'] + c['decode']) / plain:18.2f}")
     return "\n".join(lines)
