@@ -50,7 +50,7 @@ import shutil
 
 import numpy as np
 
-from refsgd import AgreedError, RefsgdError
+from refsgd.errors import AgreedError, RefsgdError
 from refsgd.files import h5_written
 from refsgd.finite import NonFiniteLoss
 

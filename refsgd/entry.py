@@ -7,7 +7,8 @@ first instruction to the last, ends the command with 130 or 143 and one line, on
 
 import sys
 
-from refsgd import Stopped, failure
+from refsgd.errors import Stopped
+from refsgd import failure
 
 
 def main(argv=None):

@@ -203,7 +203,7 @@ class _Stop:
             if world_rank() == 0:
                 say(line)
             os._exit(code)
-        from refsgd import Stopped
+        from refsgd.errors import Stopped
         raise Stopped(code, f"{word} ({name})")
 
     def _leave_once_mpi_is_up(self, signum):

@@ -8,7 +8,7 @@ import tempfile
 
 import h5py
 
-from refsgd import RefsgdError
+from refsgd.errors import RefsgdError
 
 
 @contextlib.contextmanager

@@ -4,7 +4,7 @@ and :mod:`refsgd.checkpoint` (a checkpoint refuses a non-finite state), which ra
 
 import numba as nb
 
-from refsgd import AgreedError
+from refsgd.errors import AgreedError
 
 
 @nb.njit(cache=True, nogil=True)

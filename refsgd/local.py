@@ -11,7 +11,7 @@ import time
 
 import numpy as np
 
-from refsgd import RefsgdError
+from refsgd.errors import RefsgdError
 from refsgd.datasets import epoch_batches
 
 

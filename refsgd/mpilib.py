@@ -48,7 +48,7 @@ import subprocess
 import sys
 import time
 
-from refsgd import RefsgdError
+from refsgd.errors import RefsgdError
 
 #: launcher variables of an enclosing MPI job, not passed on to the mpiexec started here
 LAUNCHER_PREFIXES = ("PMI_", "PMIX_", "HYDRA_", "HYDI_", "OMPI_", "MPIR_", "PRTE_", "OPAL_", "ORTE_")

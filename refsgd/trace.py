@@ -39,7 +39,8 @@ import json
 
 import numpy as np
 
-from refsgd import RefsgdError, __version__
+from refsgd.errors import RefsgdError
+from refsgd.version import __version__
 from refsgd.files import h5_written, open_h5, read_array
 
 FORMAT = "refsgd-trace"

@@ -75,7 +75,7 @@ import numba as nb
 import numpy as np
 from mpi4py import MPI
 
-from refsgd import RefsgdError
+from refsgd.errors import RefsgdError
 from refsgd.comm import codecs
 from refsgd.optim import NO_BEST, plateaued
 from refsgd.options import default

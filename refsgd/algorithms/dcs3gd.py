@@ -52,7 +52,7 @@ import numba as nb
 import numpy as np
 from mpi4py import MPI
 
-from refsgd import RefsgdError
+from refsgd.errors import RefsgdError
 from refsgd.optim import decay_mask
 from refsgd.options import value
 

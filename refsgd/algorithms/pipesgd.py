@@ -104,7 +104,7 @@ import time
 import numpy as np
 from mpi4py import MPI
 
-from refsgd import RankFailure, RefsgdError
+from refsgd.errors import RankFailure, RefsgdError
 from refsgd.comm import codecs
 from refsgd.optim import fused_step
 from refsgd.options import value

@@ -78,7 +78,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 from mpi4py import MPI
 
-from refsgd import RankFailure, RefsgdError
+from refsgd.errors import RankFailure, RefsgdError
 from refsgd.optim import momentum_predict
 from refsgd.options import value
 from refsgd.run import prompt_handover

@@ -62,7 +62,7 @@ import time
 import numba as nb
 import numpy as np
 
-from refsgd import RefsgdError
+from refsgd.errors import RefsgdError
 
 _CHUNK = 1024                        # values per chunk of the 16-bit operators
 Q8_BLOCK = 256                       # values per q8 block

@@ -81,7 +81,7 @@ import time
 
 from mpi4py import MPI
 
-from refsgd import RefsgdError
+from refsgd.errors import RefsgdError
 
 # time.sleep() is used up to this long before a deadline; the rest is a busy-wait
 _SPIN_S = 100e-6

@@ -25,7 +25,7 @@ as "local" and "global" (see :mod:`refsgd.comm.link`). ``close()`` frees the com
 
 from mpi4py import MPI
 
-from refsgd import AgreedError, RefsgdError
+from refsgd.errors import AgreedError, RefsgdError
 from refsgd.comm.link import wrap
 
 

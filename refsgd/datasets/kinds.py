@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from refsgd import RefsgdError
+from refsgd.errors import RefsgdError
 
 from .sources import KINDS
 from .mnist import convert_mnist

@@ -10,7 +10,7 @@ from pathlib import Path
 import h5py
 import numpy as np
 
-from refsgd import RefsgdError
+from refsgd.errors import RefsgdError
 from refsgd.files import h5_written, open_h5
 
 FORMAT = "refsgd-dataset"

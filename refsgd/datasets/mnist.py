@@ -10,7 +10,8 @@ import zlib
 
 import numpy as np
 
-from refsgd import RefsgdError, __version__
+from refsgd.errors import RefsgdError
+from refsgd.version import __version__
 
 from .layout import write
 from .sources import _META, _PUBLISHED_MD5

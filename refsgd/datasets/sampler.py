@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from refsgd import RefsgdError
+from refsgd.errors import RefsgdError
 
 
 # ---------------------------------------------------------------------------

@@ -33,7 +33,7 @@ import threading
 
 import numpy as np
 
-from refsgd import RefsgdError
+from refsgd.errors import RefsgdError
 from refsgd.nn import kernels
 from refsgd.nn.layers import Conv2d, Flatten, LeakyReLU, MaxPool2d, ReLU, softmax_cross_entropy
 

@@ -30,7 +30,7 @@ except ModuleNotFoundError:  # Python 3.10
 
 import numpy as np
 
-from refsgd import RefsgdError
+from refsgd.errors import RefsgdError
 from refsgd.nn.layers import LAYER_TYPES, _is_int
 from refsgd.nn.network import Network
 

@@ -7,7 +7,7 @@ import operator
 
 import numpy as np
 
-from refsgd import RefsgdError
+from refsgd.errors import RefsgdError
 
 
 # --------------------------------------------------------------------------------------------

@@ -8,7 +8,7 @@ import numbers
 
 import numpy as np
 
-from refsgd import RefsgdError, did_you_mean
+from refsgd.errors import RefsgdError, did_you_mean
 
 from .checks import _integer, _iteration, _real
 

@@ -5,7 +5,7 @@ methods call directly (:func:`fused_step`, :func:`momentum_predict`)."""
 import numba as nb
 import numpy as np
 
-from refsgd import RefsgdError
+from refsgd.errors import RefsgdError
 
 from .checks import _integer, _real
 

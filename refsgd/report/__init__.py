@@ -1,8 +1,9 @@
 """``refsgd report FILE [FILE ...]``: the text, the figure and the exports of metrics files
 (``refsgd train --out``; schema in :mod:`refsgd.metrics`).
 
-Modules: :mod:`.runs` (a metrics file as the report reads it), :mod:`.text`, :mod:`.figure`,
-:mod:`.export` (CSV, JSON), :mod:`.command` (:func:`report`); this package re-exports them.
+Modules: :mod:`.metrics_file` (read a metrics file, the summary text), :mod:`.runs` (a metrics
+file as the report shows it), :mod:`.text`, :mod:`.figure`, :mod:`.export` (CSV, JSON),
+:mod:`.command` (:func:`report`); this package re-exports them.
 
 Files of metrics format version 1 (no ``format_version`` attribute), 2 and 3 are read alike; what
 version 2 adds (the ``/lr`` dataset, the attributes ``model``, ``model_spec``, ``layout``,

@@ -4,7 +4,7 @@ the exports and the timeline's trace and chart that were asked for."""
 import json
 import os
 
-from refsgd import RefsgdError
+from refsgd.errors import RefsgdError
 from refsgd import timeline as tl
 from refsgd.files import check_distinct, check_output
 

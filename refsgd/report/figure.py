@@ -5,7 +5,7 @@ import os
 
 import numpy as np
 
-from refsgd import RefsgdError
+from refsgd.errors import RefsgdError
 from refsgd.files import atomic_path
 from refsgd.options import one_worker_note
 

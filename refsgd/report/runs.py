@@ -7,8 +7,10 @@ import math
 
 import numpy as np
 
-from refsgd import RefsgdError
+from refsgd.errors import RefsgdError
 from refsgd.files import open_h5, read_array
+
+from .metrics_file import read
 
 #: the time split, in the order drawn and tabled
 PARTS = ("compute", "idle", "update", "other", "comm")
@@ -163,12 +165,12 @@ def smoothing_window(run):
 
 def load(path, index=1):
     """A :class:`Run` from a metrics file; RefsgdError naming what is wrong."""
-    from refsgd import metrics, trace
+    from refsgd import trace
     with open_h5(path, "a metrics file from refsgd train --out") as f:
         if f.attrs.get("format") == trace.FORMAT:
             raise RefsgdError(f"{path} is a trace (refsgd train --trace, refsgd golden), not a metrics file "
                               f"(refsgd train --out): compare traces with `refsgd verify A.h5 B.h5`")
-    evals, rec, attrs = metrics.read(path)
+    evals, rec, attrs = read(path)
     config = json.loads(attrs.get("config", "{}"))  # read checked that it is a JSON object
     if "wall" not in rec:
         raise RefsgdError(f"{path}: malformed metrics file, missing /iterations/wall")

@@ -3,13 +3,13 @@ runs, the comparison table and the settings in which they differ."""
 
 from refsgd.options import one_worker_note
 
+from .metrics_file import summary
 from .runs import EXTRA_ATTRS, PARTS, _attr_text, _one_line, _text
 
 
 # ---------------------------------------------------------------------- text
 def run_text(run):
     """The text report of one run."""
-    from refsgd import metrics
     a, cfg = run.attrs, run.config
     link = _text(a.get("link", "none"))
     head = [f"{run.path}: {run.algo} on {_text(a.get('world_size', run.world))} rank(s), "
@@ -39,7 +39,7 @@ def run_text(run):
                     f"test loss {e['test_loss']:.4f}  test acc {100 * e['test_acc']:.2f}%")
     wall = float(a.get("wall_seconds", 0))
     batch = cfg.get("batch")
-    return "\n".join(head) + "\n" + metrics.summary(
+    return "\n".join(head) + "\n" + summary(
         run.evals, run.rec, wall, None if link == "none" else link, batch=batch if isinstance(batch, int) else None,
         segments=run.segments, version=run.format_version if isinstance(run.format_version, int) else 1)
 

@@ -6,7 +6,8 @@ import time
 import numpy as np
 from mpi4py import MPI
 
-from refsgd import Stopped, failure
+from refsgd.errors import Stopped
+from refsgd import failure
 from refsgd.finite import NonFiniteLoss, _all_finite, _no_nan
 
 from .timing import _union_length

@@ -9,7 +9,8 @@ import time
 import numpy as np
 from mpi4py import MPI
 
-from refsgd import RefsgdError, failure
+from refsgd.errors import RefsgdError
+from refsgd import failure
 from refsgd.datasets import epoch_batches
 from refsgd.optim import SGD
 

@@ -12,7 +12,7 @@ against these.
 
 import numpy as np
 
-from refsgd import RefsgdError
+from refsgd.errors import RefsgdError
 from refsgd.comm.codecs import Q8_BLOCK, ring_blocks
 
 

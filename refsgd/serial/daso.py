@@ -27,7 +27,7 @@ buffers ``U.*``.
 
 import numpy as np
 
-from refsgd import RefsgdError
+from refsgd.errors import RefsgdError
 from refsgd.algorithms.daso import CYCLING, Phases, epoch_loss
 from refsgd.optim import SGD
 from refsgd.serial.codecs import allreduce_sum

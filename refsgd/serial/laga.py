@@ -20,7 +20,7 @@ step t is g^t(tau), the all-reduce started at step t.
 
 import numpy as np
 
-from refsgd import RefsgdError
+from refsgd.errors import RefsgdError
 from refsgd.serial.ssgd import _grads_at, _Stream
 
 

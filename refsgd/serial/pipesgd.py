@@ -20,7 +20,7 @@ Micro-batches as in :mod:`refsgd.serial.ssgd`.
 
 import numpy as np
 
-from refsgd import RefsgdError
+from refsgd.errors import RefsgdError
 from refsgd.serial.codecs import allreduce_sum
 from refsgd.options import value
 from refsgd.serial.ssgd import _grads_at, _Stream

@@ -15,7 +15,7 @@ Every process holds the same w, M and w^. Traced: w, M, w_hat and the batches (T
 
 import numpy as np
 
-from refsgd import RefsgdError
+from refsgd.errors import RefsgdError
 from refsgd.algorithms.ppasgd import horizon, randpick
 from refsgd.options import value
 

@@ -5,7 +5,7 @@ import json
 
 import numpy as np
 
-from refsgd import RefsgdError
+from refsgd.errors import RefsgdError
 
 from .recording import KINDS
 

@@ -5,7 +5,7 @@ import re
 
 import numpy as np
 
-from refsgd import RefsgdError
+from refsgd.errors import RefsgdError
 
 from .chrome import tracks
 

@@ -8,7 +8,7 @@ import time
 
 import numpy as np
 
-from refsgd import RefsgdError
+from refsgd.errors import RefsgdError
 
 KINDS = ("iteration", "compute", "idle", "codec", "update", "mpi", "comm", "flight", "link", "evaluate",
          "checkpoint")

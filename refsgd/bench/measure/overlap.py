@@ -248,7 +248,7 @@ def overlap(comm, args):
 
 def parse_ratios(text):
     """``--ratio R[,R...]`` -> [float]; each a finite number >= 0 (0: no link)."""
-    from refsgd import RefsgdError
+    from refsgd.errors import RefsgdError
     out = []
     for part in str(text).split(","):
         try:

@@ -3,7 +3,7 @@ rows, or Winograd F(2x2, 3x3) for 3x3 kernels; a following activation and 2x2 ma
 
 import numpy as np
 
-from refsgd import RefsgdError
+from refsgd.errors import RefsgdError
 from refsgd.nn import kernels
 
 from .base import Layer, _is_int, _new

@@ -3,7 +3,7 @@ the loss, :func:`softmax_cross_entropy`."""
 
 import numpy as np
 
-from refsgd import RefsgdError
+from refsgd.errors import RefsgdError
 from refsgd.nn import kernels
 
 from .base import Layer, _is_int, _new

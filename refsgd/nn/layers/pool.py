@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from refsgd import RefsgdError
+from refsgd.errors import RefsgdError
 from refsgd.nn import kernels
 
 from .base import Layer, _is_int, _new

@@ -1,0 +1,49 @@
+"""The layers of refsgd point down (docs/architecture.md): import-linter's contracts in setup.cfg
+hold on the package, and they fail on an upward import, at module level or inside a function."""
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("importlinter")  # the [test] extra installs it
+
+ROOT = Path(__file__).resolve().parents[1]
+CONFIG = ROOT / "setup.cfg"
+LINT = "import sys; from importlinter.cli import lint_imports_command; sys.exit(lint_imports_command())"
+
+
+def lint(cwd, config, pythonpath=None):
+    env = dict(os.environ)
+    if pythonpath is not None:  # the copy first, ahead of the installed refsgd
+        env["PYTHONPATH"] = os.pathsep.join([str(pythonpath)] + [p for p in [env.get("PYTHONPATH")] if p])
+    return subprocess.run([sys.executable, "-c", LINT, "--no-cache", "--no-logo", str(config)], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_the_layers_contract_holds():
+    r = lint(ROOT, CONFIG)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "refsgd's layers point down KEPT" in r.stdout
+    assert "Contracts: 1 kept, 0 broken." in r.stdout
+
+
+def test_an_upward_import_inside_a_function_breaks_the_contract(tmp_path):
+    """A copy of the package where the layers' base module imports the command line inside a
+    function: lint-imports on that copy reports the broken contract and names the import."""
+    shutil.copytree(ROOT / "refsgd", tmp_path / "refsgd", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(CONFIG, tmp_path / "setup.cfg")
+    base = tmp_path / "refsgd" / "nn" / "layers" / "base.py"
+    base.write_text(base.read_text() + "\n\ndef _upward():\n    import refsgd.cli\n    return refsgd.cli\n")
+    r = lint(tmp_path, tmp_path / "setup.cfg", pythonpath=tmp_path)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "refsgd's layers point down BROKEN" in r.stdout
+    assert "refsgd.nn is not allowed to import refsgd.cli" in r.stdout
+    assert "refsgd.nn.layers.base -> refsgd.cli" in r.stdout
+    # and the unchanged copy keeps it: the failure is the added import, not the copy
+    base.write_text(base.read_text().split("\n\ndef _upward():")[0] + "\n")
+    r = lint(tmp_path, tmp_path / "setup.cfg", pythonpath=tmp_path)
+    assert r.returncode == 0, r.stdout + r.stderr
