@@ -47,7 +47,7 @@ Schema (HDF5, written by rank 0, atomically)::
     /lr                  float64 (T,)        the learning rate of every iteration
     /timeline/...        (S,) each           --timeline: the spans of a window of iterations, every rank
                                              and thread (start, end, rank, thread, kind, label,
-                                             iteration, bytes; layout in refsgd/timeline.py)
+                                             iteration, bytes; layout in refsgd/timeline/file.py)
     attrs: format = "refsgd-metrics", format_version = 4 (files without them are version 1),
            model, model_spec (JSON), layout (JSON [[tensor, offset, shape], ...]), dataset,
            dataset_sha256 (as in a trace: refsgd.trace.dataset_sha256, in the run's dtype),
