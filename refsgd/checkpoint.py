@@ -51,8 +51,9 @@ import shutil
 import numpy as np
 
 from refsgd.errors import AgreedError, RefsgdError
-from refsgd.files import h5_written
+from refsgd.files import h5_written, open_h5, read_array
 from refsgd.finite import NonFiniteLoss
+from refsgd.trace import dataset_sha256
 
 #: 2 adds the segments, 3 the dataset's SHA-256 in meta.json (versions 1 and 2 are read too)
 FORMAT_VERSION = 3
@@ -181,7 +182,6 @@ def save(run, root, config, keep=0):
     errors = [e for e in comm.allgather(err) if e]
     if run.rank == 0 and not errors:
         try:
-            from refsgd.trace import dataset_sha256
             meta = dict(format="refsgd-checkpoint", format_version=FORMAT_VERSION, t=t, world_size=run.world,
                         num_params=run.net.num_params, config=config, dtype=run.net.dtype.name,
                         state=sorted(run.state), data_sha256=dataset_sha256(run.data, run.net.dtype, test=True))
@@ -288,7 +288,6 @@ class Restorer:
     the method registers them."""
 
     def __init__(self, folder, rank, t):
-        from refsgd.files import open_h5, read_array
         self.path = os.path.join(folder, f"rank{rank}.h5")
         try:
             with open_h5(self.path, "a refsgd checkpoint rank file") as f:

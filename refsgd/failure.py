@@ -36,6 +36,8 @@ import sys
 import threading
 import time
 
+from refsgd.errors import Stopped
+
 EXIT_FAILURE = 1
 EXIT_USER = 2
 EXIT_INTERRUPTED = 130
@@ -203,7 +205,6 @@ class _Stop:
             if world_rank() == 0:
                 say(line)
             os._exit(code)
-        from refsgd.errors import Stopped
         raise Stopped(code, f"{word} ({name})")
 
     def _leave_once_mpi_is_up(self, signum):

@@ -86,6 +86,9 @@ from refsgd.files import h5_written
 from refsgd.report.metrics_file import (FORMAT, FORMAT_VERSION, read, summary,  # noqa: F401
                                         total_wall)
 from refsgd.run import FIELDS
+from refsgd.trace import dataset_sha256
+from refsgd import timeline as tl
+from refsgd.report import report as _report
 
 THREAD_LEVELS = {MPI.THREAD_SINGLE: "single", MPI.THREAD_FUNNELED: "funneled",
                  MPI.THREAD_SERIALIZED: "serialized", MPI.THREAD_MULTIPLE: "multiple"}
@@ -108,10 +111,8 @@ def write(path, run, rec, nodes, config, link, model=None, threads=None, load=(N
     processor names of the nodes (gather's), in the order of their lowest rank; ``load``: the
     load averages before and after the run (refsgd.busy.load_average); ``timeline``: the
     gathered spans of --timeline (refsgd.timeline.gather), or None."""
-    from refsgd.trace import dataset_sha256
     with h5_written(path, what="the metrics") as f:
         if timeline is not None:
-            from refsgd import timeline as tl
             tl.write(f, timeline)
         f.attrs["format"] = FORMAT
         f.attrs["format_version"] = FORMAT_VERSION
@@ -155,5 +156,4 @@ def write(path, run, rec, nodes, config, link, model=None, threads=None, load=(N
 def report(path, plot=None):
     """Moved to :func:`refsgd.report.report` (``refsgd report``); kept for callers of
     ``metrics.report``. As before, ``plot`` replaces an existing image."""
-    from refsgd.report import report as _report
     return _report(path, plot=plot, force=True)

@@ -42,6 +42,7 @@ import numpy as np
 from refsgd.errors import RefsgdError
 from refsgd.version import __version__
 from refsgd.files import h5_written, open_h5, read_array
+from refsgd.options import trajectory_keys
 
 FORMAT = "refsgd-trace"
 #: 2: compressed all-reduces (--compress, DASO's bf16 syncs) sum in the Ring-AllReduce's order
@@ -194,7 +195,6 @@ class Trace:
 def _compared(method, config):
     """The configuration entries verify compares: the options that shape the method's trajectory
     (refsgd.options), less the data path (the content is compared by its SHA-256)."""
-    from refsgd.options import trajectory_keys
     keys = trajectory_keys(method, config) - {"data"}
     return {k: v for k, v in config.items() if k in keys}
 

@@ -9,6 +9,7 @@ import numpy as np
 
 from refsgd.errors import RefsgdError
 from refsgd.files import open_h5, read_array
+from refsgd import trace
 
 from .metrics_file import read
 
@@ -165,7 +166,6 @@ def smoothing_window(run):
 
 def load(path, index=1):
     """A :class:`Run` from a metrics file; RefsgdError naming what is wrong."""
-    from refsgd import trace
     with open_h5(path, "a metrics file from refsgd train --out") as f:
         if f.attrs.get("format") == trace.FORMAT:
             raise RefsgdError(f"{path} is a trace (refsgd train --trace, refsgd golden), not a metrics file "

@@ -8,6 +8,7 @@ from mpi4py import MPI
 
 from refsgd.errors import Stopped
 from refsgd import failure
+from refsgd import checkpoint, trace
 from refsgd.finite import NonFiniteLoss, _all_finite, _no_nan
 
 from .timing import _union_length
@@ -70,7 +71,6 @@ class Bookkeeping:
 
     def write_trace(self, path, config):
         """Collective: gather every rank's trace and write it (rank 0); see refsgd.trace."""
-        from refsgd import trace
         tr = self.trace
         mine = dict(batches=np.array(tr["batches"]), loss=np.array(tr["loss"]),
                     states={k: np.array(v) for k, v in tr["states"].items()})
@@ -87,7 +87,6 @@ class Bookkeeping:
 
     def save_checkpoint(self):
         """Complete the requests still in flight, then write every rank's state (collective)."""
-        from refsgd import checkpoint
         if self._settle is not None:
             self._settle()
         self._complete_pending()

@@ -11,6 +11,7 @@ from mpi4py import MPI
 
 from refsgd.errors import RefsgdError
 from refsgd import failure
+from refsgd import timeline
 from refsgd.datasets import epoch_batches
 from refsgd.optim import SGD
 
@@ -112,7 +113,6 @@ class Run(Timing, Bookkeeping):
         # --timeline: the spans of a window of iterations (refsgd.timeline); None: nothing recorded
         self.timeline = None
         if getattr(cfg, "timeline", None):
-            from refsgd import timeline
             self.timeline = timeline.Timeline(*timeline.window(cfg.timeline, self.total, self.t))
 
     def log(self, msg):

@@ -11,6 +11,9 @@ import time
 import numpy as np
 from mpi4py import MPI
 
+from refsgd.comm import codecs, link
+from refsgd.comm.link import waitall  # plain requests too; honours emulated deadlines
+
 
 class Timing:
     """The Run's timing points (compute, idle, codec, update, the requests in flight, the
@@ -102,7 +105,6 @@ class Timing:
         name = getattr(self.cfg, "compress", "none")
         if name in (None, "none"):
             return None
-        from refsgd.comm import codecs
         return codecs.get(name).open()
 
     def allreduce_sum(self, comm, x, out, wire=None, label=None):
@@ -151,7 +153,6 @@ class Timing:
             tl.add("idle", label, t0, t1)
 
     def waitall(self, reqs, label=None):
-        from refsgd.comm.link import waitall  # plain requests too; honours emulated deadlines
         t0, c0 = time.perf_counter(), self._compiling.mine()
         waitall(reqs)
         t1 = time.perf_counter()
@@ -331,7 +332,6 @@ def _link_observed(tl):
     if tl is None:
         yield
         return
-    from refsgd.comm import link
     link.observer = tl.link_span
     try:
         yield

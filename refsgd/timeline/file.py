@@ -6,6 +6,7 @@ import json
 import numpy as np
 
 from refsgd.errors import RefsgdError
+from refsgd.files import open_h5
 
 from .recording import KINDS
 
@@ -45,7 +46,6 @@ def write(f, gathered):
 
 def read(path):
     """The timeline of a metrics file: dict of arrays and attributes; RefsgdError if it has none."""
-    from refsgd.files import open_h5
     with open_h5(path, "a metrics file from refsgd train --out") as f:
         if "timeline" not in f:
             raise RefsgdError(f"{path}: no timeline in this metrics file (record one with refsgd train --timeline "
