@@ -197,10 +197,11 @@ def _add_method_options(p, dtype):
                    help="pp-asgd, asgd: deterministic mode, update t consumes one sub-batch per thread "
                         "computed at the w^ of update t-S-1, and f_S uses S (default: threaded, measured); below "
                         "the run's iterations")
-    g.add_argument("--compress", choices=("none", "t16", "bf16", "fp16", "q8"), default=None,
+    g.add_argument("--compress", choices=("none", "t16", "bf16", "fp16", "q8", "q8v"), default=None,
                    help="ssgd, ssgd-nag, pipe-sgd, d-sync: the gradient all-reduce carries t16 (upper 16 "
                         "bits of each float32, truncated), bf16 (bfloat16), fp16 (IEEE half, as Horovod's "
-                        "fp16 compression) or q8 (8 bits with a scale per block of 256), and every "
+                        "fp16 compression), q8 (8 bits with a scale per block of 256) or q8v (8 bits with "
+                        "one scale for the whole vector, Pipe-SGD's Q8), and every "
                         "reduction step decompresses, adds and compresses again (default none)")
     p.add_argument("--dtype", choices=("float32", "float64"), default=dtype,
                    help=f"dtype of weights, activations and gradients (default {dtype})")

@@ -268,6 +268,94 @@ def _q8_add(a, b):
         _q8_block(v, sb, qb, k)
 
 
+# ---------------------------------------------------------------------------- q8v kernels
+# q8v: one range per vector (Pipe-SGD section 3.2). The wire buffer is the float32 scale (4 bytes)
+# then one int8 per value; the kernels take the int8 values and the scales as arguments (the
+# header is read and written in Python: its 4 bytes need not be aligned with anything).
+@nb.njit(cache=True, nogil=True, inline="always")
+def _q8v_round(v, s):
+    """rint(v / s) clipped to [-127, 127] as int8 (float32 division, ties to even); 0 where the
+    scale is 0 or NaN (then the decoded value is 0, or NaN through the scale)."""
+    if not s > 0:
+        return np.int8(0)
+    r = np.rint(v / s)
+    if r > 127:
+        r = np.float32(127.0)
+    elif r < -127:
+        r = np.float32(-127.0)
+    return np.int8(r)
+
+
+@nb.njit(cache=True, nogil=True)
+def _q8v_quantise(x, q):
+    """q <- the int8 values of the float32 vector x; returns its scale max|x| / 127 (NaN when x
+    holds a non-finite value, then q is all zeros)."""
+    m = np.float32(0.0)
+    for j in range(x.size):
+        a = abs(x[j])
+        if not np.isfinite(a):
+            m = np.float32(np.nan)
+            break
+        if a > m:
+            m = a
+    s = m / np.float32(127.0)
+    for j in range(x.size):
+        q[j] = _q8v_round(x[j], s)
+    return s
+
+
+@nb.njit(cache=True, nogil=True)
+def _q8v_dequantise(q, s, out):
+    for j in range(out.size):
+        out[j] = np.float32(q[j]) * s
+
+
+@nb.njit(cache=True, nogil=True)
+def _q8v_step(qa, sa, qb, sb, S):
+    """qb <- rint((qa sa + qb sb) / S), the reduction step at the agreed scale S (float32)."""
+    for j in range(qb.size):
+        qb[j] = _q8v_round(np.float32(qa[j]) * sa + np.float32(qb[j]) * sb, S)
+
+
+def q8v_scale(buf):
+    """The float32 scale in the header of a q8v wire buffer (a NumPy float32 scalar)."""
+    return buf[:4].view(np.float32)[0]
+
+
+def q8v_range(scales, members):
+    """S(M): the scale of a q8v partial sum of the ranks ``members``, the float32 sum of their
+    ``scales`` in increasing rank order (so every block ends at the same S(all ranks))."""
+    S = np.float32(0.0)
+    for k in sorted(members):
+        S = np.float32(S + scales[k])
+    return S
+
+
+def _q8v_set_scale(buf, s):
+    buf[:4].view(np.float32)[0] = s
+
+
+def _q8v_values(buf):
+    return buf[4:].view(np.int8)
+
+
+def _q8v_encode(x, buf):
+    _q8v_set_scale(buf, _q8v_quantise(x, _q8v_values(buf)))
+
+
+def _q8v_decode(buf, out):
+    _q8v_dequantise(_q8v_values(buf), q8v_scale(buf), out)
+
+
+def _q8v_add(a, b):
+    """b <- the sum of the two vectors at the scale s_a + s_b (float32): the range of a sum is at
+    most the sum of the ranges, so nothing is clipped but the rounding's half steps."""
+    sa, sb = q8v_scale(a), q8v_scale(b)
+    S = np.float32(sa + sb)
+    _q8v_step(_q8v_values(a), sa, _q8v_values(b), sb, S)
+    _q8v_set_scale(b, S)
+
+
 # ---------------------------------------------------------------------------- codecs
 class Codec:
     """A wire format: ``encode``/``decode`` between float32 vectors and wire buffers, and the
@@ -287,6 +375,10 @@ class Codec:
 
     def wire_bytes(self, n):
         return self.elements(n) * self.element_bytes
+
+    def element_of(self, nbytes):
+        """Bytes of one MPI datatype element of a wire buffer of ``nbytes`` (the operator's unit)."""
+        return self.element_bytes
 
     def empty(self, n):
         """A wire buffer for n values."""
@@ -318,6 +410,26 @@ class Codec:
 
     def __repr__(self):
         return f"Codec({self.name!r})"
+
+
+class VectorCodec(Codec):
+    """q8v: one scale for the whole vector (Pipe-SGD section 3.2: "a quantization range determined
+    by the maximal element of a gradient vector"). The wire buffer is the float32 scale, then one
+    int8 per value (4 + n bytes, no padding); one MPI datatype element is the whole buffer. The
+    ring (:meth:`Wire.allreduce_wire`) cuts the int8 values into p blocks and encodes every partial
+    sum at a scale known to all ranks before the ring, the sum of its ranks' scales
+    (:func:`q8v_range`)."""
+
+    per_vector = True
+
+    def elements(self, n):
+        return n
+
+    def wire_bytes(self, n):
+        return 4 + n
+
+    def element_of(self, nbytes):
+        return nbytes
 
 
 #: the tag of the ring's messages (point-to-point on the caller's communicator)
@@ -386,7 +498,10 @@ class Wire:
         On an emulated link (:class:`refsgd.comm.link.LinkComm`) the ring counts and is held as
         one all-reduce of ``recv``."""
         from mpi4py import MPI
-        start = time.perf_counter()
+        start, op0 = time.perf_counter(), self.op_seconds
+        if getattr(self.codec, "per_vector", False):
+            self._ring_q8v(comm, send, recv)
+            return self._hold(comm, start, op0, recv)
         p, r = comm.Get_size(), comm.Get_rank()
         recv[...] = send
         if p > 1:
@@ -406,9 +521,62 @@ class Wire:
                 self._step(tmp, inc)
             for s in range(p - 1):                                  # all-gather
                 sendrecv(comm, block((r + 1 - s) % p), right, RING_TAG, block((r - s) % p), left, RING_TAG)
+        self._hold(comm, start, op0, recv)
+
+    def _hold(self, comm, start, op0, recv):
+        """On an emulated link, hold the caller as one all-reduce of ``recv`` whose reduction took
+        the operator seconds this rank spent in it since ``op0`` (on its critical path)."""
         hold = getattr(comm, "hold_allreduce", None)
         if hold is not None:
-            hold(start, recv)
+            hold(start, recv, reduce_s=self.op_seconds - op0)
+
+    def _ring_q8v(self, comm, send, recv):
+        """The Ring-AllReduce of q8v (one scale per vector), recv <- the ring's sum of ``send``.
+
+        1. The scales: every rank's s_r passes once around the ring (p - 1 ``Sendrecv`` of 4
+           bytes), so every rank knows the scale of any partial sum before the ring starts: a
+           sum of the vectors of a set M of ranks is encoded at ``S(M)`` (:func:`q8v_range`, the
+           float32 sum of their scales in rank order): the range of a sum is at most the sum of
+           the ranges, so nothing is clipped but rounding's half steps.
+        2. The int8 values (n of them, one wire element each) are cut into p blocks
+           (:func:`ring_blocks`) and reduced as in the other codecs' ring: at reduce-scatter step
+           s rank r receives block (r - s - 1) mod p from rank r - 1, the partial sum of the set
+           M = {r - s - 1, ..., r - 1} (at step 0 rank r - 1's own encoding), and sets its own
+           copy (still its encoding, scale s_r) to ``rint((q_recv S(M) + q_own s_r) / S(M + r))``;
+           the all-gather copies the finished blocks.
+        3. Every finished block holds all p ranks: the header of ``recv`` is S(all ranks), one
+           scale for the whole result, the same on every rank."""
+        from mpi4py import MPI
+        p, r = comm.Get_size(), comm.Get_rank()
+        recv[...] = send
+        if p <= 1:
+            return
+        right, left = (r + 1) % p, (r - 1) % p
+        sendrecv = MPI.Intracomm.Sendrecv                            # never an emulated link's own
+        scales = np.zeros(p, np.float32)
+        scales[r] = q8v_scale(send)
+        for s in range(p - 1):                                      # the scales, around the ring
+            sendrecv(comm, scales[(r - s) % p:(r - s) % p + 1], right, RING_TAG,
+                     scales[(r - s - 1) % p:(r - s - 1) % p + 1], left, RING_TAG)
+        q = _q8v_values(recv)
+        bounds = ring_blocks(q.size, p)
+        tmp = np.empty(bounds[1], np.int8)                          # the largest block is the first
+
+        def block(b):
+            return q[bounds[b]:bounds[b + 1]]
+        for s in range(p - 1):                                      # reduce-scatter
+            out, inc = block((r - s) % p), block((r - s - 1) % p)
+            t = tmp[:inc.size]
+            sendrecv(comm, out, right, RING_TAG, t, left, RING_TAG)
+            # the received partial sum holds ranks r - s - 1 .. r - 1, the result ranks r - s - 1 .. r
+            members = [(r - s - 1 + k) % p for k in range(s + 1)]
+            t0 = time.perf_counter()
+            _q8v_step(t, q8v_range(scales, members), inc, scales[r], q8v_range(scales, members + [r]))
+            self.op_seconds += time.perf_counter() - t0
+            self.op_calls += 1
+        for s in range(p - 1):                                      # all-gather
+            sendrecv(comm, block((r + 1 - s) % p), right, RING_TAG, block((r - s) % p), left, RING_TAG)
+        _q8v_set_scale(recv, q8v_range(scales, range(p)))
 
     def allreduce(self, comm, x, out, send=None, recv=None):
         """out <- decode(the ring's compressed sum over ranks of encode(x)); blocking."""
@@ -429,10 +597,14 @@ class Wire:
         doubling; Open MPI: others), so its bits depend on the library and are no reference.
         ``refsgd bench codec`` times it against the ring."""
         from mpi4py import MPI
+        elem = self.codec.element_of(send.nbytes)                   # q8v: the whole vector
+        if self.op is not None and self._elem != elem:
+            self.close()
         if self.op is None:
-            self.datatype = MPI.BYTE.Create_contiguous(self.codec.element_bytes).Commit()
+            self.datatype = MPI.BYTE.Create_contiguous(elem).Commit()
             self.op = MPI.Op.Create(self._reduce, commute=True)
-        count = send.nbytes // self.codec.element_bytes
+            self._elem = elem
+        count = send.nbytes // elem
         comm.Allreduce([send, count, self.datatype], [recv, count, self.datatype], op=self.op)
 
     def close(self):
@@ -459,6 +631,8 @@ def _codecs():
                       2, 1, np.uint16, *fp16),
         "q8": Codec("q8", f"8-bit quantisation, a float32 scale per block of {Q8_BLOCK} values (Pipe-SGD)",
                     Q8_BYTES, Q8_BLOCK, np.uint8, _q8_encode, _q8_decode, _q8_add),
+        "q8v": VectorCodec("q8v", "8-bit quantisation, one float32 scale for the whole vector (Pipe-SGD's Q8)",
+                           1, 1, np.uint8, _q8v_encode, _q8v_decode, _q8v_add),
     }
 
 
@@ -466,7 +640,7 @@ CODECS = _codecs()
 
 
 def get(name):
-    """The codec called ``name`` (t16, bf16, fp16, q8)."""
+    """The codec called ``name`` (t16, bf16, fp16, q8, q8v)."""
     try:
         return CODECS[name]
     except KeyError:

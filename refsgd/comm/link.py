@@ -201,6 +201,47 @@ def _nbytes(buf):
     return int(nbytes)
 
 
+def _dtype(buf):
+    """The NumPy dtype of a buffer (or of an ``[array, type...]`` spec); float32 when it has none."""
+    if isinstance(buf, (list, tuple)):
+        buf = buf[0]
+    import numpy as np
+    dtype = getattr(buf, "dtype", None)      # (a dtype's truth value is its number of fields)
+    return np.dtype("float32") if dtype is None else np.dtype(dtype)
+
+
+_ADD_SECONDS = {}
+
+
+def add_seconds(count, dtype):
+    """Seconds this machine takes to add two vectors of ``count`` values of ``dtype`` element-wise
+    (``np.add`` into one of them), the fastest of 5 after a warm-up; measured once per size and
+    dtype in a process and remembered (a few microseconds to milliseconds)."""
+    import numpy as np
+    key = (int(count), np.dtype(dtype).str)
+    if key not in _ADD_SECONDS:
+        a, b = np.ones(count, dtype), np.ones(count, dtype)
+        np.add(a, b, out=a)
+        best = math.inf
+        for _ in range(5):
+            t0 = time.perf_counter()
+            np.add(a, b, out=a)
+            best = min(best, time.perf_counter() - t0)
+        _ADD_SECONDS[key] = best
+    return _ADD_SECONDS[key]
+
+
+def reduction_time(nbytes, p, dtype):
+    """R(n, p): the reduction of a plain Ring-AllReduce of ``nbytes`` over ``p`` ranks, eq. 5's
+    ``((p - 1) / p) n gamma``: p - 1 additions of a block of n / p bytes, timed on this machine
+    (:func:`add_seconds`); 0 on one rank."""
+    if p <= 1 or nbytes <= 0:
+        return 0.0
+    import numpy as np
+    count = max(1, -(-int(nbytes) // (p * np.dtype(dtype).itemsize)))
+    return (p - 1) * add_seconds(count, dtype)
+
+
 class LinkRequest(MPI.Request):
     """A real MPI request that does not report completion before ``deadline``.
 
@@ -300,9 +341,17 @@ class LinkComm(MPI.Intracomm):
         if self.traffic is not None and self.Get_size() > 1:
             self.traffic.add(self.tier, nbytes)
 
-    def _time(self, recvbuf):
+    def _time(self, recvbuf, reduce_s=None):
+        """(bytes, seconds) of an all-reduce into ``recvbuf``: the transfer ``T(n, p)`` plus its
+        reduction, ``reduce_s`` (the operator seconds measured in the call) or, when None, the
+        time this machine takes to add the received vectors (:func:`reduction_time`)."""
         nbytes = _nbytes(recvbuf)
-        return nbytes, (0.0 if self.link is None else self.link.time(nbytes, self.Get_size()))
+        if self.link is None:
+            return nbytes, 0.0
+        p = self.Get_size()
+        if reduce_s is None:
+            reduce_s = reduction_time(nbytes, p, _dtype(recvbuf))
+        return nbytes, self.link.time(nbytes, p) + (reduce_s if p > 1 else 0.0)
 
     def _deadline(self, start, t):
         """Queue a transfer of duration t arriving at ``start`` behind the ones on the link."""
@@ -313,22 +362,25 @@ class LinkComm(MPI.Intracomm):
         return free + t
 
     def Allreduce(self, sendbuf, recvbuf, op=MPI.SUM):
-        """The real ``Allreduce``, then sleep until its turn on the link plus ``T(nbytes, p)``."""
+        """The real ``Allreduce``, then sleep until its turn on the link plus ``T(nbytes, p)``
+        plus the reduction's ``R(nbytes, p)`` (:func:`reduction_time`)."""
         start = time.perf_counter()
         super().Allreduce(sendbuf, recvbuf, op)
         self.hold_allreduce(start, recvbuf)
 
-    def hold_allreduce(self, start, recvbuf):
+    def hold_allreduce(self, start, recvbuf, reduce_s=None):
         """Count, and hold the caller as, an all-reduce into ``recvbuf`` that started at ``start``
         (perf_counter seconds): an all-reduce made of point-to-point messages (the compressed
-        Ring-AllReduce of :mod:`refsgd.comm.codecs`) costs what ``Allreduce`` does."""
-        nbytes, t = self._time(recvbuf)
+        Ring-AllReduce of :mod:`refsgd.comm.codecs`) costs what ``Allreduce`` does, its
+        reduction being ``reduce_s``, the seconds its operator (decompress, add, compress) took
+        on this rank in the call."""
+        nbytes, t = self._time(recvbuf, reduce_s)
         self._count(nbytes)
         _sleep_until(self._deadline(start, t))
 
     def Iallreduce(self, sendbuf, recvbuf, op=MPI.SUM):
         """The real ``Iallreduce``; the returned LinkRequest completes no earlier than its turn on
-        the link plus ``T(nbytes, p)``."""
+        the link plus ``T(nbytes, p) + R(nbytes, p)``."""
         start = time.perf_counter()
         real = super().Iallreduce(sendbuf, recvbuf, op)
         nbytes, t = self._time(recvbuf)
