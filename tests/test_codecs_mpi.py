@@ -121,6 +121,8 @@ def test_q8v_zero_and_non_finite_vectors_and_the_step_scale():
     assert codecs.q8v_scale(b) == np.float32(1.5)
     # rint((127 + 63.5) / 1.5) = 127, rint((1 + 0.5) / 1.5) = 1, rint((-3 + 1) / 1.5) = rint(-1.33) = -1
     np.testing.assert_array_equal(c.decode(b, np.empty(3, np.float32)), np.float32([127, 1, -1]) * np.float32(1.5))
+    # docs/implementers.md's worked example of the ring at N = 2 (blocks [0, 2) and [2, 3))
+    np.testing.assert_array_equal(allreduce_sum(np.array([[127, 1, -3], [63.5, 0.25, 1]]), "q8v"), [190.5, 1.5, -1.5])
 
 
 def test_q8_zero_and_non_finite_blocks():

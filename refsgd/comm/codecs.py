@@ -15,6 +15,7 @@ t16      upper 16 bits of the float32 (Pipe-SGD's truncation)    2            to
 bf16     bfloat16 (DASO's 16-bit cast, as in HeAT)               2            nearest even
 fp16     IEEE 754 binary16 (Horovod's fp16 compression)          2            nearest even
 q8       blocks of 256 int8 values with a float32 scale each     260/256      nearest even
+q8v      int8 values, one float32 scale for the whole vector     1 + 4/n      nearest even
 =======  ======================================================  ===========  ============
 
 Exact definitions (what ``encode`` computes; ``decode`` is exact, and the reduction step is
@@ -32,14 +33,25 @@ Exact definitions (what ``encode`` computes; ``decode`` is exact, and the reduct
   block whose scale is 0 is all zeros; a block with a non-finite value gets a NaN scale, so it
   decodes to NaN. One wire element is one whole block, scale first (260 bytes): the ring cuts
   the buffer between elements, so a scale always travels with its values. The paper sets the range
-  from the largest magnitude of the whole vector; inside a reduction the partial sums outgrow
-  any range fixed in advance, hence a range per block.
+  from the largest magnitude of the whole vector (that is q8v); a range per block keeps more
+  precision where a few values dominate the vector.
+* q8v (Pipe-SGD section 3.2, "a quantization range determined by the maximal element of a
+  gradient vector"): ``s = max_j |v_j| / 127`` over the whole vector, ``q_j = rint(v_j / s)``
+  (float32, ties to even, clipped to [-127, 127]); decode ``q_j * s``. A scale 0 gives zeros; a
+  non-finite value gives s = NaN and q = 0 (the whole vector decodes to NaN). Wire buffer: the
+  4-byte scale, then the n int8 values. The reduction step at a given result scale S is
+  ``q <- rint((q_a s_a + q_b s_b) / S)`` (float32, clipped); ``add(a, b)`` takes S = s_a + s_b:
+  the largest magnitude of a sum is at most the sum of the largest magnitudes, so the range of
+  the sum is fixed before it is computed. In the ring the scales are exchanged first and a partial
+  sum of the ranks M is encoded at ``S(M)``, the float32 sum of their scales in rank order
+  (:func:`q8v_range`): one scale per vector at every step, the same final S on every block.
 
 Reduction order: the result of a compressed all-reduce depends on the order in which partial
 sums are combined, so refsgd fixes it instead of leaving it to the MPI library (an MPI
 user-defined operator is combined in recursive doubling by MPICH and in other orders by Open MPI,
 and q8's block scales make the difference far from the last bit). :meth:`Wire.allreduce_wire` is
-the ring: the buffer is cut into p blocks of whole wire elements (:func:`ring_blocks`), and block
+the ring: the buffer is cut into p blocks of whole wire elements (:func:`ring_blocks`; q8v: of its
+int8 values, after the ring has passed the scales around), and block
 b collects the ranks' encoded values in the order b, b + 1, ..., b + p - 1 (mod p), rounding
 every partial sum to the wire format; the all-gather then copies the finished blocks. Every rank
 ends with the same bits under any MPI library, and :func:`refsgd.serial.codecs.allreduce_sum`

@@ -3,40 +3,47 @@
 Overlapped distributed-SGD methods only show their benefit when communication is slow relative to
 compute, but on one machine MPI moves data through shared memory almost instantly. The emulated
 link makes every all-reduce issued through a :class:`LinkComm` complete *no earlier than* the
-Ring-AllReduce time model of Pipe-SGD (Li et al. 2018, eq. 5)::
+Ring-AllReduce time model of Pipe-SGD (Li et al. 2018, eq. 5) with S = 0::
 
-    T(n, p) = 2 (p - 1) alpha  +  2 ((p - 1) / p) n beta
+    T_AR(n, p) = X(n, p) + R
+    X(n, p)    = 2 (p - 1) alpha  +  2 ((p - 1) / p) n beta           the transfer (Link.time)
+    R          = ((p - 1) / p) n gamma                               the reduction
 
     alpha   latency of one message, in seconds            (LATENCY_US * 1e-6)
     beta    transfer time of one byte, in seconds/byte    (8 / (GBIT_S * 1e9))
     n       message size in bytes (the size of the receive buffer)
-    p       number of ranks in the communicator;  T = 0 when p == 1
+    p       number of ranks in the communicator;  T_AR = 0 when p == 1
 
-The full eq. 5 also has ``((p - 1) / p) n gamma + S`` (local reduction time and synchronisation
-overhead). Both are taken as 0 here: the reduction is done for real by MPI on this machine, and
-no extra synchronisation is modelled. Further assumptions of the model: a ring over ``p`` ranks
-with ``2 (p - 1)`` steps (reduce-scatter then all-gather), each step sending ``n / p`` bytes on
-every link at once, full-duplex links of equal bandwidth, no congestion and no dependence on
-the reduction operation or datatype.
+R is eq. 5's gamma term, the reduction on the critical path of the all-reduce: for a plain
+all-reduce, the time this machine takes to add the received blocks, p - 1 additions of n / p
+bytes timed with NumPy (:func:`reduction_time`, measured once per size in a process); for the
+compressed Ring-AllReduce of :mod:`refsgd.comm.codecs`, the seconds its operator (decompress, add,
+compress at each of the p - 1 reduction steps) took on this rank in that very call, which the
+ring hands to :meth:`LinkComm.hold_allreduce`. So D-Sync+T / D-Sync+Q pay their compression's
+reduction on the critical path, as Pipe-SGD's Figure 4 explains, and a transfer longer than the
+reduction no longer hides it. The synchronisation overhead S is taken as 0. Further assumptions
+of the model: a ring over ``p`` ranks with ``2 (p - 1)`` steps (reduce-scatter then all-gather),
+each step sending ``n / p`` bytes on every link at once, full-duplex links of equal bandwidth, no
+congestion and no dependence on the datatype.
 
 One link per communicator, first come first served: all-reduces that overlap in time queue
 behind each other, each starting its transfer when the previous one's deadline has passed,
-``deadline_k = max(start_k, deadline_{k-1}) + T(n_k, p)``. So L segments sent back to back cost
-``2(p-1) L alpha + 2((p-1)/p) n beta`` in all, the pipelined-communication term of Pipe-SGD's
-eq. 6, rather than each getting the full bandwidth at once.
+``deadline_k = max(start_k, deadline_{k-1}) + T_AR(n_k, p)``. So L segments sent back to back cost
+``2(p-1) L alpha + 2((p-1)/p) n beta`` plus their reductions in all, the pipelined-communication
+term of Pipe-SGD's eq. 6, rather than each getting the full bandwidth at once.
 
 The link only ever *delays* completion; it never speeds anything up. The real collective runs
-first (its data and results are real), then the caller is held until ``start + T``. If the real
-collective takes longer than the model (a large message, an oversubscribed machine) the real time
-wins. Timings measured with an emulated link are therefore those of a *modelled* network, and
-everything produced with it (logs, metrics, plots, reports) must say so, e.g. by printing
-``str(link)``; that is the callers' job.
+first (its data and results are real, and so is its CPU work), then the caller is held until
+``start + T_AR``. If the real collective takes longer than the model (a large message, an
+oversubscribed machine) the real time wins. Timings measured with an emulated link are therefore
+those of a *modelled* network, and everything produced with it (logs, metrics, plots, reports)
+must say so, e.g. by printing ``str(link)``; that is the callers' job.
 
-What is delayed: ``LinkComm.Allreduce`` (blocking: returns no earlier than ``start + T``; the
+What is delayed: ``LinkComm.Allreduce`` (blocking: returns no earlier than ``start + T_AR``; the
 compressed Ring-AllReduce of :mod:`refsgd.comm.codecs`, made of ``Sendrecv`` calls, is held the
-same way through ``LinkComm.hold_allreduce``) and
+same way through ``LinkComm.hold_allreduce``, with its operator's measured seconds as R) and
 ``LinkComm.Iallreduce`` (returns a :class:`LinkRequest` whose ``Wait``/``Test`` do not report
-completion before its ``deadline``); ``LinkComm.Gather`` and ``LinkComm.Bcast``, the exchanges of a
+completion before its ``deadline``, ``start + T_AR``); ``LinkComm.Gather`` and ``LinkComm.Bcast``, the exchanges of a
 parameter server, by the parameter-server model ``(p - 1) (alpha + n beta)`` (every message passes
 the root's one link; n the bytes of one rank's message); ``LinkComm.Send`` and ``LinkComm.Recv``
 (DC-ASGD's pushes and replies) by ``T_msg = alpha + n beta`` each, on the sender's link after the
@@ -125,7 +132,8 @@ class Link:
         return 8.0 / (self.gbit_s * 1e9)
 
     def time(self, nbytes, p):
-        """Ring-AllReduce time (s) of an ``nbytes`` message over ``p`` ranks (Pipe-SGD eq. 5)."""
+        """X: the Ring-AllReduce's transfer time (s) of an ``nbytes`` message over ``p`` ranks
+        (Pipe-SGD eq. 5 without its reduction term, which :class:`LinkComm` adds)."""
         if p <= 1:
             return 0.0
         return 2 * (p - 1) * self.alpha + 2 * ((p - 1) / p) * nbytes * self.beta
@@ -246,7 +254,8 @@ class LinkRequest(MPI.Request):
     """A real MPI request that does not report completion before ``deadline``.
 
     Attributes (``time.perf_counter()`` seconds): ``start`` (when the collective was issued),
-    ``deadline`` (``start + link.time(nbytes, p)``) and ``nbytes`` (the message size).
+    ``deadline`` (its turn on the link plus ``link.time(nbytes, p)`` plus the reduction R) and ``nbytes``
+    (the message size).
     """
 
     def __new__(cls, request=None, start=0.0, deadline=0.0, nbytes=0, buffers=None):
@@ -319,7 +328,8 @@ observer = None
 
 class LinkComm(MPI.Intracomm):
     """An ``MPI.Intracomm`` (same MPI handle as the one it is built from) whose all-reduces are
-    held back to the emulated ``link``'s Ring-AllReduce time (``link = None`` adds no delay) and
+    held back to the emulated ``link``'s Ring-AllReduce time, transfer plus reduction
+    (``link = None`` adds no delay) and
     whose payload is counted in ``traffic`` under ``tier`` (``traffic = None`` counts nothing)."""
 
     link = None
