@@ -185,7 +185,7 @@ def test_bench_all_quick_writes_the_table(tmp_path):
     assert it == {(m, r) for m in methods for r in (0.5, 1.0, 2.0)}
     ratio = [row for row in rows if row["section"] == "iteration" and row["metric"] == "measured_over_model"]
     assert all(math.isfinite(float(row["value"])) and float(row["value"]) > 0 for row in ratio)
-    assert {row["name"] for row in rows if row["section"] == "codec"} == {"plain f32", "t16", "q8", "bf16", "fp16"}
+    assert {row["name"] for row in rows if row["section"] == "codec"} == {"plain f32", "t16", "q8", "q8v", "bf16", "fp16"}
     over = {(row["name"], row["ranks"]) for row in rows if row["section"] == "overhead"}
     assert ("ssgd", "1") in over and ("ssgd", "2") in over and ("dcasgd", "2") in over
     assert {row["name"] for row in rows if row["section"] == "step"} == {"mnist_mlp batch 64"}

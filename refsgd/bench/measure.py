@@ -650,8 +650,8 @@ def format_overlap(r):
                   f"measured (model {ms * run['t_ar_model']:.3f}: transfer X {ms * run['transfer']:.3f} + reduction "
                   f"R {ms * run.get('reduce', 0.0):.3f}, eq. 5)",
                   *[f"  T_{name:<6}= {ms * h['measured']:.3f} ms   compressed ring through the link, measured (model "
-                    f"X + R_op = {ms * h['transfer']:.3f} + {ms * h['r_op']:.3f} = {ms * h['model']:.3f}, at least the "
-                    f"ring without a link {ms * h['c_ring']:.3f}; before issue 24 the link held max(X, ring) = "
+                    f"max(X + R_op, C_ring) = max({ms * h['transfer']:.3f} + {ms * h['r_op']:.3f}, "
+                    f"{ms * h['c_ring']:.3f}) = {ms * h['model']:.3f}; before issue 24 the link held max(X, C_ring) = "
                     f"{ms * h['before']:.3f})" for name, h in run.get("holds", {}).items()],
                   f"  {'method':<15} {'compute':>8} {'idle':>8} {'other':>8} {'iteration':>10} {'model':>8} "
                   f"{'ratio':>6} {'update':>7} {'at t_C':>8} {'median':>8} {'quartiles':>15}   (ms per iteration, "
