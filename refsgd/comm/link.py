@@ -322,7 +322,8 @@ class Traffic:
             self.global_bytes += nbytes
 
 
-#: refsgd train --timeline: called with (start, end) of every modelled transfer (None: no one listens)
+#: refsgd train --timeline: called with (start, end) of every modelled transfer, an all-reduce's
+#: including its reduction R (None: no one listens)
 observer = None
 
 
