@@ -60,7 +60,22 @@ Deviations and readings:
   copies it (L6) under the same lock.
 * Threaded mode: an update waits until its process has at least one gradient (the paper's
   updates run incessantly; on a machine with fewer cores than threads they would starve the
-  gradient threads). An iteration of the run is one update. ``--epochs E`` is E epochs of
+  gradient threads), and a gradient thread, once it has added a sub-batch to D_g, waits until
+  L4 has taken D_g before it starts the next one (at most one sub-batch per thread per update,
+  G x N per update over all processes). The paper has no such wait because its regime never
+  needs one: its models are "computationally intensive", the update frequency F_U exceeds the
+  gradient frequency (staleness = updates per gradient period + 1), so each update finds at
+  most about one sub-batch per GPU; and its gradient threads run on GPUs while the update
+  thread has the CPU. Where a gradient is faster than an update (digits_mlp: ~80 us against an
+  all-reduce), and the threads share the cores with the update thread, free-running threads
+  took the CPU that both processes' update threads need at the same time to complete an
+  all-reduce: the default command made 1-5 updates of ~600 sub-batches each from its 10
+  epochs of gradients (about 8 % accuracy; an all-reduce took 20-90 ms, 0.7 ms once the threads
+  had finished). The Numba kernels already release the GIL (``nogil=True``); compiled busy
+  threads that never take the GIL starve the all-reduce as much, so the cause is CPU
+  contention, not the GIL. The wait keeps the paper's regime (and frees the cores while the
+  threads are ahead); where gradients are slower than updates it never binds. An iteration of
+  the run is one update. ``--epochs E`` is E epochs of
   gradients (``run.budget``: iters_per_epoch x G x N sub-batches): each process's threads compute
   their share and stop (:func:`_share`), and the updates are as many as it takes to consume them
   (an update whose process has no gradient left to wait for contributes none).
@@ -239,7 +254,9 @@ def _threaded(run, w, M, w_hat, D_L, D_A, G, mu, b, n, predict):
                     sh.losses[g] += loss
                     sh.vsum[g] += v
                 with sh.ready:
-                    sh.ready.notify()
+                    sh.ready.notify_all()
+                    # one sub-batch per thread per update: wait until L4 has taken D_g (see the docstring)
+                    sh.ready.wait_for(lambda: sh.count[g] == 0 or not sh.F)
         except BaseException as exc:  # noqa: BLE001 -- handed to the update thread
             sh.error = (g, exc)
         finally:
@@ -275,6 +292,8 @@ def _threaded(run, w, M, w_hat, D_L, D_A, G, mu, b, n, predict):
                             sh.losses[g] = 0.0
                         D_L += sh.spare[g]
                         sh.spare[g][...] = 0
+                with sh.ready:                                # the threads whose D_g was taken go on
+                    sh.ready.notify_all()
                 # staleness of this update's gradients: t - version, summed over every process
                 mine = np.array([count, count * t - vsum], dtype=np.float64)
                 every = np.empty(2)
@@ -295,6 +314,8 @@ def _threaded(run, w, M, w_hat, D_L, D_A, G, mu, b, n, predict):
                 run.progress_info["S_bar"] = f"{S_bar:.2f}"
         finally:
             sh.F = False                                      # L9: F <- false
+            with sh.ready:
+                sh.ready.notify_all()
             for th in threads:
                 th.join(timeout=60.0)
     return w
