@@ -88,7 +88,6 @@ Deviations and readings:
 """
 
 import threading
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 from mpi4py import MPI
@@ -178,18 +177,13 @@ def _deterministic(run, w, M, w_hat, D_L, D_A, G, mu, b, n, S, predict):
         D[g] *= b                      # grad_at gives the mean over the b samples; the paper sums
         return idx, loss
 
-    with ThreadPoolExecutor(max_workers=G, thread_name_prefix=f"pp-asgd-grad-{rank}") as pool:
+    with run.gradient_threads(G) as pool:
         for t in run.iterations():
             # the w^ published after update t-S-1 (w_0 before the first): version max(t-S, 0)
             at = hist[max(t - S, 0) % (S + 1)]     # overwritten only after the threads are done
             # Algorithm 3, one pass of each thread g: L3 randpick, L6 w_l <- w^, L7 D_g <- ...
-            futures = [pool.submit(grad, g, t, at) for g in range(G)]
-            try:
-                with run.awaiting_gradients("L3 wait for D_1..D_G"):  # the update thread's compute
-                    idx, losses = zip(*[f.result() for f in futures])
-            except Exception as exc:  # noqa: BLE001 -- one message, the command line aborts the world
-                raise RankFailure(f"rank {run.rank}: a gradient thread of {run.cfg.algo} failed: "
-                                  f"{type(exc).__name__}: {exc}") from exc
+            # (the update thread's wait for them is its compute)
+            idx, losses = zip(*run.in_threads(pool, lambda g: grad(g, t, at), G, "L3 wait for D_1..D_G"))
             run.trace_batches(idx)
             run.add_loss(sum(losses), G)
             # L3: D_L <- D_1 + ... + D_G;  L4: D_g <- 0
