@@ -54,6 +54,9 @@ Deviations and readings:
 * The model evaluated is x (SSGD) or w (SSGD-NAG), identical on every rank.
 * L2's 1/N is done inside L3's fused pass (``U.step(x, g, eta, divide=N)``), element by element
   in x's dtype: bit for bit ``g /= N`` followed by the step, one pass over the vectors fewer.
+* The uncompressed all-reduce of L2 / L12 is the MPI library's MPI_Allreduce (MPICH: recursive
+  doubling for short messages, log2(p) latencies), not the Ring-AllReduce of the papers' cost
+  models (2(p-1) latencies); docs/algorithms.md, "The all-reduce's algorithm".
 * ``--compress NAME`` (ssgd, ssgd-nag; :mod:`refsgd.comm.codecs`): the all-reduce of L2 / L12
   carries the codec's form and every reduction step decompresses, adds and compresses again
   (the compressed Ring-AllReduce of :mod:`refsgd.comm.codecs`).
