@@ -129,7 +129,8 @@ def test_a_failing_gradient_thread_ends_every_rank(tmp_path, mode):
 @pytest.mark.parametrize("args,msg", [
     (["train", "--algo", "pp-asgd", "--tau", "2"], "--tau does not apply (use --threads)"),
     (["train", "--algo", "asgd", "--nesterov"], "--nesterov does not apply to --algo asgd"),
-    (["train", "--algo", "ssgd", "--threads", "2"], "--threads applies to --algo pp-asgd, asgd;"),
+    (["train", "--algo", "ssgd", "--threads", "2"], "--threads applies to --algo ssgd-nag, pp-asgd, asgd;"),
+    (["train", "--algo", "ssgd-nag", "--threads", "2", "--tau", "3"], "--threads 2 and --tau 3: ssgd-nag computes"),
     (["golden", "--algo", "pp-asgd", "--workers", "2", "--steps", "2", "--out", "/tmp/x.h5"],
      "give --staleness S"),
 ])
