@@ -30,7 +30,8 @@ Run: ``mpiexec -n 2 refsgd train --algo pp-asgd --threads 2 --momentum 0.99 --lr
 
 Two modes:
 
-* threaded (default): the G gradient threads run freely, as in the paper. Staleness of a
+* threaded (default): the G gradient threads run freely, as in the paper, except that a thread
+  holds at most one sub-batch not yet consumed (see the deviations below). Staleness of a
   gradient = the number of updates between the update after which its w_l was copied and the
   update that consumes it (0 for a gradient computed at the w^ of the update just before).
   S_bar is the time average over every consumed gradient of every process so far (an
@@ -38,8 +39,8 @@ Two modes:
   number of sub-batch gradients it consumed over all processes (``gradients``, the paper's
   Fig. 4c batch size), their mean staleness (``staleness``), S_bar and S in the metrics file;
   the progress display shows S_bar. Not deterministic: it depends on timing. D_g is a *sum*:
-  when the update (with its all-reduce) is slow next to a gradient, an update consumes many
-  gradients and lambda must be smaller accordingly, as in the paper. The time split is the
+  an update consumes between 1 and G sub-batches per process (fewer when gradients are slower
+  than updates, the paper's regime), and lambda multiplies their sum, as in the paper. The time split is the
   update thread's: its wait for gradients is its compute (``run.awaiting_gradients``); the
   gradient threads' seconds, summed over the threads, are ``thread_compute``.
 * ``--staleness S`` (deterministic, what the serial rendering computes; the paper generated
