@@ -39,7 +39,7 @@ Two modes:
   number of sub-batch gradients it consumed over all processes (``gradients``, the paper's
   Fig. 4c batch size), their mean staleness (``staleness``), S_bar and S in the metrics file;
   the progress display shows S_bar. Not deterministic: it depends on timing. D_g is a *sum*:
-  an update consumes between 1 and G sub-batches per process (fewer when gradients are slower
+  an update consumes at most G sub-batches per process (fewer when gradients are slower
   than updates, the paper's regime), and lambda multiplies their sum, as in the paper. The time split is the
   update thread's: its wait for gradients is its compute (``run.awaiting_gradients``); the
   gradient threads' seconds, summed over the threads, are ``thread_compute``.
