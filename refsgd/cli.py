@@ -192,7 +192,8 @@ def _add_method_options(p, dtype):
                         "MPI_COMM_TYPE_SHARED); lets 2 nodes x 2 ranks run on one machine")
     g.add_argument("--threads", type=_positive_int, default=None, metavar="G",
                    help="pp-asgd, asgd: gradient threads per process, each adding the summed gradient of "
-                        "its sub-batches of --batch samples (default 2)")
+                        "its sub-batches of --batch samples (default 2); ssgd-nag: the G sub-batches of a step, "
+                        "computed by G threads (the same as --tau G; default 1)")
     g.add_argument("--staleness", type=_nonneg_int, default=None, metavar="S",
                    help="pp-asgd, asgd: deterministic mode, update t consumes one sub-batch per thread "
                         "computed at the w^ of update t-S-1, and f_S uses S (default: threaded, measured); below "

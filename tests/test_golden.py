@@ -17,6 +17,7 @@ GOLDEN = os.path.join(ROOT, "tests", "golden")
     ("ssgd", ["--tau", "2", "--momentum", "0.9"]),
     ("ssgd-opt", ["--tau", "2", "--momentum", "0.9", "--nesterov"]),
     ("ssgd-nag", ["--momentum", "0.9", "--lr", "0.001"]),
+    ("ssgd-nag", ["--threads", "3", "--momentum", "0.9", "--lr", "0.001"]),   # L5-L9 in 3 threads
 ])
 @pytest.mark.parametrize("n", [2, 4])
 def test_mpi_trace_verifies_against_the_serial_rendering(tmp_path, algo, n, extra):
