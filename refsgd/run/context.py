@@ -2,6 +2,7 @@
 local optimizer, the state registered by the method, and the loop ``run.iterations()``; its
 timing points and bookkeeping are mixed in from :mod:`.timing` and :mod:`.bookkeeping`."""
 
+import contextlib
 import functools
 import threading
 import time
@@ -9,13 +10,12 @@ import time
 import numpy as np
 from mpi4py import MPI
 
-from refsgd.errors import RefsgdError
-from refsgd import failure
-from refsgd import timeline
+from refsgd.errors import RankFailure, RefsgdError
+from refsgd import failure, timeline
 from refsgd.datasets import epoch_batches
 from refsgd.optim import SGD
 
-from .timing import Timing, _CompileClock, _LayerSpans, _link_observed, _test_all, _union_length
+from .timing import Timing, _CompileClock, prompt_handover, _LayerSpans, _link_observed, _test_all, _union_length
 from .bookkeeping import Bookkeeping, FIELDS, eval_schedule
 from .progress import Progress
 
@@ -245,6 +245,30 @@ class Run(Timing, Bookkeeping):
             if not np.isfinite(loss) and self.first_bad is None:
                 self.first_bad = self.t
         return loss
+
+    @contextlib.contextmanager
+    def gradient_threads(self, G):
+        """G threads for :meth:`in_threads` (Sato et al.'s gradient threads: SSGD-NAG's
+        Algorithm 4, L5-L9, and PP-ASGD's deterministic mode), named ``ALGO-grad-RANK_g`` (their
+        --timeline tracks), the GIL handed over promptly while they run (:func:`prompt_handover`)."""
+        from concurrent.futures import ThreadPoolExecutor
+        with prompt_handover(), ThreadPoolExecutor(max_workers=G,
+                                                   thread_name_prefix=f"{self.cfg.algo}-grad-{self.rank}") as pool:
+            yield pool
+
+    def in_threads(self, pool, fn, G, label=None):
+        """``fn(g)`` for g = 0 .. G-1 at once in the threads of ``pool`` (:meth:`gradient_threads`),
+        the loop's thread waiting for all of them; returns their results in the order of g. The
+        wait is the iteration's compute (:meth:`awaiting_gradients`; ``label`` its listing line),
+        the threads' gradients (:meth:`grad_at`) are ``thread_compute``. A failing thread ends the
+        loop with one message naming the rank (the command line aborts every rank)."""
+        futures = [pool.submit(fn, g) for g in range(G)]
+        try:
+            with self.awaiting_gradients(label):
+                return [f.result() for f in futures]
+        except Exception as exc:  # noqa: BLE001 -- one message, the command line aborts the world
+            raise RankFailure(f"rank {self.rank}: a gradient thread of {self.cfg.algo} failed: "
+                              f"{type(exc).__name__}: {exc}") from exc
 
     def add_loss(self, total, count):
         """The iteration consumed ``count`` gradients (of :meth:`grad_at`) whose losses sum to ``total``."""

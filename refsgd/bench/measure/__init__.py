@@ -24,6 +24,7 @@ from .world import (  # noqa: F401
 from .overlap import (  # noqa: F401
     synthetic_data,
     synthetic_size,
+    split_method,
     method_config,
     span_seconds,
     timeline_cost,

@@ -8,7 +8,7 @@ import numpy as np
 
 # ------------------------------------------------------------------------------------------ codecs
 #: the codecs of refsgd.comm.codecs, in the order of the tables
-CODEC_NAMES = ("t16", "q8", "bf16", "fp16")
+CODEC_NAMES = ("t16", "q8", "q8v", "bf16", "fp16")
 
 
 def timed_collective(comm, fn, repeat, warmup=3, wire=None):
