@@ -225,8 +225,14 @@ class _FakeRuns:
     def __init__(self, tmp_path):
         self.calls, self.tmp, self.records = [], tmp_path, []
 
+    def start_claim(self):
+        self.records = []
+
     def train(self, algo, seed, ranks=None, trace=False, variant=None, **options):
         self.calls.append((algo, variant, options))
+        self.records.append({"command": f"mpiexec -n {ranks or 2} refsgd train --algo {algo}", "ranks": ranks or 2,
+                             "seconds": 0.5, "load_before": [0, 0, 0], "load_after": [0, 0, 0],
+                             "variant": variant or algo, "algo": algo, "options": options})
         path = None
         if trace:
             import h5py
@@ -347,3 +353,27 @@ def test_a_run_on_more_processes_than_cores_is_named(monkeypatch):
                  "(a server's busy-waiting MPI takes a core), so its timing numbers are not the method's"]
     w = warnings_for(Setup(ranks=3), records)  # the general warning covers every run
     assert len(w) == 1 and w[0].startswith("3 ranks on 2 cores") and "meaningless" in w[0]
+
+
+def test_more_ranks_than_cores_is_said_before_the_runs_and_in_every_output(tmp_path, monkeypatch):
+    """The whole command in this process on synthetic runs: asked for more ranks than cores, it
+    says before any run that the timing claims are meaningless, and the markdown, the JSON and
+    the index say it again; the shared set is in the markdown and the JSON."""
+    import refsgd.reproduce as rep
+    monkeypatch.setattr(rep, "load_average", lambda: [0.0, 0.0, 0.0])
+    monkeypatch.setattr(rep, "Runs", lambda setup: _FakeRuns(tmp_path))
+    out, said = tmp_path / "res", []
+    setup = Setup(ranks=cores() + 1, quick=True, seeds=2)
+    rep.reproduce("dcs3gd-accuracy", setup, str(out), log=said.append)
+    warning = f"{cores() + 1} ranks on {cores()} cores: the ranks share cores, so the timing claims"
+    assert said[0].startswith(f"warning: {warning}") and "meaningless" in said[0]
+    md = (out / "dcs3gd-accuracy.md").read_text()
+    data = json.loads((out / "dcs3gd-accuracy.json").read_text())
+    assert f"> {warning}" in md and any(w.startswith(warning) for w in data["warnings"])
+    hp = claims.BY_NAME["dcs3gd-accuracy"].hyper(setup)
+    assert data["hyperparameters"] == hp and data["seeds"] == 2
+    for k, v in hp.items():
+        assert f"- {k}: {v}\n" in md, k
+    assert "How the paper chose them: the paper tunes its own runs" in md
+    index = (tmp_path / "res.md").read_text()
+    assert warning in index and "| [dcs3gd-accuracy](res/dcs3gd-accuracy.md) |" in index

@@ -199,7 +199,8 @@ def index_text(out_dir):
             f"Written by `refsgd reproduce all --out-dir {shown}` (or NAME for one claim; each run rewrites this "
             f"index from {folder}/*.json). Ours: each checked number, mean [min, max] over the seeds; the claim's "
             "page gives every number, the shared hyperparameters, the runs and the machine.", ""]
-    busy = [r["name"] for r in results if any(w.startswith("the machine is busy") for w in r["warnings"])]
+    busy = [c.name for c in _claims.CLAIMS if c.name in found
+            and any(w.startswith("the machine is busy") for w in found[c.name]["warnings"])]
     notes = sorted({w for r in results for w in r["warnings"] if not w.startswith("the machine is busy")})
     if busy:
         notes.append(f"the machine was busy (load average at least its cores) before {', '.join(busy)}: their "

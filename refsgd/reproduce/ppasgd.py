@@ -13,7 +13,7 @@ def _fig2_hyper(setup):
     digits = setup.kind == "digits"
     return {"model": setup.model("accuracy"), "ranks": 1, "threads": 2, "batch": 32 if digits else 64,
             "lr": 1e-5 if digits else 1e-6, "momentum": 0.99, "epochs": epochs(setup, (4, 60), (2, 10)),
-            "evals_per_epoch": 4, "schedule": "constant", "lr_x_discussion": 4,
+            "evals_per_epoch": 4, "schedule": "constant", "lr_x_discussion": 0.25,
             "note": "the deterministic mode (--staleness S): update t uses gradients computed at the w^ of "
                     "update t-S-1, so the numbers count updates, as the paper's Figure 2; one process of G = 2 "
                     "gradient threads (the staleness is imposed, not made by the world size); at S = 27 a second "
@@ -27,44 +27,51 @@ def _fig2_measure(runs, setup, hp, seed):
     every = max(1, per_epoch // hp["evals_per_epoch"])
     n, panels = {}, {}
     lr_x = hp["lr_x_discussion"]
-    for S, factor, tag in ((3, 1, ""), (9, 1, ""), (27, 1, ""), (27, lr_x, f"_lr{lr_x}x")):
+    for S, factor, tag in ((3, 1, ""), (9, 1, ""), (27, 1, ""), (27, lr_x, f"_lr{lr_x:g}x")):
         r = {algo: runs.train(algo, seed, ranks=hp["ranks"], model=hp["model"], threads=hp["threads"],
                               batch=hp["batch"], lr=f"{hp['lr'] * factor:g}", momentum=hp["momentum"],
                               epochs=hp["epochs"], schedule=hp["schedule"], staleness=S, eval_every=f"{every}it")
              for algo in ("pp-asgd", "asgd")}
         curves = {a: error_curve(v) for a, v in r.items()}
-        target = max(min(c[1]) for c in curves.values())  # the best error both reach
+        # the error both reach, read where the curves still fall (the paper's 0.3 on CIFAR-10 is about 1.5x
+        # its best errors): the worse best error, or 1.5x the better one if that is higher (at the very
+        # end of a run on a 297-image test set the time to an error is one image's noise)
+        best = {a: min(c[1]) for a, c in curves.items()}
+        target = max(max(best.values()), 1.5 * min(best.values()))
         reach = {a: first_reach(*c, target, higher=False) for a, c in curves.items()}
         n[f"err_ppasgd_S{S}{tag}"] = curves["pp-asgd"][1][-1]
         n[f"err_asgd_S{S}{tag}"] = curves["asgd"][1][-1]
+        n[f"asgd_best_err_S{S}{tag}"] = best["asgd"]
         n[f"target_err_S{S}{tag}"] = target
         n[f"updates_ratio_S{S}{tag}"] = reach["asgd"] / reach["pp-asgd"]
-        # how long ASGD took to its best: the ratio cannot exceed the run's updates over PP-ASGD's
-        n[f"asgd_updates_to_target_S{S}{tag}"] = reach["asgd"]
-        n[f"updates_run_S{S}{tag}"] = curves["asgd"][0][-1]
+        n[f"final_err_gap_S{S}{tag}"] = n[f"err_asgd_S{S}{tag}"] - n[f"err_ppasgd_S{S}{tag}"]
         where = f", lambda x {factor}" if factor != 1 else ""
         panels[f"S = {S}{where}: test error (%) against updates"] = curves
     return n, panels
 
 
 def _fig2_discussion(hp, numbers):
-    """Why the ratio at S = 27 is what it is, from the numbers (the JSON's means)."""
+    """Why the ratio at S = 27 is what it is, from the numbers (the means over the seeds)."""
     g = numbers.get
     lr_x = hp["lr_x_discussion"]
-    r1, r4 = g("updates_ratio_S27"), g(f"updates_ratio_S27_lr{lr_x}x")
-    cap = (g("updates_run_S27") or math.nan) / max(g("asgd_updates_to_target_S27") or math.nan, 1.0)
-    return (f"At S = 27 ASGD needs {fmt(r1)}x PP-ASGD's updates to the error both reach ({fmt(g('target_err_S27'))} "
-            f"%) at lambda = {hp['lr']:g}, and {fmt(r4)}x at {lr_x} x lambda. The ratio is not a constant of the "
-            "method: a gradient S + 1 updates stale is wrong by about what the weights moved since, lambda x "
-            "sum_s mu^s x (S + 1) gradients with mu = 0.99, so at a small lambda ASGD loses little (the ratio tends to "
-            "1) and near the rate where delayed momentum SGD starts to oscillate ASGD stalls while PP-ASGD, whose "
-            "w^ is where the weights will be, does not (the ratio grows without bound). The paper gives no lambda "
-            "for its CIFAR-10 runs, so its 5x is one point on that curve; ours is another. Two more reasons it is "
-            "smaller here: the target is the best error both reach within this run (the paper's is error 0.3 on a "
-            "log-scale axis of many epochs), so the ratio cannot exceed the run's updates over PP-ASGD's to that "
-            f"error (here the run is {fmt(cap)}x ASGD's updates to it); and the embedded digits with a small MLP "
-            "have gradients that change slowly along the trajectory, so a stale gradient costs less than on the "
-            "paper's CIFAR-10 CNN.")
+    r1, rx = g("updates_ratio_S27"), g(f"updates_ratio_S27_lr{lr_x:g}x")
+    e_pp, e_a = g("err_ppasgd_S27"), g("err_asgd_S27")
+    best_a = g("asgd_best_err_S27")
+    smaller = rx is not None and r1 is not None and rx < r1
+    return (f"At S = 27 the ratio is read, as in the paper, at an error that ASGD reaches: ASGD's best "
+            f"({fmt(best_a)} %, or 1.5x PP-ASGD's best if that is higher), where ASGD needs {fmt(r1)}x PP-ASGD's "
+            f"updates. Below that error the ratio is unbounded: ASGD ends the run at {fmt(e_a)} % error and "
+            f"PP-ASGD at {fmt(e_pp)} % (the paper's second observation at S = 27, \"a much lower error rate\"). "
+            "So the number depends on where ASGD stalls, and that depends on lambda: a gradient S + 1 updates "
+            "stale was taken about (S + 1) |M| from where it is applied, |M| up to lambda / (1 - mu) = 100 lambda "
+            "gradient sums at mu = 0.99; at a small lambda the stale gradient is nearly the current one and the "
+            "ratio tends to 1, near the rate where delayed momentum SGD oscillates ASGD stalls early and "
+            f"PP-ASGD, whose w^ is where the weights will be, does not. At {lr_x:g} x lambda the ratio is "
+            f"{fmt(rx)}x ({'smaller, as that predicts' if smaller else 'not smaller: the run does not show it'}). "
+            "The paper gives no lambda for its CIFAR-10 runs (only mu = 0.99) and reads its 5x off a log-scale "
+            "plot, so its number is one point of that dependence and ours is another; the embedded digits with "
+            "a small MLP and a 297-image test set (one image is 0.34 %) add noise that the paper's CIFAR-10 "
+            "does not have.")
 
 
 def _fig3_hyper(setup):
@@ -139,13 +146,15 @@ CLAIMS = [
     Claim("ppasgd-fig2", "Sato et al. 2017 (PP-ASGD)", "Figure 2 (S = 3, 9, 27)",
           "With the parameter prediction, asynchronous SGD needs fewer updates than naive ASGD to reach the "
           "same error, the more so the larger the staleness.",
-          "roughly 5x fewer updates at S = 27 to reach error 0.3 (CIFAR-10)",
+          "roughly 5x fewer updates at S = 27 to reach error 0.3 (CIFAR-10), and a much lower final error",
           (Check("updates_ratio_S27", ">=", 5.0, 1.2, "ASGD's updates over PP-ASGD's to the same error at S = 27"),
-           Check("updates_ratio_S3", ">=", 0.9, 0.7, "the same at S = 3 (the paper: similar)")),
-          _fig2_hyper, _fig2_measure, "logx", paper_values={"updates_ratio_S27": "about 5"},
+           Check("updates_ratio_S3", ">=", 0.9, 0.7, "the same at S = 3 (the paper: similar)"),
+           Check("final_err_gap_S27", ">=", 5.0, 1.0, "ASGD's final error minus PP-ASGD's at S = 27 (pp)")),
+          _fig2_hyper, _fig2_measure, "logx", paper_values={"updates_ratio_S27": "about 5",
+                                                             "final_err_gap_S27": "much lower (Fig. 2c)"},
           tuning="the paper gives one momentum (0.99) for every run and no learning rates for CIFAR-10; here "
                  "PP-ASGD and ASGD share one set at every S",
-          discussion=_fig2_discussion, budget=(12, 90)),
+          discussion=_fig2_discussion, budget=(10, 50)),
     Claim("ppasgd-fig3", "Sato et al. 2017 (PP-ASGD)", "Figure 3 (right)",
           "The prediction error is smallest at the true staleness, well below naive ASGD's.",
           "at S = 7 the discrepancy is 42 % of ASGD's",
@@ -153,7 +162,7 @@ CLAIMS = [
            Check("argmin_minus_S0", "<=", 0.0, 1.0, "|argmin_S E(S) - S0|"),
            Check("E_S0_over_E_asgd", "<=", 0.42, 0.8, "E(S0) / E_ASGD")),
           _fig3_hyper, _fig3_measure, "lines", paper_values={"E_S0_over_E_asgd": "0.42", "S0": "7"},
-          tuning="one run (the prediction error is read from PP-ASGD's own trajectory)", budget=(10, 30),
+          tuning="one run (the prediction error is read from PP-ASGD's own trajectory)", budget=(10, 60),
           at_scale="the staleness is what the G gradient threads of one process make on this machine: on the "
                    "embedded digits a gradient is so cheap that S_bar stays near 1 (Python's GIL); with --data "
                    "MNIST a 9,098-parameter CNN gives S_bar of about 6 on 2 cores"),
@@ -164,7 +173,9 @@ CLAIMS = [
           _sync_hyper, _sync_measure, "curves", paper_values={"time_ratio": "1.9"},
           tuning="the paper tunes per method (\"we ran each training a couple of times with different learning "
                  "rates, and show the best performing results\", 1e-4 to 8e-4); here both share one lambda, untuned",
-          budget=(5, 40),
+          budget=(5, 15),
           at_scale="the paper's gain comes from 256 GPUs, where a synchronous update waits for the slowest of "
-                   "them; at 2 processes on a laptop the asynchronous update rate has little to win"),
+                   "them; at 2 processes on a laptop the asynchronous update rate has little to win; `refsgd bench "
+                   "scale` has no model of an asynchronous method's time to accuracy (it depends on the staleness "
+                   "the run makes), so there is no prediction at 256 GPUs to put beside the paper's 1.9x"),
 ]
