@@ -377,3 +377,17 @@ def test_more_ranks_than_cores_is_said_before_the_runs_and_in_every_output(tmp_p
     assert "How the paper chose them: the paper tunes its own runs" in md
     index = (tmp_path / "res.md").read_text()
     assert warning in index and "| [dcs3gd-accuracy](res/dcs3gd-accuracy.md) |" in index
+
+
+def test_ppasgd_fig2_discussion_is_made_of_the_numbers():
+    from refsgd.reproduce import ppasgd
+    hp = ppasgd._fig2_hyper(Setup())
+    n = {"updates_ratio_S27": 2.0, "updates_ratio_S27_lr0.25x": 1.2, "err_ppasgd_S27": 2.0, "err_asgd_S27": 40.0,
+         "asgd_best_err_S27": 30.0, "target_err_S27": 31.5}
+    text = ppasgd._fig2_discussion(hp, n)
+    assert hp["lr_x_discussion"] == 0.25
+    assert "reaches: 31.5 % (ASGD's best, 30 %," in text and "ASGD needs 2x PP-ASGD's updates" in text
+    assert "ASGD ends the run at 40 % error and PP-ASGD at 2 %" in text
+    assert "At 0.25 x lambda the ratio is 1.2x (smaller, as that predicts)" in text
+    n["updates_ratio_S27_lr0.25x"] = 2.5
+    assert "ratio is 2.5x (not smaller: the run does not show it)" in ppasgd._fig2_discussion(hp, n)

@@ -149,7 +149,8 @@ def reproduce(name, setup, out_dir, force=False, log=None):
             outputs.write(base + ".json", json.dumps(r, indent=1, default=float) + "\n")
             outputs.write(base + ".md", outputs.markdown(r))
             outputs.figure(r, base + ".png")
-            say(f"{c.name}: {r['verdict']} ({r['seconds']:.0f} s): {base}.md")
+            say(f"{c.name}: {r['verdict']} ({r['seconds']:.0f} s; budget {r['budget_s'] * setup.seeds} s on 2 idle "
+                f"cores): {base}.md")
             results.append(r)
             # after every claim, so that an interrupted `all` leaves an index of what it finished
             outputs.write(outputs.index_path(out_dir), outputs.index_text(out_dir))
