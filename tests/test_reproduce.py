@@ -391,3 +391,11 @@ def test_ppasgd_fig2_discussion_is_made_of_the_numbers():
     assert "At 0.25 x lambda the ratio is 1.2x (smaller, as that predicts)" in text
     n["updates_ratio_S27_lr0.25x"] = 2.5
     assert "ratio is 2.5x (not smaller: the run does not show it)" in ppasgd._fig2_discussion(hp, n)
+
+
+def test_index_of_the_current_folder_is_inside_it(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert outputs.index_path(".") == str(tmp_path / "index.md")
+    assert outputs.index_path("res") == str(tmp_path / "res.md")
+    assert "| [daso](daso.md) |" in outputs.index_text(".")
+    assert "| [daso](res/daso.md) |" in outputs.index_text("res")

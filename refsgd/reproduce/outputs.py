@@ -158,8 +158,12 @@ def figure(r, path):
 
 def index_path(out_dir):
     """The index of a folder of results: ``D.md`` beside ``D`` (``--out-dir docs/results`` writes
-    docs/results.md, whose links go into docs/results/)."""
-    return os.path.normpath(os.path.abspath(out_dir)) + ".md"
+    docs/results.md, whose links go into docs/results/); ``D/index.md`` where D is the current
+    folder or the root (nothing beside it is the user's to write)."""
+    d = os.path.normpath(os.path.abspath(out_dir))
+    if d == os.getcwd() or os.path.dirname(d) == d:
+        return os.path.join(d, "index.md")
+    return d + ".md"
 
 
 def check_index(out_dir, force):
@@ -173,11 +177,16 @@ def check_index(out_dir, force):
 
 
 def index_line(r, folder):
+    """A claim's row; ``folder`` is where its page is, relative to the index."""
     checks = {c["number"]: c for c in r["checks"]}
     ours = "; ".join(f"{k} {fmt(r['numbers'][k]['mean'])} [{fmt(r['numbers'][k]['min'])}, "
                      f"{fmt(r['numbers'][k]['max'])}]" for k in checks if k in r["numbers"])
     runs = f"{r['seeds']}" + (" quick" if r["quick"] else "")
-    return f"| [{r['name']}]({folder}/{r['name']}.md) | {r['paper_number']} | {ours} | {r['verdict']} | {runs} |"
+    return f"| [{r['name']}]({_link(folder, r['name'])}) | {r['paper_number']} | {ours} | {r['verdict']} | {runs} |"
+
+
+def _link(folder, name):
+    return f"{name}.md" if folder == "." else f"{folder}/{name}.md"
 
 
 def index_text(out_dir):
@@ -192,12 +201,12 @@ def index_text(out_dir):
             continue
         if isinstance(r, dict) and r.get("name") in _claims.BY_NAME:
             found[r["name"]] = r
-    folder = os.path.basename(os.path.normpath(os.path.abspath(out_dir)))
+    folder = os.path.relpath(os.path.abspath(out_dir), os.path.dirname(index_path(out_dir)))
     shown = os.path.normpath(out_dir)
     results = list(found.values())
     head = [INDEX_TITLE, "",
             f"Written by `refsgd reproduce all --out-dir {shown}` (or NAME for one claim; each run rewrites this "
-            f"index from {folder}/*.json). Ours: each checked number, mean [min, max] over the seeds; the claim's "
+            f"index from {os.path.join(folder, '*.json')}). Ours: each checked number, mean [min, max] over the seeds; the claim's "
             "page gives every number, the shared hyperparameters, the runs and the machine.", ""]
     busy = [c.name for c in _claims.CLAIMS if c.name in found
             and any(w.startswith("the machine is busy") for w in found[c.name]["warnings"])]
@@ -210,5 +219,5 @@ def index_text(out_dir):
         head += [f"No claim has been run into {shown} yet: every row below is the paper's number alone.", ""]
     head += ["| claim | the paper | refsgd | verdict | seeds |", "|---|---|---|---|---|"]
     rows = [index_line(found[c.name], folder) if c.name in found else
-            f"| [{c.name}]({folder}/{c.name}.md) | {c.paper_number} | not run yet | - | 0 |" for c in _claims.CLAIMS]
+            f"| [{c.name}]({_link(folder, c.name)}) | {c.paper_number} | not run yet | - | 0 |" for c in _claims.CLAIMS]
     return "\n".join(head + rows) + "\n"
