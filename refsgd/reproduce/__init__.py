@@ -30,7 +30,7 @@ from refsgd import RefsgdError
 from refsgd.reproduce import claims as _claims
 from refsgd.reproduce import outputs
 from refsgd.reproduce.measure import fmt  # noqa: F401 -- what the markdown prints (the tests use it)
-from refsgd.reproduce.runner import Runs, Setup, cores, load_average
+from refsgd.reproduce.runner import Runs, Setup, cores, load_average  # noqa: F401 -- Setup: the command line's
 from refsgd.reproduce.verdict import spread, verdict
 
 CLAIMS = _claims.CLAIMS

@@ -14,8 +14,6 @@ import math
 
 import numpy as np
 
-from refsgd.reproduce.verdict import Check
-
 
 @dataclasses.dataclass
 class Claim:

@@ -206,7 +206,8 @@ def index_text(out_dir):
     results = list(found.values())
     head = [INDEX_TITLE, "",
             f"Written by `refsgd reproduce all --out-dir {shown}` (or NAME for one claim; each run rewrites this "
-            f"index from {os.path.join(folder, '*.json')}). Ours: each checked number, mean [min, max] over the seeds; the claim's "
+            f"index from {os.path.join(folder, '*.json')}). Ours: each checked number, mean [min, max] over the "
+            "seeds; the claim's "
             "page gives every number, the shared hyperparameters, the runs and the machine.", ""]
     busy = [c.name for c in _claims.CLAIMS if c.name in found
             and any(w.startswith("the machine is busy") for w in found[c.name]["warnings"])]

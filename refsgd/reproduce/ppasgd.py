@@ -60,7 +60,8 @@ def _fig2_discussion(hp, numbers):
     smaller = rx is not None and r1 is not None and rx < r1
     return (f"At S = 27 the ratio is read, as in the paper, at an error that ASGD reaches: "
             f"{fmt(g('target_err_S27'))} % (ASGD's best, {fmt(best_a)} %, or 1.5x PP-ASGD's best if that is "
-            f"higher), where ASGD needs {fmt(r1)}x PP-ASGD's updates. Below ASGD's best the ratio is unbounded: ASGD ends the run at {fmt(e_a)} % error and "
+            f"higher), where ASGD needs {fmt(r1)}x PP-ASGD's updates. Below ASGD's best the ratio is unbounded: "
+            f"ASGD ends the run at {fmt(e_a)} % error and "
             f"PP-ASGD at {fmt(e_pp)} % (the paper's second observation at S = 27, \"a much lower error rate\"). "
             "So the number depends on where ASGD stalls, and that depends on lambda: a gradient S + 1 updates "
             "stale was taken about (S + 1) |M| from where it is applied, |M| up to lambda / (1 - mu) = 100 lambda "
