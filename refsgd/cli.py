@@ -192,15 +192,17 @@ def _add_method_options(p, dtype):
                         "MPI_COMM_TYPE_SHARED); lets 2 nodes x 2 ranks run on one machine")
     g.add_argument("--threads", type=_positive_int, default=None, metavar="G",
                    help="pp-asgd, asgd: gradient threads per process, each adding the summed gradient of "
-                        "its sub-batches of --batch samples (default 2)")
+                        "its sub-batches of --batch samples (default 2); ssgd-nag: the G sub-batches of a step, "
+                        "computed by G threads (the same as --tau G; default 1)")
     g.add_argument("--staleness", type=_nonneg_int, default=None, metavar="S",
                    help="pp-asgd, asgd: deterministic mode, update t consumes one sub-batch per thread "
                         "computed at the w^ of update t-S-1, and f_S uses S (default: threaded, measured); below "
                         "the run's iterations")
-    g.add_argument("--compress", choices=("none", "t16", "bf16", "fp16", "q8"), default=None,
+    g.add_argument("--compress", choices=("none", "t16", "bf16", "fp16", "q8", "q8v"), default=None,
                    help="ssgd, ssgd-nag, pipe-sgd, d-sync: the gradient all-reduce carries t16 (upper 16 "
                         "bits of each float32, truncated), bf16 (bfloat16), fp16 (IEEE half, as Horovod's "
-                        "fp16 compression) or q8 (8 bits with a scale per block of 256), and every "
+                        "fp16 compression), q8 (8 bits with a scale per block of 256) or q8v (8 bits with "
+                        "one scale for the whole vector, Pipe-SGD's Q8), and every "
                         "reduction step decompresses, adds and compresses again (default none)")
     p.add_argument("--dtype", choices=("float32", "float64"), default=dtype,
                    help=f"dtype of weights, activations and gradients (default {dtype})")
@@ -332,7 +334,8 @@ def build_parser():
                    help="first iterations left out of the means (default 10; the last is left out too)")
     o.add_argument("--algos", default="ssgd,ssgd-opt,dcs3gd,laga-sgd",
                    help="comma-separated methods, run as train runs them (--poll on), each optionally "
-                        "with +nopoll for --no-poll (e.g. dcs3gd+nopoll; +poll is accepted): ssgd, "
+                        "with +nopoll for --no-poll (e.g. dcs3gd+nopoll; +poll is accepted) and +CODEC for "
+                        "--compress CODEC (ssgd, ssgd-nag, d-sync, pipe-sgd; e.g. pipe-sgd+q8): ssgd, "
                         "ssgd-nag, ssgd-opt, d-sync, dcs3gd, laga-sgd, laga-sgdm, laga-sgdn, pipe-sgd (K = 2), "
                         "daso (cycling from the first batch), ps-sync, dcasgd; default ssgd,ssgd-opt,dcs3gd,laga-sgd")
     o.add_argument("--link", default=None, metavar="LATENCY_US,GBIT_S", help="emulated link (see train --help)")
@@ -562,16 +565,21 @@ def _prepare_overlap(args, world):
         if world == 1:
             raise RefsgdError("--ratio needs an all-reduce to emulate: run under mpiexec -n 2 or more")
     for name in args.algos:
-        algo, _, flag = name.partition("+")
-        if algo not in bench.OVERLAP_MODELS or flag not in ("", "poll", "nopoll"):
+        parts = bench.measure.split_method(name)
+        algo = name.partition("+")[0]
+        if algo not in bench.OVERLAP_MODELS or parts is None:
             why = " (PP-ASGD and ASGD have no per-iteration timing model: an update consumes however many " \
                   "gradients have arrived; help(refsgd.bench) says more)" if algo in ("pp-asgd", "asgd") else ""
             raise RefsgdError(f"--algos: {name!r} is not one of {', '.join(bench.OVERLAP_MODELS)} "
-                              f"(optionally with +nopoll){why}")
+                              f"(optionally with +nopoll, or +CODEC for --compress){why}")
+        compress = parts[2]
+        from refsgd import options
+        if compress != "none" and "compress" not in options.APPLIES[algo]:
+            raise RefsgdError(f"--algos: {name!r}: --compress does not apply to {algo}")
         check(algo, bench.method_config(algo, batch=args.batch, tau=args.tau, iterations=args.iterations,
                                         lr=args.lr, seed=args.seed, ranks_per_node=args.ranks_per_node,
                                         local_link=bench.measure.str_link(args.local_link),
-                                        sync_every=args.sync_every, dtype=args.dtype), world)
+                                        sync_every=args.sync_every, dtype=args.dtype, compress=compress), world)
     if args.json:
         from refsgd.files import check_output
         check_output(args.json, "--json", args.force)

@@ -33,8 +33,8 @@ Schema (HDF5, written by rank 0, atomically)::
                                              over the workers (tau x workers; PP-ASGD and ASGD:
                                              however many had arrived); an epoch is
                                              iterations-per-epoch x tau x workers of them
-    /iterations/thread_compute float64 (world, T)  a method with gradient threads (PP-ASGD, ASGD):
-                                             their seconds of gradient computation since the
+    /iterations/thread_compute float64 (world, T)  a method with gradient threads (PP-ASGD, ASGD,
+                                             SSGD-NAG with G > 1): their seconds of gradient computation since the
                                              previous record, summed over the threads
     /iterations/global_bytes float64 (world, T)  bytes the rank contributed to collectives and
                                              Sends between nodes (a flat method's traffic counts

@@ -31,7 +31,7 @@ _U = ("momentum", "nesterov", "momentum_form", "weight_decay")  # the local opti
 APPLIES = {
     "ssgd": _U + ("compress",),
     "ssgd-opt": _U,
-    "ssgd-nag": ("momentum", "compress"),
+    "ssgd-nag": ("momentum", "compress", "threads"),
     "dcs3gd": ("momentum", "weight_decay", "wd_k", "lambda0", "lambda_norm"),
     "dcasgd": ("weight_decay", "dc_lambda", "dc_adaptive", "dc_ms_decay", "ps_order"),
     "laga-sgd": ("weight_decay",),
@@ -120,6 +120,12 @@ def resolve(args):
                           for k in given)
         raise RefsgdError(f"{flags} {'does' if len(given) == 1 else 'do'} not apply to --algo {algo}"
                           f"{HINTS.get(algo, '')} ({where}; the options of {algo}: {own})")
+    if algo == "ssgd-nag":  # --threads G: the G sub-batches of a step in G threads, i.e. --tau G
+        G, tau = getattr(args, "threads", None), getattr(args, "tau", 1) or 1
+        if G is not None and tau not in (1, G):
+            raise RefsgdError(f"--threads {G} and --tau {tau}: ssgd-nag computes its --tau sub-batches of a step "
+                              "in as many threads (Sato Alg. 4), so --threads is --tau; give one of them")
+        args.threads = args.tau = G or tau
     if algo == "dcasgd" and getattr(args, "dc_ms_decay", None) is not None and not getattr(args, "dc_adaptive", None):
         raise RefsgdError("--dc-ms-decay is the decay of MeanSquare in the adaptive lambda: it needs --dc-adaptive")
     for k in DEFAULTS:  # those that do not apply too, so that no code path meets a None
@@ -148,6 +154,8 @@ def trajectory_keys(algo, config=None):
     the recorded ``config`` (a dict), less those its other entries make irrelevant (dcasgd's
     MeanSquare decay without the adaptive lambda)."""
     keys = (set(COMMON) | set(APPLIES.get(algo, ()))) - _TIMING_ONLY
+    if algo == "ssgd-nag":  # its threads are its tau sub-batches: tau says it (and golden files made before)
+        keys.discard("threads")
     if config is not None and not config.get("dc_adaptive"):
         keys.discard("dc_ms_decay")
     return keys

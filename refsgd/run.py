@@ -71,7 +71,7 @@ import numba as nb
 import numpy as np
 from mpi4py import MPI
 
-from refsgd import AgreedError, RefsgdError, Stopped, failure
+from refsgd import AgreedError, RankFailure, RefsgdError, Stopped, failure
 from refsgd.datasets import epoch_batches
 from refsgd.optim import SGD
 
@@ -302,6 +302,30 @@ class Run:
             if not np.isfinite(loss) and self.first_bad is None:
                 self.first_bad = self.t
         return loss
+
+    @contextlib.contextmanager
+    def gradient_threads(self, G):
+        """G threads for :meth:`in_threads` (Sato et al.'s gradient threads: SSGD-NAG's
+        Algorithm 4, L5-L9, and PP-ASGD's deterministic mode), named ``ALGO-grad-RANK_g`` (their
+        --timeline tracks), the GIL handed over promptly while they run (:func:`prompt_handover`)."""
+        from concurrent.futures import ThreadPoolExecutor
+        with prompt_handover(), ThreadPoolExecutor(max_workers=G,
+                                                   thread_name_prefix=f"{self.cfg.algo}-grad-{self.rank}") as pool:
+            yield pool
+
+    def in_threads(self, pool, fn, G, label=None):
+        """``fn(g)`` for g = 0 .. G-1 at once in the threads of ``pool`` (:meth:`gradient_threads`),
+        the loop's thread waiting for all of them; returns their results in the order of g. The
+        wait is the iteration's compute (:meth:`awaiting_gradients`; ``label`` its listing line),
+        the threads' gradients (:meth:`grad_at`) are ``thread_compute``. A failing thread ends the
+        loop with one message naming the rank (the command line aborts every rank)."""
+        futures = [pool.submit(fn, g) for g in range(G)]
+        try:
+            with self.awaiting_gradients(label):
+                return [f.result() for f in futures]
+        except Exception as exc:  # noqa: BLE001 -- one message, the command line aborts the world
+            raise RankFailure(f"rank {self.rank}: a gradient thread of {self.cfg.algo} failed: "
+                              f"{type(exc).__name__}: {exc}") from exc
 
     def add_loss(self, total, count):
         """The iteration consumed ``count`` gradients (of :meth:`grad_at`) whose losses sum to ``total``."""

@@ -35,9 +35,9 @@ def test_scale_models_against_hand_computed_formulas(p):
     got = {a: models.iteration_time(a, c, net, p) for a in UP}
     assert got["ssgd"] == pytest.approx(T_C + X + R + UP["ssgd"], rel=1e-9)
     assert got["d-sync"] == pytest.approx(T_C + X + R + UP["d-sync"], rel=1e-9)
-    assert got["ssgd-opt"] == pytest.approx(T_C + max(R, X - 2 * T_C / 3) + UP["ssgd-opt"], rel=1e-9)
-    assert got["dcs3gd"] == pytest.approx(max(T_C + R, X) + UP["dcs3gd"], rel=1e-9)
-    assert got["laga-sgdm"] == pytest.approx(max(T_C + R, X) + UP["laga-sgdm"], rel=1e-9)
+    assert got["ssgd-opt"] == pytest.approx(T_C + max(R, X + R - 2 * T_C / 3) + UP["ssgd-opt"], rel=1e-9)
+    assert got["dcs3gd"] == pytest.approx(max(T_C + R, X + R) + UP["dcs3gd"], rel=1e-9)
+    assert got["laga-sgdm"] == pytest.approx(max(T_C + R, X + R) + UP["laga-sgdm"], rel=1e-9)
     assert got["pipe-sgd"] == pytest.approx(max(UP["pipe-sgd"] + T_C, X + R), rel=1e-9)
     # DASO: P = p/4 nodes of 4; local all-reduce and Bcast through the local link, the global
     # sync every B = 4 batches hidden by W = 1 batch
@@ -46,7 +46,7 @@ def test_scale_models_against_hand_computed_formulas(p):
     base = T_C + Xl + Rl + UP["daso"]
     bcast = 3 * (5e-6 + N * 8 / 100e9)
     Xg, Rg = hand_allreduce(P)
-    assert got["daso"] == pytest.approx(base + (bcast + max(Rg, Xg - base)) / 4, rel=1e-9)
+    assert got["daso"] == pytest.approx(base + (bcast + max(Rg, Xg + Rg - base)) / 4, rel=1e-9)
     # parameter servers: every message through the server's link
     ps = (p - 1) * (50e-6 + N * 8 / 10e9)
     assert got["ps-sync"] == pytest.approx(T_C + 2 * ps + (p - 2) * N * GAMMA + UP["ps-sync"], rel=1e-9)
@@ -70,18 +70,23 @@ def test_known_numbers_at_8_ranks():
 
 
 def test_emulated_network_is_what_the_link_does():
-    """On this machine the real collective runs first and the link only delays it: a blocking
-    all-reduce is max(X, C); overlapped methods pay C (the real all-reduce's CPU work) beside compute."""
-    net = models.Network(N, "emulated", link=LINK, cpu_real=1e-3, p2p_real=2e-4)
-    X = LINK.time(N, 2)
-    assert net.allreduce(2) == pytest.approx(max(X, 1e-3))
+    """On this machine the real collective runs first and the link holds it until X + R after
+    its start (R: eq. 5's gamma term timed here): a blocking all-reduce is max(X + R, C);
+    overlapped methods pay C (the real all-reduce's CPU work) beside compute. A compressed
+    all-reduce's R is its operator's measured seconds (reduce_s)."""
+    net = models.Network(N, "emulated", link=LINK, gamma=GAMMA, cpu_real=1e-3, p2p_real=2e-4)
+    X, R = hand_allreduce(2)
+    assert net.allreduce(2) == pytest.approx(max(X + R, 1e-3))
+    assert models.Network(N, "emulated", link=LINK, gamma=GAMMA, cpu_real=1.0).allreduce(2) == 1.0  # C wins
+    q8 = models.Network(N // 4, "emulated", link=LINK, gamma=GAMMA, reduce_s=2.5e-3, cpu_real=3e-3)
+    assert q8.allreduce(2) == pytest.approx(LINK.time(N // 4, 2) + 2.5e-3)                         # X + R_op
     c = models.Costs(t_c=T_C, t_up={"laga-sgd": 1e-4, "ps-sync": 0.0, "dcasgd": 0.0})
-    assert models.iteration_time("laga-sgd", c, net, 2) == pytest.approx(max(T_C + 1e-3, X) + 1e-4)
+    assert models.iteration_time("laga-sgd", c, net, 2) == pytest.approx(max(T_C + 1e-3, X + R) + 1e-4)
     assert net.message() == pytest.approx(max(LINK.message_time(N), 2e-4))   # Send/Recv through the link
     assert models.Network(N, "emulated", p2p_real=2e-4).message() == 2e-4    # no link: the measured one
     assert net.ps(2) == pytest.approx(max(LINK.ps_time(N, 2), 2e-4))
     assert models.iteration_time("daso", models.Costs(t_c=T_C), net, 2) == pytest.approx(
-        T_C + max(1e-3, X - T_C) / 4)                     # G = 1: 2 nodes, no local tier
+        T_C + max(1e-3, X + R - T_C) / 4)                 # G = 1: 2 nodes, no local tier
 
 
 def test_update_seconds_every_method():
@@ -180,7 +185,7 @@ def test_bench_all_quick_writes_the_table(tmp_path):
     assert it == {(m, r) for m in methods for r in (0.5, 1.0, 2.0)}
     ratio = [row for row in rows if row["section"] == "iteration" and row["metric"] == "measured_over_model"]
     assert all(math.isfinite(float(row["value"])) and float(row["value"]) > 0 for row in ratio)
-    assert {row["name"] for row in rows if row["section"] == "codec"} == {"plain f32", "t16", "q8", "bf16", "fp16"}
+    assert {row["name"] for row in rows if row["section"] == "codec"} == {"plain f32", "t16", "q8", "q8v", "bf16", "fp16"}
     over = {(row["name"], row["ranks"]) for row in rows if row["section"] == "overhead"}
     assert ("ssgd", "1") in over and ("ssgd", "2") in over and ("dcasgd", "2") in over
     assert {row["name"] for row in rows if row["section"] == "step"} == {"mnist_mlp batch 64"}
@@ -231,14 +236,17 @@ def test_ratio_link_lowers_a_latency_that_alone_takes_the_time():
 
 def test_pipe_sgd_model_puts_the_reduction_on_the_compute_side_without_a_spare_core():
     """Pipe-SGD eq. 4 with a core for the communication thread; without one (2 ranks on 2
-    cores) the reduction's CPU work R delays the computation: max(t_up + t_C + R, X)."""
+    cores) the all-reduce's CPU work (on this machine C) delays the computation:
+    max(t_up + t_C + C, X + R); the all-reduce is held X + R either way (eq. 5)."""
     link = Link(50.0, 10.0)
-    net = models.Network(4_000_000, "emulated", link=link, cpu_real=2e-3)
-    X = link.time(4_000_000, 2)
+    net = models.Network(4_000_000, "emulated", link=link, cpu_real=2e-3, gamma=GAMMA)
+    X, R = link.time(4_000_000, 2), 0.5 * 4_000_000 * GAMMA
     spare = models.Costs(t_c=3e-3, t_up={"pipe-sgd": 0.5e-3}, cores_per_rank=8)
     shared = models.Costs(t_c=3e-3, t_up={"pipe-sgd": 0.5e-3}, cores_per_rank=1)
-    assert models.iteration_time("pipe-sgd", spare, net, 2) == pytest.approx(max(3.5e-3, max(X, 2e-3)))
-    assert models.iteration_time("pipe-sgd", shared, net, 2) == pytest.approx(max(5.5e-3, X))
+    assert models.iteration_time("pipe-sgd", spare, net, 2) == pytest.approx(max(3.5e-3, max(X + R, 2e-3)))
+    assert models.iteration_time("pipe-sgd", shared, net, 2) == pytest.approx(max(5.5e-3, X + R))
+    cluster = models.Network(4_000_000, "model", link=link, gamma=GAMMA)       # a cluster: R on both sides
+    assert models.iteration_time("pipe-sgd", shared, cluster, 2) == pytest.approx(max(3.5e-3 + R, X + R))
 
 
 def test_overlap_times_the_cost_of_a_timeline(tmp_path):

@@ -182,41 +182,51 @@ def test_bench_codec_times_the_ring_against_the_mpi_operator(n):
     assert r.returncode == 0, r.stderr
     assert f"1,000 float32 values on {n} rank(s)" in r.stdout
     rows = {line.split()[0]: line.split()[1:] for line in r.stdout.splitlines()
-            if line.strip().split(" ")[0] in ("plain", "t16", "q8", "bf16", "fp16")}
-    assert set(rows) == {"plain", "t16", "q8", "bf16", "fp16"}
+            if line.strip().split(" ")[0] in ("plain", "t16", "q8", "q8v", "bf16", "fp16")}
+    assert set(rows) == {"plain", "t16", "q8", "q8v", "bf16", "fp16"}
+    for name in ("t16", "bf16", "fp16", "q8v"):
+        assert float(rows[name][2]) == n - 1
     for name in ("t16", "bf16", "fp16"):
-        assert rows[name][0] == "2,000" and float(rows[name][2]) == n - 1
+        assert rows[name][0] == "2,000"
     assert rows["q8"][0] == "1,040"       # 4 blocks of 256 values: a 4-byte scale and 256 int8 each
+    assert rows["q8v"][0] == "1,004"      # one 4-byte scale for the vector, then 1000 int8
 
 
 def test_bench_overlap_table_and_models():
     """bench overlap under mpiexec: one row per method, and each model column is its formula of the
     printed t_C, C, T_AR, X and update (the timings themselves are not asserted)."""
     r = mpirun(2, "bench", "overlap", "--model", "digits_mlp", "--batch", "16", "--iterations", "8", "--skip", "2",
-               "--ratio", "1", "--latency-us", "0", "--algos", "ssgd,ssgd-opt,dcs3gd+nopoll,laga-sgdm")
+               "--ratio", "1", "--latency-us", "0", "--algos", "ssgd,ssgd-opt,dcs3gd+nopoll,laga-sgdm,d-sync+q8")
     assert r.returncode == 0, r.stderr
     out = r.stdout
     assert out.count("digits_mlp") == 1 and "EMULATED" in out and "data synthetic" in out
     t_c = float(out.split("t_C     = ")[1].split()[0])
     C = float(out.split("C       = ")[1].split()[0])
-    t_ar = float(out.split("(model ")[1].split(",")[0])
-    X = float(out.split("transfer X ")[1].split(")")[0])
-    assert abs(t_ar - max(X, C)) <= 0.002 and abs(X - t_c) <= 0.01  # --ratio 1: the link's all-reduce takes t_C
+    t_ar = float(out.split("(model ")[1].split(":")[0])
+    X = float(out.split("transfer X ")[1].split()[0])
+    R = float(out.split("reduction R ")[1].split(",")[0])
+    # --ratio 1: the link's transfer takes t_C; it holds an all-reduce for X + R (eq. 5), or the real C
+    assert abs(t_ar - max(X + R, C)) <= 0.002 and abs(X - t_c) <= 0.01
+    # q8's compressed ring: held for its transfer plus its operator's measured seconds
+    q8 = out.split("model max(X + R_op, C_ring) = max(")[1].split(";")[0]
+    Xq, Rq, Cq, Tq = (float(v) for v in q8.replace("+", ",").replace(") =", ",").split(","))
+    assert abs(max(Xq + Rq, Cq) - Tq) <= 0.002 and Rq > 0 and Xq < X      # 4940 wire bytes against 19240
     rows = {line.split()[0]: [float(v) for v in line.split()[1:9]] for line in out.splitlines()
-            if line.strip().split(" ")[0] in ("ssgd", "ssgd-opt", "dcs3gd+nopoll", "laga-sgdm")}
-    assert set(rows) == {"ssgd", "ssgd-opt", "dcs3gd+nopoll", "laga-sgdm"}
+            if line.strip().split(" ")[0] in ("ssgd", "ssgd-opt", "dcs3gd+nopoll", "laga-sgdm", "d-sync+q8")}
+    assert set(rows) == {"ssgd", "ssgd-opt", "dcs3gd+nopoll", "laga-sgdm", "d-sync+q8"}
     for name, (compute, idle, other, wall, model, ratio, up, at_t_c) in rows.items():
         assert compute > 0 and idle >= 0 and wall > 0 and up > 0
         assert abs(compute + idle + other - wall) <= 0.02
         for tc, value in ((t_c, at_t_c), (compute, model)):  # the model at t_C, and at the run's own compute
-            expect = {"ssgd": tc + t_ar + up, "ssgd-opt": tc + max(C, X - 2 * tc / 3) + up}.get(name,
-                                                                                              max(tc + C, X) + up)
+            expect = {"ssgd": tc + t_ar + up, "ssgd-opt": tc + max(C, t_ar - 2 * tc / 3) + up,
+                      "d-sync+q8": tc + Tq + up}.get(name, max(tc + C, t_ar) + up)
             assert abs(value - expect) <= 0.02, (name, value, expect)
 
 
 @pytest.mark.parametrize("args,msg", [
     (["--algos", "ssgd,pp-asgd"], "--algos: 'pp-asgd' is not one of"),
     (["--algos", "dcs3gd+fast"], "--algos: 'dcs3gd+fast' is not one of"),
+    (["--algos", "dcs3gd+q8"], "--algos: 'dcs3gd+q8': --compress does not apply to dcs3gd"),
     (["--algos", "dcs3gd", "--tau", "2"], "dcs3gd takes one micro-batch per iteration"),
     (["--link", "50,1", "--ratio", "1"], "give --link or --ratio, not both"),
     (["--skip", "60"], "--skip 60 leaves no iteration"),

@@ -85,6 +85,46 @@ def test_q8_blocks_carry_their_own_scale():
     assert c.empty(x.size).nbytes == 3 * (4 + Q8_BLOCK)
 
 
+def test_q8v_worked_vector_one_scale():
+    """q8v: one scale for the whole vector (max |x| / 127), in a 4-byte header before n int8."""
+    x = np.zeros(2 * Q8_BLOCK + 3, np.float32)
+    x[0], x[1] = 127.0, 1.0                        # the vector's range: 127, scale 1
+    x[Q8_BLOCK], x[Q8_BLOCK + 1] = 0.127, -2.5     # q8 keeps 0.127 (its block's own scale); q8v: rint(0.127) = 0
+    c = codecs.get("q8v")
+    w = c.encode(x, c.empty(x.size))
+    assert w.nbytes == 4 + x.size and codecs.q8v_scale(w) == 1.0
+    out = roundtrip("q8v", x)
+    np.testing.assert_array_equal(out[[0, 1, Q8_BLOCK, Q8_BLOCK + 1]], [127, 1, 0, -2])   # -2.5: ties to even
+    assert roundtrip("q8", x)[Q8_BLOCK] == np.float32(6) * (np.float32(2.5) / np.float32(127))  # its block: 2.5 / 127
+
+
+def test_q8v_roundtrip_error_bound_and_more_error_than_q8_with_outliers():
+    """|dec(enc(x)) - x| <= s / 2 with s = max|x| / 127 the vector's one scale (float32 rounding
+    aside); on a gradient with a few outliers q8v errs far more than q8, whose other blocks keep
+    their own small scales."""
+    x = (rng.standard_normal(50 * Q8_BLOCK) * 1e-3).astype(np.float32)
+    x[[7, 3000, 9000]] = [2.0, -1.5, 1.0]          # outliers in 3 of the 50 blocks
+    s = np.float32(np.max(np.abs(x))) / np.float32(127)
+    e8v, e8 = np.abs(roundtrip("q8v", x) - x), np.abs(roundtrip("q8", x) - x)
+    assert np.all(e8v <= s / 2 * (1 + 1e-6))
+    assert e8v.max() > s / 2 * 0.9                  # the bound is reached (the small values round to 0)
+    assert np.mean(e8v) > 10 * np.mean(e8)          # here about 16x: q8 pays only in the outliers' 3 blocks
+    assert np.array_equal(roundtrip("q8v", x)[np.abs(x) < s / 2], np.zeros(np.sum(np.abs(x) < s / 2), np.float32))
+
+
+def test_q8v_zero_and_non_finite_vectors_and_the_step_scale():
+    assert np.all(roundtrip("q8v", np.zeros(5)) == 0)
+    assert np.all(np.isnan(roundtrip("q8v", [1.0, np.inf, 0.0])))   # one scale: the whole vector is NaN
+    c = codecs.get("q8v")
+    a, b = c.encode(np.array([127.0, 1.0, -3.0]), c.empty(3)), c.encode(np.array([63.5, 0.25, 1.0]), c.empty(3))
+    c.add(a, b)                                      # scales 1 and 0.5: the sum at 1.5
+    assert codecs.q8v_scale(b) == np.float32(1.5)
+    # rint((127 + 63.5) / 1.5) = 127, rint((1 + 0.5) / 1.5) = 1, rint((-3 + 1) / 1.5) = rint(-1.33) = -1
+    np.testing.assert_array_equal(c.decode(b, np.empty(3, np.float32)), np.float32([127, 1, -1]) * np.float32(1.5))
+    # docs/implementers.md's worked example of the ring at N = 2 (blocks [0, 2) and [2, 3))
+    np.testing.assert_array_equal(allreduce_sum(np.array([[127, 1, -3], [63.5, 0.25, 1]]), "q8v"), [190.5, 1.5, -1.5])
+
+
 def test_q8_zero_and_non_finite_blocks():
     x = np.zeros(2 * Q8_BLOCK, np.float32)
     x[Q8_BLOCK + 5] = np.inf
@@ -135,6 +175,33 @@ def test_numba_kernels_equal_the_numpy_twin_of_the_serial_rendering(name, N):
     np.testing.assert_array_equal(got, allreduce_sum(G, name))
 
 
+@pytest.mark.parametrize("N", [1, 2, 3, 5, 8])
+def test_q8v_numba_ring_equals_the_serial_rendering(N):
+    """q8v's ring as Wire._ring_q8v documents it (the Numba step, block b from row b on, a
+    partial sum of the rows M at q8v_range(M)) equals the serial rendering's NumPy twin."""
+    G = rng.standard_normal((N, 3 * Q8_BLOCK + 17)) * np.logspace(-6, 2, N)[:, None]
+    c = codecs.get("q8v")
+    wires = [c.encode(g, c.empty(g.size)) for g in G]
+    scales = np.array([codecs.q8v_scale(w) for w in wires], np.float32)
+    q = [w[4:].view(np.int8) for w in wires]
+    n = G.shape[1]
+    bounds = codecs.ring_blocks(n, N)
+    out = np.empty(n, np.int8)
+    for b in range(N):
+        blk = slice(bounds[b], bounds[b + 1])
+        partial, members = q[b][blk].copy(), [b]
+        for k in range(1, N):
+            j = (b + k) % N
+            own = q[j][blk].copy()
+            codecs._q8v_step(partial, codecs.q8v_range(scales, members), own, scales[j],
+                             codecs.q8v_range(scales, members + [j]))
+            partial = own
+            members.append(j)
+        out[blk] = partial
+    got = out.astype(np.float32) * codecs.q8v_range(scales, range(N))
+    np.testing.assert_array_equal(got, allreduce_sum(G, "q8v"))
+
+
 def test_ring_blocks():
     assert codecs.ring_blocks(10, 4) == [0, 3, 6, 8, 10]
     assert codecs.ring_blocks(2, 4) == [0, 1, 2, 2, 2]      # more ranks than elements: empty blocks
@@ -176,6 +243,12 @@ CLOSED = {
     # p=2: sum [254, 2, -6, 2], scale 2, q [127, 1, -3, 1]; p=4: [508, 4, -12, 4], scale 4
     "q8": (lambda r: [127.0, 1.0, -3.0, 0.75],
            {2: [254.0, 2.0, -6.0, 2.0], 4: [508.0, 4.0, -12.0, 4.0]}),
+    # q8v, the same vectors (scale 1 on every rank; at p = 4 one value per block): a partial sum of
+    # k ranks is encoded at scale k. p=2: as q8. p=4, each value v (q = [127, 1, -3, 1]) summed
+    # rint((q + q) / 2), rint((2 p + q) / 3), rint((3 p + q) / 4), then times 4:
+    # 127 -> 127, 127, 127: 508; 1 -> 1, 1, 1: 4; -3 -> -3, -3, -3: -12; 1 -> 4
+    "q8v": (lambda r: [127.0, 1.0, -3.0, 0.75],
+            {2: [254.0, 2.0, -6.0, 2.0], 4: [508.0, 4.0, -12.0, 4.0]}),
 }
 
 
@@ -204,7 +277,8 @@ def test_closed_form(name):
 
 @pytest.mark.mpi(min_size=2)
 @pytest.mark.skipif(not UNDER_MPI, reason="runs under mpiexec")
-@pytest.mark.parametrize("name,unit", [("t16", 2.0 ** -7), ("bf16", 2.0 ** -8), ("fp16", 2.0 ** -11), ("q8", None)])
+@pytest.mark.parametrize("name,unit", [("t16", 2.0 ** -7), ("bf16", 2.0 ** -8), ("fp16", 2.0 ** -11), ("q8", None),
+                                       ("q8v", None)])
 @pytest.mark.parametrize("n", [1, 3 * Q8_BLOCK + 40])
 def test_error_bound_and_ring_order(name, unit, n):
     """Against the float64 sum: every partial sum of the ring (p encodes, p - 1 steps) errs by
@@ -221,6 +295,11 @@ def test_error_bound_and_ring_order(name, unit, n):
     mags = np.abs(X).astype(np.float64).sum(axis=0)
     if unit is not None:
         bound = (2 * p - 1) * unit * mags
+    elif name == "q8v":
+        # each encode and each step errs by half a step of its scale; the largest, S(all ranks) =
+        # sum of the ranks' scales, bounds them all: (2p - 1) / 2 * S (float32 rounding aside)
+        S = np.sum(np.abs(X).max(axis=1).astype(np.float64)) / 127
+        bound = (2 * p - 1) * S / 2 * (1 + 1e-5)
     else:
         B = np.repeat([mags[k:k + Q8_BLOCK].max() for k in range(0, n, Q8_BLOCK)], Q8_BLOCK)[:n]
         bound = (2 * p - 1) * B / 254 * (1 + 1e-6)
@@ -246,6 +325,50 @@ def test_the_ring_on_an_emulated_link_counts_and_costs_one_all_reduce():
         took = time.perf_counter() - t0
     assert took >= link.time(recv.nbytes, p) * 0.999
     assert traffic.global_bytes == recv.nbytes and traffic.local_bytes == 0
+
+
+@pytest.mark.mpi(min_size=2)
+@pytest.mark.skipif(not UNDER_MPI, reason="runs under mpiexec")
+@pytest.mark.parametrize("name", ["t16", "q8v"])
+def test_the_link_holds_the_ring_for_transfer_plus_its_operator(name):
+    """A compressed all-reduce on an emulated link is held for the transfer model plus the
+    operator seconds (decompress, add, compress) this rank measured in the call, not the larger
+    of the two: here a fake slow operator of 40 ms per step, p - 1 steps."""
+    from refsgd.comm.link import Link, wrap
+    comm = _world()
+    p = comm.Get_size()
+    base = codecs.get(name)
+
+    def slow(a, b):
+        time.sleep(0.04)
+        base._add(a, b)
+    lc = wrap(comm, Link(100.0, 0.01))              # 1000 values: t16 2000 bytes, >= 1.6 ms at p = 2
+    wire = codecs.Wire(base)
+    if name == "q8v":                               # the ring of q8v times its own kernel: slow it there
+        import refsgd.comm.codecs as mod
+        real = mod._q8v_step
+
+        def step(*args):
+            time.sleep(0.04)
+            real(*args)
+        mod._q8v_step = step
+    else:
+        wire.codec = codecs.Codec("slow", "", base.element_bytes, base.values_per_element, base.wire_dtype,
+                                  base._encode, base._decode, slow)
+    try:
+        send, recv = wire.buffers(1000)
+        base.encode(np.ones(1000, np.float32), send)
+        comm.Barrier()
+        t0 = time.perf_counter()
+        wire.allreduce_wire(lc, send, recv)
+        took = time.perf_counter() - t0
+    finally:
+        if name == "q8v":
+            mod._q8v_step = real
+    X = lc.link.time(recv.nbytes, p)
+    assert wire.op_calls == p - 1 and wire.op_seconds >= 0.04 * (p - 1)
+    assert lc._free_at == pytest.approx(t0 + X + wire.op_seconds, abs=5e-3)   # queued at the call's start
+    assert took >= X + wire.op_seconds - 1e-6
 
 
 @pytest.mark.skipif(UNDER_MPI, reason="launcher")

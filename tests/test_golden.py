@@ -17,6 +17,7 @@ GOLDEN = os.path.join(ROOT, "tests", "golden")
     ("ssgd", ["--tau", "2", "--momentum", "0.9"]),
     ("ssgd-opt", ["--tau", "2", "--momentum", "0.9", "--nesterov"]),
     ("ssgd-nag", ["--momentum", "0.9", "--lr", "0.001"]),
+    ("ssgd-nag", ["--threads", "3", "--momentum", "0.9", "--lr", "0.001"]),   # L5-L9 in 3 threads
 ])
 @pytest.mark.parametrize("n", [2, 4])
 def test_mpi_trace_verifies_against_the_serial_rendering(tmp_path, algo, n, extra):
@@ -304,6 +305,8 @@ def _allreduce(G, compress):
     b, b + 1, ..., b + N - 1 (mod N) in float32 with a rounding after each addition."""
     if compress in (None, "none"):
         return G.sum(axis=0)
+    if compress == "q8v":
+        return _allreduce_q8v(G)
     N, d = G.shape
     q, r = divmod(d, N)
     bounds = [b * q + min(b, r) for b in range(N + 1)]
@@ -315,6 +318,39 @@ def _allreduce(G, compress):
             acc = _round16(acc + _round16(G[(b + k) % N, lo:hi], compress), compress)
         out[lo:hi] = acc
     return out
+
+
+def _allreduce_q8v(G):
+    """q8v as docs/implementers.md states it: row i in float32 has the scale s_i = max|v| / 127
+    and q_i = clip(rint(v / s_i), +-127); the rows of a set M sum at S(M) = the float32 sum of
+    their s_i in row order; block b (cut as above) starts at q_b and adds row j = b + 1, ...,
+    b + N - 1 (mod N): q = clip(rint((q S(M) + q_j s_j) / S(M + j))), all in float32."""
+    N, d = G.shape
+    f = np.float32
+    rows = [np.asarray(g, f) for g in G]
+    s = [f(np.max(np.abs(v))) / f(127) for v in rows]
+
+    def rnd(v, scale):
+        return np.clip(np.rint(v / scale), -127, 127) if scale > 0 else np.zeros_like(v)
+
+    def S(members):
+        acc = f(0)
+        for k in sorted(members):
+            acc = f(acc + s[k])
+        return acc
+    q = [rnd(v, s[i]) for i, v in enumerate(rows)]
+    n, r = divmod(d, N)
+    bounds = [b * n + min(b, r) for b in range(N + 1)]
+    out = np.empty(d, f)
+    for b in range(N):
+        lo, hi = bounds[b], bounds[b + 1]
+        acc, members = q[b][lo:hi], [b]
+        for k in range(1, N):
+            j = (b + k) % N
+            acc = rnd(acc * S(members) + q[j][lo:hi] * s[j], S(members + [j]))
+            members.append(j)
+        out[lo:hi] = acc
+    return (out * S(range(N))).astype(np.float64)
 
 
 def _replay_pipe_sgd(grad, w0, batches, lr, cfg, check):

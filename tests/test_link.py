@@ -15,7 +15,8 @@ import pytest
 from mpi4py import MPI
 
 from refsgd import RefsgdError
-from refsgd.comm.link import Link, LinkComm, LinkRequest, waitall, wrap
+from refsgd.comm import link as link_module
+from refsgd.comm.link import Link, LinkComm, LinkRequest, add_seconds, reduction_time, waitall, wrap
 
 N = 1000            # float64 elements per message (8000 bytes)
 T_TARGET = 0.2      # seconds: the links below make one all-reduce of N doubles take this long
@@ -40,6 +41,15 @@ def test_time_closed_form():
     assert link.time(4_000_000, 4) == pytest.approx(0.0051, rel=1e-12)
     assert Link(0, 1).time(1_000_000_000, 2) == pytest.approx(8.0)  # 1 GB at 1 Gbit/s, p = 2
     assert Link(1e6, 1).time(0, 2) == pytest.approx(2.0)           # pure latency: 2 (p-1) alpha
+
+
+def test_reduction_time_is_eq5s_gamma_term_measured_here():
+    """R(n, p) = (p - 1) additions of a block of n / p bytes, timed on this machine (eq. 5's
+    ((p - 1) / p) n gamma); 0 on one rank or for an empty message."""
+    r = reduction_time(8_000_000, 4, np.float64)
+    assert r == 3 * add_seconds(250_000, np.float64) and r > 0
+    assert reduction_time(8_000_000, 1, np.float64) == 0.0 and reduction_time(0, 4, np.float32) == 0.0
+    assert reduction_time(10, 4, np.float32) == 3 * add_seconds(1, np.float32)   # blocks round up to a value
 
 
 def test_time_is_zero_on_one_rank():
@@ -155,8 +165,8 @@ def check_sum(y, p):
 def test_iallreduce_sums_and_waits_at_least_T():
     comm, p, link, lc, x = setup_mpi()
     y = np.empty_like(x)
-    T = link.time(8 * N, p)
-    assert T == pytest.approx(T_TARGET)
+    T = link.time(8 * N, p) + reduction_time(8 * N, p, np.float64)   # transfer plus eq. 5's gamma term
+    assert link.time(8 * N, p) == pytest.approx(T_TARGET)
     comm.Barrier()
     t0 = time.perf_counter()
     req = lc.Iallreduce(x, y)
@@ -201,6 +211,32 @@ def test_blocking_allreduce_takes_at_least_T():
 
 
 @pytest.mark.mpi(min_size=2)
+def test_the_link_holds_transfer_plus_reduction(monkeypatch):
+    """Pipe-SGD eq. 5: an all-reduce costs its transfer T(n, p) plus its reduction R (here a fake
+    slow reduction of 0.15 s): a blocking all-reduce is held T + R, a request's deadline is
+    start + T + R, and the compressed ring's hold adds the operator seconds it was given."""
+    monkeypatch.setattr(link_module, "reduction_time", lambda nbytes, p, dtype: 0.15)
+    comm, p, link, lc, x = setup_mpi()
+    T = link.time(8 * N, p)
+    y = np.empty_like(x)
+    comm.Barrier()
+    t0 = time.perf_counter()
+    lc.Allreduce(x, y)
+    dt = time.perf_counter() - t0
+    assert T + 0.15 <= dt < T + 0.15 + SLACK
+    check_sum(y, p)
+    comm.Barrier()
+    req = lc.Iallreduce(x, y)
+    assert req.deadline == pytest.approx(req.start + T + 0.15, abs=1e-12)   # the link was free (held above)
+    req.Wait()
+    comm.Barrier()
+    start = time.perf_counter()
+    lc.hold_allreduce(start, y, reduce_s=0.05)      # the measured operator seconds replace R
+    assert lc._free_at == pytest.approx(start + T + 0.05, abs=1e-12)
+    assert time.perf_counter() >= start + T + 0.05
+
+
+@pytest.mark.mpi(min_size=2)
 def test_test_is_false_before_the_deadline_and_true_after_wait():
     comm, p, link, lc, x = setup_mpi()
     y = np.empty_like(x)
@@ -234,7 +270,8 @@ def test_waitall_waits_for_the_latest_deadline():
     t0 = time.perf_counter()
     reqs = [lc.Iallreduce(x, y), lc.Iallreduce(x2, y2)]
     assert reqs[1].nbytes == 16 * N
-    T1, T2 = link.time(8 * N, p), link.time(16 * N, p)
+    T1 = link.time(8 * N, p) + reduction_time(8 * N, p, np.float64)
+    T2 = link.time(16 * N, p) + reduction_time(16 * N, p, np.float64)
     # the second queues behind the first on the link
     assert reqs[1].deadline == pytest.approx(reqs[0].deadline + T2, abs=1e-12)
     waitall(reqs)

@@ -39,6 +39,14 @@ def test_mpi_equals_serial_rendering(tmp_path, case, n):
     verify_mpi_against_serial(tmp_path, COMMON + options, n, steps, rtol=rtol)
 
 
+@pytest.mark.parametrize("algo", ["pipe-sgd", "d-sync"])
+@pytest.mark.parametrize("n", [2, 3])
+def test_q8v_mpi_equals_serial_rendering_bitwise(tmp_path, algo, n):
+    """q8v (one scale per vector): the ring's scales agreed before it and its order of partial
+    sums give the serial rendering's bits at 2 and 3 ranks (3: blocks of unequal sizes)."""
+    verify_mpi_against_serial(tmp_path, COMMON + ["--algo", algo, "--compress", "q8v"], n, 12, rtol="0")
+
+
 def _cfg(**kw):
     base = dict(batch=8, tau=1, seed=4, momentum=0.0, nesterov=False, weight_decay=0.0, momentum_form="pytorch",
                 compress="none", dependency=None, warmup_epochs=None)

@@ -2,6 +2,7 @@
 threaded mode's measured staleness, a failing gradient thread, bad input."""
 
 import os
+import re
 import subprocess
 import sys
 
@@ -77,6 +78,23 @@ def test_threaded_mode_measures_staleness(tmp_path):
     np.testing.assert_allclose(rec["S_bar"][0], np.cumsum(g * s) / np.cumsum(g), rtol=1e-12)
 
 
+def test_threaded_default_run_is_not_starved(tmp_path):
+    """The default command (digits_mlp, 10 epochs of gradients) on 2 processes: each update
+    consumes at most one sub-batch per gradient thread of each process, so the 1,840 gradients
+    take at least 1,840 / (2 x 2) = 460 updates whatever the load, and the model learns. Before,
+    the gradient threads computed the whole budget while the update threads did 1 to 5 updates
+    (their all-reduces waited for CPU behind the gradient threads) and the run ended near 10 %."""
+    r = refsgd("train", "--algo", "pp-asgd", "--no-progress", "--out", str(tmp_path / "m.h5"), n=2, timeout=600)
+    assert r.returncode == 0, r.stderr
+    with h5py.File(tmp_path / "m.h5") as f:
+        grads = f["iterations"]["gradients"][...][0]
+    assert grads.sum() == 1840                        # 10 epochs x 184 sub-batch gradients
+    assert grads.max() <= 4                           # G = 2 threads x 2 processes
+    assert len(grads) >= 460
+    m = re.search(r"test accuracy ([0-9.]+)%", r.stdout + r.stderr)
+    assert m and float(m.group(1)) > 75.0, r.stdout[-2000:]
+
+
 FAIL_ON_RANK_1 = """
 import sys
 from mpi4py import MPI
@@ -111,7 +129,8 @@ def test_a_failing_gradient_thread_ends_every_rank(tmp_path, mode):
 @pytest.mark.parametrize("args,msg", [
     (["train", "--algo", "pp-asgd", "--tau", "2"], "--tau does not apply (use --threads)"),
     (["train", "--algo", "asgd", "--nesterov"], "--nesterov does not apply to --algo asgd"),
-    (["train", "--algo", "ssgd", "--threads", "2"], "--threads applies to --algo pp-asgd, asgd;"),
+    (["train", "--algo", "ssgd", "--threads", "2"], "--threads applies to --algo ssgd-nag, pp-asgd, asgd;"),
+    (["train", "--algo", "ssgd-nag", "--threads", "2", "--tau", "3"], "--threads 2 and --tau 3: ssgd-nag computes"),
     (["golden", "--algo", "pp-asgd", "--workers", "2", "--steps", "2", "--out", "/tmp/x.h5"],
      "give --staleness S"),
 ])

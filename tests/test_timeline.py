@@ -106,7 +106,7 @@ def test_the_spans_of_every_method_follow_its_iterations_and_listing(tmp_path, a
     # what each method has: compute, communication with its bytes, its update
     assert "compute" in kinds and "flight" in kinds and "update" in kinds
     assert (d["bytes"][kinds == "flight"] > 0).any()
-    if algo in ("pipe-sgd", "pp-asgd", "asgd"):   # spans of the method's own threads
+    if algo in ("pipe-sgd", "pp-asgd", "asgd", "ssgd-nag"):   # spans of the method's own threads
         assert max(len(names) for names in d["threads"]) > 1
         assert (d["thread"] > 0).any()
     if algo == "pipe-sgd":

@@ -58,6 +58,15 @@ Readings and deviations (docs/algorithms.md lists them too):
 * One micro-batch per batch (``--tau 1``). The model evaluated is the mean of every rank's x
   (during cycling the nodes differ; after a blocking sync they agree), its frozen weights
   copied, not averaged, so that they stay bitwise w0 (``Run.average_model``).
+* P is the number of nodes, the size of a global group (:class:`refsgd.comm.topology.Topology`),
+  in L5's division and in eq. 1's ``2S + P``: the paper says "the number of GPUs in the global
+  network", but eq. 1 sums one model per node, and only with P the nodes do its weights add up
+  to 1 (HeAT divides by its group's size too).
+* The wait: a sync started at batch t (L9) is merged at batch t + W (L10) with S = W, W being
+  section 3.3's "batches to wait" (B/4 at first, halved on its own at a plateau; Figure 5's S),
+  not section 3.2's "B forward-backward passes"; one batch is one forward-backward pass.
+* L5 divides the decoded bf16 sum by P in float32 (x's dtype), once, after the reduction
+  (exact for P a power of two, where a bf16 division would agree; HeAT divides before the cast).
 * L2's division by G is done inside L3's fused pass (``U.step(..., divide=G)``), element by
   element in x's dtype: bit for bit the listing's order. Eq. 1's merge is one pass in place.
 

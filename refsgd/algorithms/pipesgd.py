@@ -34,7 +34,7 @@ communication) (eq. 4) instead of their sum (eq. 2).
 
 D-Sync (``--algo d-sync``, the paper's decentralized synchronous baseline; docs/algorithms.md,
 section SSGD), all on one thread, so the compression and the reduction are on the critical
-path (with ``--compress t16`` / ``q8`` it is the paper's D-Sync+T / D-Sync+Q)::
+path (with ``--compress t16`` / ``q8v`` it is the paper's D-Sync+T / D-Sync+Q)::
 
     L1  g_i <- grad F_i(w; xi_i)
     L2  AllReduce  g_sum <- sum_i g_i                  (blocking; the wire carries Compress(g_i))
@@ -52,12 +52,12 @@ holds no data::
 The three use the *sum* of the workers' gradients (each the mean over the worker's batch), not
 the mean: gamma (``--lr``) absorbs 1/N.
 
-Compression (``--compress none|t16|bf16|fp16|q8``, :mod:`refsgd.comm.codecs`): the wire carries the
+Compression (``--compress none|t16|bf16|fp16|q8|q8v``, :mod:`refsgd.comm.codecs`): the wire carries the
 compressed gradient and every reduction step decompresses, adds and compresses again: the
 all-reduce is the paper's Ring-AllReduce (Figure 3b) over MPI Sendrecv, in refsgd's order, the
-same bits under any MPI library; T16 keeps the upper 16 bits of each float32 (truncation), Q8 is 8-bit
-quantisation with a float32 scale per block of 256 values. A float64 run rounds the gradient to
-float32 before compressing it.
+same bits under any MPI library; T16 keeps the upper 16 bits of each float32 (truncation), the
+paper's Q8 is ``q8v``, 8-bit quantisation with one float32 scale per vector (``q8``: one per
+block of 256 values). A float64 run rounds the gradient to float32 before compressing it.
 
 State registered with the run (checkpointed; ``--trace`` records it after every step):
 ``w`` (w[t] of the listing: the weights the gradient of iteration t was computed at) and, for
@@ -91,7 +91,9 @@ Deviations and readings:
 * Timing: time blocked in L3 counts as idle, compression and decompression (L4, L9) as codec,
   the communication thread's all-reduces as communication in flight. The time spent in the
   ring's reduction steps (decompress, add, compress: inside the all-reduce) is
-  ``Wire.op_seconds``. The communication thread polls MPI while it waits and takes a core of
+  ``Wire.op_seconds``; with ``--link`` the all-reduce is held for the link's transfer plus
+  that operator time (eq. 5's gamma term: D-Sync+T/+Q pay it on the critical path, Pipe-SGD's
+  communication thread beside the computation). The communication thread polls MPI while it waits and takes a core of
   its own: on a machine with fewer cores than threads it slows the computation.
 * PS-Sync: the server's Gather and Bcast are MPI collectives (the tree MPI chooses); with
   ``--link`` they take no less than the parameter-server model, every message through the

@@ -30,7 +30,8 @@ Run: ``mpiexec -n 2 refsgd train --algo pp-asgd --threads 2 --momentum 0.99 --lr
 
 Two modes:
 
-* threaded (default): the G gradient threads run freely, as in the paper. Staleness of a
+* threaded (default): the G gradient threads run freely, as in the paper, except that a thread
+  holds at most one sub-batch not yet consumed (see the deviations below). Staleness of a
   gradient = the number of updates between the update after which its w_l was copied and the
   update that consumes it (0 for a gradient computed at the w^ of the update just before).
   S_bar is the time average over every consumed gradient of every process so far (an
@@ -38,8 +39,8 @@ Two modes:
   number of sub-batch gradients it consumed over all processes (``gradients``, the paper's
   Fig. 4c batch size), their mean staleness (``staleness``), S_bar and S in the metrics file;
   the progress display shows S_bar. Not deterministic: it depends on timing. D_g is a *sum*:
-  when the update (with its all-reduce) is slow next to a gradient, an update consumes many
-  gradients and lambda must be smaller accordingly, as in the paper. The time split is the
+  an update consumes at most G sub-batches per process (fewer when gradients are slower
+  than updates, the paper's regime), and lambda multiplies their sum, as in the paper. The time split is the
   update thread's: its wait for gradients is its compute (``run.awaiting_gradients``); the
   gradient threads' seconds, summed over the threads, are ``thread_compute``.
 * ``--staleness S`` (deterministic, what the serial rendering computes; the paper generated
@@ -60,7 +61,22 @@ Deviations and readings:
   copies it (L6) under the same lock.
 * Threaded mode: an update waits until its process has at least one gradient (the paper's
   updates run incessantly; on a machine with fewer cores than threads they would starve the
-  gradient threads). An iteration of the run is one update. ``--epochs E`` is E epochs of
+  gradient threads), and a gradient thread, once it has added a sub-batch to D_g, waits until
+  L4 has taken D_g before it starts the next one (at most one sub-batch per thread per update,
+  G x N per update over all processes). The paper has no such wait because its regime never
+  needs one: its models are "computationally intensive", the update frequency F_U exceeds the
+  gradient frequency (staleness = updates per gradient period + 1), so each update finds at
+  most about one sub-batch per GPU; and its gradient threads run on GPUs while the update
+  thread has the CPU. Where a gradient is faster than an update (digits_mlp: ~80 us against an
+  all-reduce), and the threads share the cores with the update thread, free-running threads
+  took the CPU that both processes' update threads need at the same time to complete an
+  all-reduce: the default command made 1-5 updates of ~600 sub-batches each from its 10
+  epochs of gradients (about 8 % accuracy; an all-reduce took 20-90 ms, 0.7 ms once the threads
+  had finished). The Numba kernels already release the GIL (``nogil=True``); compiled busy
+  threads that never take the GIL starve the all-reduce as much, so the cause is CPU
+  contention, not the GIL. The wait keeps the paper's regime (and frees the cores while the
+  threads are ahead); where gradients are slower than updates it never binds. An iteration of
+  the run is one update. ``--epochs E`` is E epochs of
   gradients (``run.budget``: iters_per_epoch x G x N sub-batches): each process's threads compute
   their share and stop (:func:`_share`), and the updates are as many as it takes to consume them
   (an update whose process has no gradient left to wait for contributes none).
@@ -73,7 +89,6 @@ Deviations and readings:
 """
 
 import threading
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 from mpi4py import MPI
@@ -163,18 +178,13 @@ def _deterministic(run, w, M, w_hat, D_L, D_A, G, mu, b, n, S, predict):
         D[g] *= b                      # grad_at gives the mean over the b samples; the paper sums
         return idx, loss
 
-    with ThreadPoolExecutor(max_workers=G, thread_name_prefix=f"pp-asgd-grad-{rank}") as pool:
+    with run.gradient_threads(G) as pool:
         for t in run.iterations():
             # the w^ published after update t-S-1 (w_0 before the first): version max(t-S, 0)
             at = hist[max(t - S, 0) % (S + 1)]     # overwritten only after the threads are done
             # Algorithm 3, one pass of each thread g: L3 randpick, L6 w_l <- w^, L7 D_g <- ...
-            futures = [pool.submit(grad, g, t, at) for g in range(G)]
-            try:
-                with run.awaiting_gradients("L3 wait for D_1..D_G"):  # the update thread's compute
-                    idx, losses = zip(*[f.result() for f in futures])
-            except Exception as exc:  # noqa: BLE001 -- one message, the command line aborts the world
-                raise RankFailure(f"rank {run.rank}: a gradient thread of {run.cfg.algo} failed: "
-                                  f"{type(exc).__name__}: {exc}") from exc
+            # (the update thread's wait for them is its compute)
+            idx, losses = zip(*run.in_threads(pool, lambda g: grad(g, t, at), G, "L3 wait for D_1..D_G"))
             run.trace_batches(idx)
             run.add_loss(sum(losses), G)
             # L3: D_L <- D_1 + ... + D_G;  L4: D_g <- 0
@@ -239,7 +249,9 @@ def _threaded(run, w, M, w_hat, D_L, D_A, G, mu, b, n, predict):
                     sh.losses[g] += loss
                     sh.vsum[g] += v
                 with sh.ready:
-                    sh.ready.notify()
+                    sh.ready.notify_all()
+                    # one sub-batch per thread per update: wait until L4 has taken D_g (see the docstring)
+                    sh.ready.wait_for(lambda: sh.count[g] == 0 or not sh.F)
         except BaseException as exc:  # noqa: BLE001 -- handed to the update thread
             sh.error = (g, exc)
         finally:
@@ -275,6 +287,8 @@ def _threaded(run, w, M, w_hat, D_L, D_A, G, mu, b, n, predict):
                             sh.losses[g] = 0.0
                         D_L += sh.spare[g]
                         sh.spare[g][...] = 0
+                with sh.ready:                                # the threads whose D_g was taken go on
+                    sh.ready.notify_all()
                 # staleness of this update's gradients: t - version, summed over every process
                 mine = np.array([count, count * t - vsum], dtype=np.float64)
                 every = np.empty(2)
@@ -295,6 +309,8 @@ def _threaded(run, w, M, w_hat, D_L, D_A, G, mu, b, n, predict):
                 run.progress_info["S_bar"] = f"{S_bar:.2f}"
         finally:
             sh.F = False                                      # L9: F <- false
+            with sh.ready:
+                sh.ready.notify_all()
             for th in threads:
                 th.join(timeout=60.0)
     return w

@@ -18,26 +18,45 @@ for all of them. With ``--poll`` (the default) the segments already in flight ar
 every later layer, so that an MPI library without a progress thread moves their data during
 the pass.
 
-SSGD with NAG (``--algo ssgd-nag``; Sato et al. 2017, Algorithm 4), docs/algorithms.md, section SSGD::
+SSGD with NAG (``--algo ssgd-nag --threads G``; Sato et al. 2017, Algorithm 4), docs/algorithms.md,
+section SSGD::
 
-    (each step, the tau sub-batches of every worker at w^)
-    L10 D_L <- sum_g D_g          (D_g: sum over a sub-batch's samples of grad J at w^)
-    L11 D_g <- 0
-    L12 D_A <- Allreduce(D_L)     (blocking, sum)
-    L13 M <- mu*M - lambda*D_A
-    L14 w <- w + M
-    L15 w^ <- w + mu*M
+    L4  for t <- 0 to t_f - 1 do
+    L5      thread grad(1, b, X)      (the G threads in parallel, each Algorithm 3's do-while
+    L8      thread grad(G, b, X)       once: D_g <- sum over its sub-batch of grad J at w^)
+    L9      wait thread
+    L10     D_L <- D_1 + ... + D_G
+    L11     D_g <- 0
+    L12     D_A <- Allreduce(D_L)     (blocking, sum)
+    L13     M <- mu*M - lambda*D_A
+    L14     w <- w + M
+    L15     w^ <- w + mu*M
 
 Deviations and readings:
 
-* One MPI rank is one worker; the paper's G gradient threads of a node become the tau
-  micro-batches of a rank (their sum is the same D_L).
+* One MPI rank is one worker. SSGD-NAG: a rank is one of the paper's nodes, and its G gradient
+  threads (``--threads G``, the same as ``--tau G``; default 1) compute the step's G sub-batches
+  at once (L5-L9; :meth:`Run.gradient_threads` / :meth:`Run.in_threads`, the machinery of
+  PP-ASGD's deterministic mode), the loop's thread waiting for them (its compute; theirs is
+  ``thread_compute``); with G = 1 the loop's thread computes the one sub-batch itself. L10 sums
+  D_1 .. D_G in the order of g, so the numbers are the serial rendering's whatever the threads'
+  timing. A thread's D_g is the network's *mean* over its b samples and L10's sum is multiplied
+  by b once (the paper's sum of per-sample gradients, up to rounding).
+* SSGD-NAG's sampler: sub-batch g of step t of rank r is batch t*G + g of the sampler every
+  synchronous method uses (:func:`refsgd.datasets.epoch_batches`: each epoch one permutation
+  of the training set, split into disjoint shards of the ranks; without replacement), not
+  Algorithm 3's randpick (each sample drawn at random, with replacement; PP-ASGD's
+  :func:`refsgd.algorithms.ppasgd.randpick`), so that SSGD-NAG sees the data SSGD sees; an
+  epoch is every sample once.
 * SSGD-NAG's lambda (``--lr``) multiplies a *sum* over all samples of all workers, as in the
   paper; lambda = eta / (N * tau * batch) gives the step of mean-gradient SGD with rate eta.
   Its momentum mu is ``--momentum``; the local optimizer options do not apply to it.
 * The model evaluated is x (SSGD) or w (SSGD-NAG), identical on every rank.
 * L2's 1/N is done inside L3's fused pass (``U.step(x, g, eta, divide=N)``), element by element
   in x's dtype: bit for bit ``g /= N`` followed by the step, one pass over the vectors fewer.
+* The uncompressed all-reduce of L2 / L12 is the MPI library's MPI_Allreduce (MPICH: recursive
+  doubling for short messages, log2(p) latencies), not the Ring-AllReduce of the papers' cost
+  models (2(p-1) latencies); docs/algorithms.md, "The all-reduce's algorithm".
 * ``--compress NAME`` (ssgd, ssgd-nag; :mod:`refsgd.comm.codecs`): the all-reduce of L2 / L12
   carries the codec's form and every reduction step decompresses, adds and compresses again
   (the compressed Ring-AllReduce of :mod:`refsgd.comm.codecs`).
@@ -46,6 +65,8 @@ Deviations and readings:
   divided by N. Horovod divides in half before decompressing: the same numbers when N is a
   power of two, except for results in half's subnormal range.
 """
+
+import contextlib
 
 import numpy as np
 from mpi4py import MPI
@@ -130,35 +151,50 @@ def train_ssgd_opt(run):
 
 def train_ssgd_nag(run):
     """SSGD with Nesterov's accelerated gradient, Sato et al. Algorithm 4."""
-    comm, tau = run.comm, run.tau
+    comm, G = run.comm, run.tau   # G sub-batches per step, one per gradient thread (--threads G)
     mu = run.cfg.momentum
     w = run.register("w", run.init_params())
     M = run.register("M", np.zeros_like(w))
     w_hat = run.register("w_hat", w.copy())
     D_L = np.empty_like(w)
-    D_g = np.empty_like(w)
+    D = np.empty((G,) + w.shape, w.dtype)   # D_1 .. D_G, one per thread
     D_A = np.empty_like(w)
     b = run.cfg.batch
     wire = run.open_wire()
     run.set_model(lambda: w)
 
-    for t in run.iterations():
-        lam = run.lr(t)
-        # the sub-batches at w^: D_g = sum over the sub-batch's samples of grad J  (compute)
-        # L10-L11: D_L <- D_1 + ... + D_G; D_g <- 0
-        run.grad(w_hat, D_L, label="L10 D_1 at w^")
-        for j in range(1, tau):
-            run.grad(w_hat, D_g, label=f"L10 D_{j + 1} at w^")
-            D_L += D_g
-        with run.update("L10 D_L <- sum_g D_g"):  # loss_and_grad gives the mean over the b samples; the paper sums them
-            D_L *= b
-        # L12: D_A <- MPI_Allreduce(D_L)                                   (blocking)
-        run.allreduce_sum(comm, D_L, D_A, wire, label="L12 MPI_Allreduce(D_L)")
-        # L13: M <- mu*M - lambda*D_A
-        # L14: w <- w + M
-        # L15: w^ <- w + mu*M                                              (L13-L15 in one pass)
-        with run.update("L13 M, w, w^ (L13-L15)"):
-            momentum_predict(w, M, w_hat, D_A, lam, mu, mu)
+    def grad(g, idx):
+        """Thread g, Algorithm 3's do-while once: its sub-batch at w^ into D_g (the mean over it)."""
+        return run.grad_at(w_hat, D[g], idx, label=f"L5 thread grad({g + 1}): D_{g + 1} at w^")
+
+    with contextlib.ExitStack() as stack:
+        pool = stack.enter_context(run.gradient_threads(G)) if G > 1 else None
+        for t in run.iterations():
+            lam = run.lr(t)
+            if pool is None:
+                # G = 1: the loop's thread is the one gradient thread                (compute)
+                run.grad(w_hat, D_L, label="L5 thread grad(1): D_1 at w^")
+            else:
+                # L5-L8: thread grad(g, b, X) for g = 1..G, in parallel, each on sub-batch t*G+g-1 of
+                #        the sampler at w^;  L9: wait thread                   (the loop's compute)
+                idx = [run.batch_indices(t * G + g) for g in range(G)]
+                losses = run.in_threads(pool, lambda g: grad(g, idx[g]), G, "L9 wait thread")
+                run.trace_batches(idx)
+                run.add_loss(sum(losses), G)
+                # L10: D_L <- D_1 + ... + D_G (in the order of g);  L11: D_g <- 0 (overwritten next step)
+                with run.update("L10 D_L <- D_1 + ... + D_G"):
+                    np.copyto(D_L, D[0])
+                    for g in range(1, G):
+                        D_L += D[g]
+            with run.update("L10 D_L <- sum_g D_g"):  # loss_and_grad gives the mean over the b samples; the paper sums them
+                D_L *= b
+            # L12: D_A <- MPI_Allreduce(D_L)                                   (blocking)
+            run.allreduce_sum(comm, D_L, D_A, wire, label="L12 MPI_Allreduce(D_L)")
+            # L13: M <- mu*M - lambda*D_A
+            # L14: w <- w + M
+            # L15: w^ <- w + mu*M                                              (L13-L15 in one pass)
+            with run.update("L13 M, w, w^ (L13-L15)"):
+                momentum_predict(w, M, w_hat, D_A, lam, mu, mu)
     if wire is not None:
         wire.close()
     return w

@@ -37,11 +37,17 @@ Communication (:class:`models.Network`)::
                                                       (Link.ps_time; docs/algorithms.md, Pipe-SGD)
     T_msg   = alpha + n beta                          one message (DC-ASGD's push or pull)
 
+A compressed all-reduce (``--compress``; ``bench overlap --algos ALGO+CODEC``) has n = its wire
+bytes and R = its operator's measured seconds per all-reduce (decompress, add, compress at each
+of the ring's p - 1 steps), the time Pipe-SGD's Figure 4 finds on D-Sync+T/+Q's critical path.
+
 On this machine with an emulated link (``bench overlap --link/--ratio``) the real collective
-runs first and the link only delays it (refsgd/comm/link.py), so R is replaced by C, the
-measured blocking all-reduce without a link (the collective's CPU work here: shared-memory
-copies and the reduction), a blocking all-reduce takes ``max(X, C)``, and DC-ASGD's Send/Recv take
-``max(alpha + n beta, the measured message of this machine)``. Without a link the
+runs first and the link holds it until X + R after its start (refsgd/comm/link.py: R timed
+there as gamma is here, or the ring's operator seconds of that call), so a blocking all-reduce
+takes ``max(X + R, C)`` with C the measured blocking all-reduce without a link (the collective's
+CPU work here: shared-memory copies and the reduction); where a model puts the all-reduce's CPU
+work on the computing core, C replaces R (the link's R is a hold, not work); DC-ASGD's Send/Recv
+take ``max(alpha + n beta, the measured message of this machine)``. Without a link the
 measured blocking all-reduce is T_AR, R comes from gamma and X is the rest.
 
 Iteration time per method (:mod:`refsgd.bench.models`)::
@@ -49,17 +55,17 @@ Iteration time per method (:mod:`refsgd.bench.models`)::
     ssgd, ssgd-nag, d-sync  tau t_C + T_AR + t_up                Rigazzi 2019 eq. 13, LAGA (Hakimi et
                                                                  al. 2021) eq. 3, Sato et al. 2017
                                                                  Alg. 4, Pipe-SGD eq. 2
-    ssgd-opt                tau t_C + max(R, X - T_bwd) + t_up, T_bwd = 2/3 t_C        LAGA eq. 4
-                            (psi_OPT: the transfer overlaps the last backward pass; R as below)
-    dcs3gd, laga-*          max(tau t_C + R, X) + t_up           Rigazzi eq. 14, LAGA eq. 6; the
-                                                                 reduction on the compute side (MPI
-                                                                 without a progress thread), then
-                                                                 the update (issue 15, item 2)
+    ssgd-opt                tau t_C + max(R, T_AR - T_bwd) + t_up, T_bwd = 2/3 t_C     LAGA eq. 4
+                            (psi_OPT: the all-reduce overlaps the last backward pass; R as below)
+    dcs3gd, laga-*          max(tau t_C + R, T_AR) + t_up        Rigazzi eq. 14, LAGA eq. 6; the
+                                                                 reduction also on the compute side
+                                                                 (MPI without a progress thread),
+                                                                 then the update (issue 15, item 2)
     pipe-sgd (K = 2)        max(t_up + t_C, T_AR)                Pipe-SGD eq. 4 with eq. 5's term;
-                            max(t_up + t_C + R, X) when the communication thread has no core of
+                            max(t_up + t_C + R, T_AR) when the communication thread has no core of
                             its own (fewer than 2 cores per rank, ``Costs.cores_per_rank``)
     daso (cycling)          base = t_C + T_AR_loc(G) + t_up,     Coquelin et al. 2022 section 3,
-                            base + (T_bc_loc(G) + max(R(P), X(P) - W base)) / B
+                            base + (T_bc_loc(G) + max(R(P), T_AR(P) - W base)) / B
                             P = p / G nodes; T_AR_loc, T_bc_loc: eq. 5 and T_PS through the link
                             within a node; the global sync of the parameters every B batches,
                             received W batches later (B = 4, W = 1 by default, the paper's)

@@ -147,7 +147,7 @@ def _load_lines(r, ranks, threads):
 
 # ------------------------------------------------------------------------------------------ codecs
 #: the codecs of refsgd.comm.codecs, in the order of the tables
-CODEC_NAMES = ("t16", "q8", "bf16", "fp16")
+CODEC_NAMES = ("t16", "q8", "q8v", "bf16", "fp16")
 
 
 def timed_collective(comm, fn, repeat, warmup=3, wire=None):
@@ -234,8 +234,24 @@ def synthetic_size(net, world, batch, tau, iterations, budget=64e6):
     return per * max(4, min(iterations + 1, int(budget // (per * sample))))
 
 
+def split_method(name):
+    """``ALGO[+CODEC][+nopoll]`` of ``bench overlap --algos`` -> (algo, poll, compress), or None
+    when a part after ``+`` is neither ``poll``/``nopoll`` nor a codec of refsgd.comm.codecs."""
+    from refsgd.comm import codecs
+    algo, *flags = name.split("+")
+    poll, compress = True, "none"
+    for flag in flags:
+        if flag in ("poll", "nopoll"):
+            poll = flag == "poll"
+        elif flag in codecs.CODECS:
+            compress = flag
+        else:
+            return None
+    return algo, poll, compress
+
+
 def method_config(algo, *, batch, tau, iterations, lr, seed, poll=False, ranks_per_node=None, local_link=None,
-                  sync_every=None, dtype="float32"):
+                  sync_every=None, dtype="float32", compress="none"):
     """The Run configuration of a timed run of ``algo``: every attribute of ``refsgd train``'s,
     the options that apply to the method filled as ``refsgd.options`` does (momentum 0.9 where
     the method takes the local optimizer U; Pipe-SGD K = 2; DASO cycling from the first batch,
@@ -245,6 +261,8 @@ def method_config(algo, *, batch, tau, iterations, lr, seed, poll=False, ranks_p
         want["momentum"] = 0.9
     if algo == "pipe-sgd":
         want.update(dependency=2, warmup_epochs=0)
+    if compress != "none":
+        want["compress"] = compress
     if algo == "daso":
         want.update(warmup_epochs=0, cooldown_epochs=0, plateau_patience=10 ** 9,
                     sync_every=sync_every or models.DASO_B, ranks_per_node=ranks_per_node, local_link=local_link)
@@ -447,10 +465,11 @@ def overlap(comm, args):
     G = _ranks_per_node(comm, getattr(args, "ranks_per_node", None))
     local_link = getattr(args, "local_link", None)
 
-    def cfg(algo, poll=True):
+    def cfg(algo, poll=True, compress="none"):
         return method_config(algo, batch=args.batch, tau=tau, iterations=args.iterations, lr=args.lr,
                              seed=args.seed, poll=poll, ranks_per_node=getattr(args, "ranks_per_node", None),
-                             local_link=str_link(local_link), sync_every=sync_every, dtype=net.dtype.name)
+                             local_link=str_link(local_link), sync_every=sync_every, dtype=net.dtype.name,
+                             compress=compress)
 
     n = net.num_params
     nbytes = n * net.dtype.itemsize
@@ -461,7 +480,12 @@ def overlap(comm, args):
     cpu_real = _allreduce_time(comm, n, net.dtype, stat=np.min) if P > 1 else 0.0
     p2p = _message_time(comm, n, net.dtype)
     gamma = comm.allreduce(models.reduction_gamma(n, net.dtype)) / P
-    algos = sorted({name.partition("+")[0] for name in args.algos})
+    algos = sorted({split_method(name)[0] for name in args.algos})
+    # each codec of --algos (ALGO+CODEC): its compressed ring without a link, C_ring, and its
+    # operator's seconds per all-reduce, R_op (the reduction the link adds to the transfer)
+    rings = {}
+    for name in sorted({split_method(name)[2] for name in args.algos} - {"none"}):
+        rings[name] = _ring_costs(comm, name, n) if P > 1 else dict(wire_bytes=0, c_ring=0.0, r_op=0.0)
     # each update timed as a run meets it: right after a forward/backward pass of the model
     w0, g0 = net.init_params(args.seed), np.empty(n, net.dtype)
     xb, yb = data.x_train[:args.batch], data.y_train[:args.batch]
@@ -492,19 +516,37 @@ def overlap(comm, args):
         else:
             network = models.Network(nbytes, "real", local_link=local_link, gamma=gamma, cpu_real=cpu_real,
                                      blocking_real=t_comm, p2p_real=p2p)
+        holds = {}
+        for name, ring in rings.items():   # the compressed ring through this link: measured and modelled
+            from refsgd.comm import codecs as _codecs
+            with _codecs.get(name).open() as wire:
+                send, recv = wire.buffers(n)
+                _codecs.get(name).encode(np.ones(n, np.float32), send)
+                measured = timed_collective(lcomm, lambda: wire.allreduce_wire(lcomm, send, recv), 10)[0] \
+                    if P > 1 else 0.0
+            X = 0.0 if link is None else link.time(ring["wire_bytes"], P)
+            holds[name] = dict(measured=measured, transfer=X, r_op=ring["r_op"], c_ring=ring["c_ring"],
+                               model=max(X + ring["r_op"], ring["c_ring"]), before=max(X, ring["c_ring"]))
         rows = []
         for name in args.algos:
-            algo, _, flag = name.partition("+")
+            algo, poll, compress = split_method(name)
             compute, idle, codec, wall, update, iters = _run_method(
-                lcomm, cfg(algo, flag != "nopoll"), net, data, nag_schedule if algo == "ssgd-nag" else schedule,
+                lcomm, cfg(algo, poll, compress), net, data, nag_schedule if algo == "ssgd-nag" else schedule,
                 args.skip)
+            if compress != "none":         # the compressed all-reduce: wire bytes, C_ring and R_op
+                ring = rings[compress]
+                net_row = models.Network(ring["wire_bytes"], "emulated" if link is not None else "real", link=link,
+                                         local_link=local_link, gamma=gamma, cpu_real=ring["c_ring"],
+                                         blocking_real=ring["c_ring"], p2p_real=p2p, reduce_s=ring["r_op"])
+            else:
+                net_row = network
             model = models.MODELS[algo]
             # the compute of one micro-batch in this very run (the mean is over the workers already),
             # and its update as timed in the run (a server's per-push update stays t_up)
             own = compute / (tau if model.tau else 1)
             in_run = dataclasses.replace(costs, t_c=own, t_up=costs.t_up if model.servers else {algo: update})
             if getattr(args, "timeline_cost", 0):
-                cost = timeline_cost(lcomm, cfg(algo, flag != "nopoll"), net, data,
+                cost = timeline_cost(lcomm, cfg(algo, poll, compress), net, data,
                                      nag_schedule if algo == "ssgd-nag" else schedule, args.skip, args.timeline_cost)
             else:
                 cost = None
@@ -512,8 +554,8 @@ def overlap(comm, args):
                              timeline_cost=cost,
                              wall_median=iters["median"], wall_p25=iters["p25"], wall_p75=iters["p75"],
                              other=wall - compute - idle, t_c_own=own,
-                             model=models.iteration_time(algo, in_run, network, P),
-                             model_at_t_c=models.iteration_time(algo, costs, network, P),
+                             model=models.iteration_time(algo, in_run, net_row, P),
+                             model_at_t_c=models.iteration_time(algo, costs, net_row, P),
                              model_link=None if link is not None or real_link is None or
                              (algo == "daso" and local_link is None) else models.iteration_time(
                                  algo, in_run, models.Network(nbytes, "model", link=real_link, local_link=local_link,
@@ -521,7 +563,7 @@ def overlap(comm, args):
                              model_text=model.text, update=costs.up(algo), update_run=update,
                              samples=models.samples_per_iteration(algo, P, args.batch, tau)))
         runs.append(dict(ratio=ratio, link=link, t_comm=t_comm, transfer=network.transfer(P),
-                         t_ar_model=network.allreduce(P), rows=rows))
+                         reduce=network.reduce_cpu(P), t_ar_model=network.allreduce(P), rows=rows, holds=holds))
     codecs = codec_costs(comm, n, repeat=getattr(args, "codec_repeat", 20)) \
         if getattr(args, "codecs", False) else None
     return dict(t_c=t_c, cpu_real=cpu_real, p2p=p2p, gamma=gamma, t_up=t_up, nbytes=nbytes, num_params=n, world=P,
@@ -532,6 +574,19 @@ def overlap(comm, args):
                 mpi_library=mpilib.library_version(first_line=True), model=net.name,
                 dtype=net.dtype.name, batch=args.batch, tau=tau, iterations=args.iterations, skip=args.skip,
                 data=data.name, load_before=load_before, load_after=busy.load_average())
+
+
+def _ring_costs(comm, name, n, repeat=20):
+    """The codec ``name``'s compressed all-reduce of n values in this world without a link:
+    {wire_bytes, c_ring: the slowest rank's median seconds, r_op: its operator seconds per
+    all-reduce (the median step times the steps)}."""
+    from refsgd.comm import codecs
+    codec = codecs.get(name)
+    with codec.open() as wire:
+        send, recv = wire.buffers(n)
+        codec.encode(np.random.default_rng(comm.Get_rank()).standard_normal(n).astype(np.float32), send)
+        ring, op, calls = timed_collective(comm, lambda: wire.allreduce_wire(comm, send, recv), repeat, wire=wire)
+    return dict(wire_bytes=int(send.nbytes), c_ring=ring, r_op=op * calls)
 
 
 def parse_ratios(text):
@@ -592,7 +647,12 @@ def format_overlap(r):
         link = f"{run['link']} -- EMULATED" if run["link"] else "none (the real network of this run)"
         lines += ["", f"link: {link}" + (f" (ratio {run['ratio']:g})" if run["ratio"] else ""),
                   f"  T_comm  = {ms * run['t_comm']:.3f} ms   blocking all-reduce of the gradient through the link, "
-                  f"measured (model {ms * run['t_ar_model']:.3f}, transfer X {ms * run['transfer']:.3f})",
+                  f"measured (model {ms * run['t_ar_model']:.3f}: transfer X {ms * run['transfer']:.3f} + reduction "
+                  f"R {ms * run.get('reduce', 0.0):.3f}, eq. 5)",
+                  *[f"  T_{name:<6}= {ms * h['measured']:.3f} ms   compressed ring through the link, measured (model "
+                    f"max(X + R_op, C_ring) = max({ms * h['transfer']:.3f} + {ms * h['r_op']:.3f}, "
+                    f"{ms * h['c_ring']:.3f}) = {ms * h['model']:.3f}; before issue 24 the link held max(X, C_ring) = "
+                    f"{ms * h['before']:.3f})" for name, h in run.get("holds", {}).items()],
                   f"  {'method':<15} {'compute':>8} {'idle':>8} {'other':>8} {'iteration':>10} {'model':>8} "
                   f"{'ratio':>6} {'update':>7} {'at t_C':>8} {'median':>8} {'quartiles':>15}   (ms per iteration, "
                   "mean over the workers; the model at this run's compute, measured / model, its t_up; the model at "

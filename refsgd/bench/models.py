@@ -24,23 +24,29 @@ def daso_wait(B):
 class Network:
     """The communication times of a ``nbytes`` message (the gradient, or DASO's parameters).
 
-    ``kind``:
+    Every all-reduce costs Pipe-SGD's eq. 5 with S = 0, ``T_AR(p) = X(p) + R(p)``: the transfer
+    ``X(p) = 2(p-1) alpha + 2((p-1)/p) n beta`` (:meth:`Link.time`) plus the reduction
+    ``R(p)``, eq. 5's gamma term: ``((p-1)/p) n gamma`` for a plain all-reduce (the time to add
+    the received blocks), or ``reduce_s`` when given, the measured seconds of a compressed
+    all-reduce's operator (decompress, add, compress at each of its p - 1 steps; n then the
+    wire bytes). ``kind``:
 
-    * ``"model"``: a cluster, from formulas only (``bench scale``): the all-reduce of p ranks
-      is Pipe-SGD's eq. 5 with S = 0, ``T_AR(p) = X(p) + R(p)``, the transfer
-      ``X(p) = 2(p-1) alpha + 2((p-1)/p) n beta`` (:meth:`Link.time`) and the CPU's reduction
-      ``R(p) = ((p-1)/p) n gamma``; a parameter server's one direction
-      ``(p-1)(alpha + n beta)`` (:meth:`Link.ps_time`); one message ``alpha + n beta``.
+    * ``"model"``: a cluster, from formulas only (``bench scale``): ``T_AR(p) = X(p) + R(p)``;
+      a parameter server's one direction ``(p-1)(alpha + n beta)`` (:meth:`Link.ps_time`); one
+      message ``alpha + n beta``.
     * ``"emulated"``: this machine with an emulated link (``bench overlap --link/--ratio``).
-      The real collective runs first and the link only delays its completion
-      (:mod:`refsgd.comm.link`), so a blocking all-reduce takes ``max(X(p), C)``, with C
-      (``cpu_real``) the measured real all-reduce of this machine: the CPU work of the
-      collective here (copies through shared memory and the reduction). A parameter
-      server's Gather/Bcast take ``max((p-1)(alpha + n beta), C)``; a Send/Recv takes
-      ``max(alpha + n beta, p2p_real)``, with ``p2p_real`` the measured message of this machine.
+      The real collective runs first and the link holds it until ``X(p) + R(p)`` after its
+      start (:mod:`refsgd.comm.link`: R timed there as here, or the operator's measured
+      seconds), so a blocking all-reduce takes ``max(X(p) + R(p), C)``, with C (``cpu_real``)
+      the measured real all-reduce of this machine. A parameter server's Gather/Bcast take
+      ``max((p-1)(alpha + n beta), C)``; a Send/Recv takes ``max(alpha + n beta, p2p_real)``,
+      with ``p2p_real`` the measured message of this machine.
     * ``"real"``: the real network, no link (``bench overlap`` without --link): the blocking
-      all-reduce is the measured ``blocking_real``, its CPU part ``R(p)`` from gamma, the
-      transfer the rest.
+      all-reduce is the measured ``blocking_real``, its reduction ``R(p)``, the transfer the rest.
+
+    A non-blocking all-reduce also costs its rank CPU on the computation's side
+    (:meth:`compute_side`: an MPI library without a progress thread reduces inside Test/Wait):
+    R(p) on a cluster, C on this machine, where the link's R is a hold, not work.
 
     ``local_link``: DASO's link within a node (None: the real one, the CPU work C on this
     machine; a "model" network needs one).
@@ -54,16 +60,24 @@ class Network:
     cpu_real: float = 0.0        # measured blocking all-reduce of the gradient without a link (this machine)
     blocking_real: float = 0.0   # measured blocking all-reduce through the network used ("real")
     p2p_real: float = 0.0        # measured one message of nbytes between two ranks (this machine)
+    reduce_s: float = None       # measured reduction seconds of one all-reduce (a compressed ring's operator)
 
     # ------------------------------------------------------------- the flat all-reduce
-    def reduce_cpu(self, p):
-        """R(p): CPU seconds of the reduction of an all-reduce over p ranks."""
+    def reduce_cpu(self, p, n=None):
+        """R(p): seconds of the reduction of an all-reduce over p ranks (eq. 5's gamma term)."""
         if p <= 1:
             return 0.0
-        if self.kind == "emulated":
-            return self.cpu_real
-        r = (p - 1) / p * self.nbytes * self.gamma
+        if self.reduce_s is not None:
+            return self.reduce_s
+        r = (p - 1) / p * (self.nbytes if n is None else n) * self.gamma
         return min(r, self.blocking_real) if self.kind == "real" else r
+
+    def compute_side(self, p):
+        """The CPU an all-reduce in flight takes from the computation: R(p) (a cluster, the real
+        network) or C (this machine with an emulated link, whose R is a hold, not work)."""
+        if p <= 1:
+            return 0.0
+        return self.cpu_real if self.kind == "emulated" else self.reduce_cpu(p)
 
     def transfer(self, p, link=None):
         """X(p): seconds of the all-reduce's transfer over p ranks (no CPU work)."""
@@ -75,13 +89,13 @@ class Network:
         return 0.0 if link is None else link.time(self.nbytes, p)
 
     def allreduce(self, p):
-        """T_AR(p): a blocking all-reduce over p ranks."""
+        """T_AR(p): an all-reduce over p ranks, X(p) + R(p) (eq. 5)."""
         if p <= 1:
             return 0.0
         if self.kind == "model":
             return self.transfer(p) + self.reduce_cpu(p)
         if self.kind == "emulated":
-            return max(self.transfer(p), self.cpu_real)
+            return max(self.transfer(p) + self.reduce_cpu(p), self.cpu_real)
         return self.blocking_real
 
     # ------------------------------------------------------------- parameter server
@@ -117,11 +131,12 @@ class Network:
         """A blocking all-reduce of the G ranks of a node (through ``local_link``)."""
         if G <= 1:
             return 0.0
+        R = (G - 1) / G * self.nbytes * self.gamma
         if self.kind == "model":
-            return self.local_link.time(self.nbytes, G) + (G - 1) / G * self.nbytes * self.gamma
+            return self.local_link.time(self.nbytes, G) + R
         if self.local_link is None:
             return self.cpu_real
-        return max(self.local_link.time(self.nbytes, G), self.cpu_real)
+        return max(self.local_link.time(self.nbytes, G) + R, self.cpu_real)
 
     def local_bcast(self, G):
         """A Bcast within a node of G ranks: the parameter-server model through the local link,
@@ -161,31 +176,34 @@ def sequential(c, net, p, algo):
 
 
 def per_layer(c, net, p, algo):
-    """tau t_C + max(R(p), X(p) - T_bwd) + t_up, T_bwd = 2/3 t_C: each layer's all-reduce
-    starts in the last backward pass, so its transfer overlaps that pass (SSGD-OPT, LAGA eq. 4,
+    """tau t_C + max(R_c, T_AR(p) - T_bwd) + t_up, T_bwd = 2/3 t_C: each layer's all-reduce
+    starts in the last backward pass, so it overlaps that pass (SSGD-OPT, LAGA eq. 4,
     psi = max(0, T_comm - T_bwd); the backward pass taken as 2/3 of a forward+backward). As in
-    :func:`overlapped` the reduction's CPU work R stays on the computation's side; the
-    latency of the extra segments, 2(p-1)(L-1) alpha (Pipe-SGD eq. 6), is left out."""
-    return c.tau * c.t_c + max(net.reduce_cpu(p), net.transfer(p) - 2 * c.t_c / 3) + c.up(algo)
+    :func:`overlapped` the all-reduce's CPU work R_c (:meth:`Network.compute_side`) is also on
+    the computation's side; the latency of the extra segments, 2(p-1)(L-1) alpha (Pipe-SGD
+    eq. 6), is left out."""
+    return c.tau * c.t_c + max(net.compute_side(p), net.allreduce(p) - 2 * c.t_c / 3) + c.up(algo)
 
 
 def overlapped(c, net, p, algo):
-    """max(tau t_C + R(p), X(p)) + t_up: the all-reduce's transfer beside the next compute.
+    """max(tau t_C + R_c, T_AR(p)) + t_up: the all-reduce (transfer and reduction, eq. 5) beside
+    the next compute.
 
-    DC-S3GD: Rigazzi 2019 eq. 14; LAGA: eq. 6. The reduction's CPU work R(p) stays on the
-    computation's side (an MPI library without a progress thread performs it inside Test/Wait,
-    on this core), and the update follows the wait (issue 15, item 2)."""
-    return max(c.tau * c.t_c + net.reduce_cpu(p), net.transfer(p)) + c.up(algo)
+    DC-S3GD: Rigazzi 2019 eq. 14; LAGA: eq. 6. The reduction's CPU work R_c
+    (:meth:`Network.compute_side`) is also on the computation's side (an MPI library without a
+    progress thread performs it inside Test/Wait, on this core), and the update follows the
+    wait (issue 15, item 2)."""
+    return max(c.tau * c.t_c + net.compute_side(p), net.allreduce(p)) + c.up(algo)
 
 
 def pipelined(c, net, p, algo):
     """max(t_up + t_C, T_AR(p)): Pipe-SGD with K >= 2, limited resources (Li et al. 2018
-    eq. 4, with eq. 5's all-reduce); the communication thread carries transfer and reduction.
-    When that thread has no core of its own (``cores_per_rank`` < 2, e.g. 2 ranks on 2 cores),
-    the reduction's CPU work R(p) takes its time from the computation instead:
-    max(t_up + t_C + R(p), X(p))."""
+    eq. 4, with eq. 5's all-reduce X + R); the communication thread carries transfer and
+    reduction. When that thread has no core of its own (``cores_per_rank`` < 2, e.g. 2 ranks on
+    2 cores), the all-reduce's CPU work R_c (:meth:`Network.compute_side`) also takes its time
+    from the computation: max(t_up + t_C + R_c, T_AR(p))."""
     if c.cores_per_rank < 2:
-        return max(c.up(algo) + c.t_c + net.reduce_cpu(p), net.transfer(p))
+        return max(c.up(algo) + c.t_c + net.compute_side(p), net.allreduce(p))
     return max(c.up(algo) + c.t_c, net.allreduce(p))
 
 
@@ -195,18 +213,18 @@ def hierarchical(c, net, p, algo):
     parameter-server model)::
 
         base = t_C + T_AR_local(G) + t_up                  every batch: local gradient sync
-        iter = base + (T_bcast_local(G) + max(R_g(P), X_g(P) - W base)) / B
+        iter = base + (T_bcast_local(G) + max(R_g(P), T_AR_g(P) - W base)) / B
 
     Every B batches one group sends its parameters (a non-blocking all-reduce over the P
-    nodes), received W batches later; only the part of its transfer not hidden by those W
-    batches stalls, and its CPU work R_g stays on the computation's side, as in
+    nodes), received W batches later; only the part of its all-reduce not hidden by those W
+    batches stalls, and its CPU work R_g is on the computation's side, as in
     :func:`overlapped`. P = 1: no global syncs."""
     G = max(1, c.G)
     P = max(1, p // G)
     base = c.t_c + net.local_allreduce(G) + c.up(algo)
     if P <= 1:
         return base
-    stall = max(net.reduce_cpu(P), net.transfer(P) - c.W * base)
+    stall = max(net.compute_side(P), net.allreduce(P) - c.W * base)
     return base + (net.local_bcast(G) + stall) / max(1, c.B)
 
 
@@ -239,15 +257,15 @@ class Model:
 MODELS = {
     "ssgd": Model("tau t_C + T_AR + t_up (Rigazzi eq. 13, LAGA eq. 3)", sequential, tau=True),
     "ssgd-nag": Model("tau t_C + T_AR + t_up (Sato Alg. 4)", sequential, tau=True),
-    "ssgd-opt": Model("tau t_C + max(R, X - 2/3 t_C) + t_up (LAGA eq. 4)", per_layer, tau=True),
+    "ssgd-opt": Model("tau t_C + max(R, T_AR - 2/3 t_C) + t_up (LAGA eq. 4)", per_layer, tau=True),
     "d-sync": Model("t_C + T_AR + t_up (Pipe-SGD eq. 2, 5)", sequential),
-    "dcs3gd": Model("max(t_C + R, X) + t_up (Rigazzi eq. 14)", overlapped),
-    "laga-sgd": Model("max(tau t_C + R, X) + t_up (LAGA eq. 6)", overlapped, tau=True),
-    "laga-sgdm": Model("max(tau t_C + R, X) + t_up (LAGA eq. 6)", overlapped, tau=True),
-    "laga-sgdn": Model("max(tau t_C + R, X) + t_up (LAGA eq. 6)", overlapped, tau=True),
+    "dcs3gd": Model("max(t_C + R, T_AR) + t_up (Rigazzi eq. 14)", overlapped),
+    "laga-sgd": Model("max(tau t_C + R, T_AR) + t_up (LAGA eq. 6)", overlapped, tau=True),
+    "laga-sgdm": Model("max(tau t_C + R, T_AR) + t_up (LAGA eq. 6)", overlapped, tau=True),
+    "laga-sgdn": Model("max(tau t_C + R, T_AR) + t_up (LAGA eq. 6)", overlapped, tau=True),
     "pipe-sgd": Model("max(t_up + t_C, T_AR), K = 2 (Pipe-SGD eq. 4, 5; one core per rank: "
-                      "max(t_up + t_C + R, X))", pipelined),
-    "daso": Model("t_C + T_loc + t_up + (T_bc + max(R_g, X_g - W it))/B (DASO sec. 3)", hierarchical),
+                      "max(t_up + t_C + R, T_AR))", pipelined),
+    "daso": Model("t_C + T_loc + t_up + (T_bc + max(R_g, T_AR_g - W it))/B (DASO sec. 3)", hierarchical),
     "ps-sync": Model("t_C + 2 T_PS + (p-2) n gamma + t_up (PS, Pipe-SGD's baseline)", ps_sync, servers=1),
     "dcasgd": Model("max(t_C + 2 T_msg + t_up, (p-1)(2 T_msg + t_up)) (PS, async)", ps_async, servers=1),
 }

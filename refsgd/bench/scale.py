@@ -263,5 +263,5 @@ def format_check(rows, inputs):
                  "predicted: this table's model with its t_C; 'at run t_C': the same formulas with the t_C and "
                  "t_up measured in that run (ranks share this machine's cores); 'emulated': bench overlap's model of "
                  "that run (the compute measured in the method's own run, the emulated link's semantics: the real "
-                 "collective first, then the link's delay). daso at 2 ranks: 2 virtual nodes of 1; at 4: 2 of 2.")
+                 "collective first, then held until its transfer plus its reduction, X + R, as this table's T_AR). daso at 2 ranks: 2 virtual nodes of 1; at 4: 2 of 2.")
     return "\n".join(lines)

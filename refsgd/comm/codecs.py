@@ -15,6 +15,7 @@ t16      upper 16 bits of the float32 (Pipe-SGD's truncation)    2            to
 bf16     bfloat16 (DASO's 16-bit cast, as in HeAT)               2            nearest even
 fp16     IEEE 754 binary16 (Horovod's fp16 compression)          2            nearest even
 q8       blocks of 256 int8 values with a float32 scale each     260/256      nearest even
+q8v      int8 values, one float32 scale for the whole vector     1 + 4/n      nearest even
 =======  ======================================================  ===========  ============
 
 Exact definitions (what ``encode`` computes; ``decode`` is exact, and the reduction step is
@@ -32,14 +33,25 @@ Exact definitions (what ``encode`` computes; ``decode`` is exact, and the reduct
   block whose scale is 0 is all zeros; a block with a non-finite value gets a NaN scale, so it
   decodes to NaN. One wire element is one whole block, scale first (260 bytes): the ring cuts
   the buffer between elements, so a scale always travels with its values. The paper sets the range
-  from the largest magnitude of the whole vector; inside a reduction the partial sums outgrow
-  any range fixed in advance, hence a range per block.
+  from the largest magnitude of the whole vector (that is q8v); a range per block keeps more
+  precision where a few values dominate the vector.
+* q8v (Pipe-SGD section 3.2, "a quantization range determined by the maximal element of a
+  gradient vector"): ``s = max_j |v_j| / 127`` over the whole vector, ``q_j = rint(v_j / s)``
+  (float32, ties to even, clipped to [-127, 127]); decode ``q_j * s``. A scale 0 gives zeros; a
+  non-finite value gives s = NaN and q = 0 (the whole vector decodes to NaN). Wire buffer: the
+  4-byte scale, then the n int8 values. The reduction step at a given result scale S is
+  ``q <- rint((q_a s_a + q_b s_b) / S)`` (float32, clipped); ``add(a, b)`` takes S = s_a + s_b:
+  the largest magnitude of a sum is at most the sum of the largest magnitudes, so the range of
+  the sum is fixed before it is computed. In the ring the scales are exchanged first and a partial
+  sum of the ranks M is encoded at ``S(M)``, the float32 sum of their scales in rank order
+  (:func:`q8v_range`): one scale per vector at every step, the same final S on every block.
 
 Reduction order: the result of a compressed all-reduce depends on the order in which partial
 sums are combined, so refsgd fixes it instead of leaving it to the MPI library (an MPI
 user-defined operator is combined in recursive doubling by MPICH and in other orders by Open MPI,
 and q8's block scales make the difference far from the last bit). :meth:`Wire.allreduce_wire` is
-the ring: the buffer is cut into p blocks of whole wire elements (:func:`ring_blocks`), and block
+the ring: the buffer is cut into p blocks of whole wire elements (:func:`ring_blocks`; q8v: of its
+int8 values, after the ring has passed the scales around), and block
 b collects the ranks' encoded values in the order b, b + 1, ..., b + p - 1 (mod p), rounding
 every partial sum to the wire format; the all-gather then copies the finished blocks. Every rank
 ends with the same bits under any MPI library, and :func:`refsgd.serial.codecs.allreduce_sum`
@@ -268,6 +280,94 @@ def _q8_add(a, b):
         _q8_block(v, sb, qb, k)
 
 
+# ---------------------------------------------------------------------------- q8v kernels
+# q8v: one range per vector (Pipe-SGD section 3.2). The wire buffer is the float32 scale (4 bytes)
+# then one int8 per value; the kernels take the int8 values and the scales as arguments (the
+# header is read and written in Python: its 4 bytes need not be aligned with anything).
+@nb.njit(cache=True, nogil=True, inline="always")
+def _q8v_round(v, s):
+    """rint(v / s) clipped to [-127, 127] as int8 (float32 division, ties to even); 0 where the
+    scale is 0 or NaN (then the decoded value is 0, or NaN through the scale)."""
+    if not s > 0:
+        return np.int8(0)
+    r = np.rint(v / s)
+    if r > 127:
+        r = np.float32(127.0)
+    elif r < -127:
+        r = np.float32(-127.0)
+    return np.int8(r)
+
+
+@nb.njit(cache=True, nogil=True)
+def _q8v_quantise(x, q):
+    """q <- the int8 values of the float32 vector x; returns its scale max|x| / 127 (NaN when x
+    holds a non-finite value, then q is all zeros)."""
+    m = np.float32(0.0)
+    for j in range(x.size):
+        a = abs(x[j])
+        if not np.isfinite(a):
+            m = np.float32(np.nan)
+            break
+        if a > m:
+            m = a
+    s = m / np.float32(127.0)
+    for j in range(x.size):
+        q[j] = _q8v_round(x[j], s)
+    return s
+
+
+@nb.njit(cache=True, nogil=True)
+def _q8v_dequantise(q, s, out):
+    for j in range(out.size):
+        out[j] = np.float32(q[j]) * s
+
+
+@nb.njit(cache=True, nogil=True)
+def _q8v_step(qa, sa, qb, sb, S):
+    """qb <- rint((qa sa + qb sb) / S), the reduction step at the agreed scale S (float32)."""
+    for j in range(qb.size):
+        qb[j] = _q8v_round(np.float32(qa[j]) * sa + np.float32(qb[j]) * sb, S)
+
+
+def q8v_scale(buf):
+    """The float32 scale in the header of a q8v wire buffer (a NumPy float32 scalar)."""
+    return buf[:4].view(np.float32)[0]
+
+
+def q8v_range(scales, members):
+    """S(M): the scale of a q8v partial sum of the ranks ``members``, the float32 sum of their
+    ``scales`` in increasing rank order (so every block ends at the same S(all ranks))."""
+    S = np.float32(0.0)
+    for k in sorted(members):
+        S = np.float32(S + scales[k])
+    return S
+
+
+def _q8v_set_scale(buf, s):
+    buf[:4].view(np.float32)[0] = s
+
+
+def _q8v_values(buf):
+    return buf[4:].view(np.int8)
+
+
+def _q8v_encode(x, buf):
+    _q8v_set_scale(buf, _q8v_quantise(x, _q8v_values(buf)))
+
+
+def _q8v_decode(buf, out):
+    _q8v_dequantise(_q8v_values(buf), q8v_scale(buf), out)
+
+
+def _q8v_add(a, b):
+    """b <- the sum of the two vectors at the scale s_a + s_b (float32): the range of a sum is at
+    most the sum of the ranges, so nothing is clipped but the rounding's half steps."""
+    sa, sb = q8v_scale(a), q8v_scale(b)
+    S = np.float32(sa + sb)
+    _q8v_step(_q8v_values(a), sa, _q8v_values(b), sb, S)
+    _q8v_set_scale(b, S)
+
+
 # ---------------------------------------------------------------------------- codecs
 class Codec:
     """A wire format: ``encode``/``decode`` between float32 vectors and wire buffers, and the
@@ -287,6 +387,10 @@ class Codec:
 
     def wire_bytes(self, n):
         return self.elements(n) * self.element_bytes
+
+    def element_of(self, nbytes):
+        """Bytes of one MPI datatype element of a wire buffer of ``nbytes`` (the operator's unit)."""
+        return self.element_bytes
 
     def empty(self, n):
         """A wire buffer for n values."""
@@ -318,6 +422,26 @@ class Codec:
 
     def __repr__(self):
         return f"Codec({self.name!r})"
+
+
+class VectorCodec(Codec):
+    """q8v: one scale for the whole vector (Pipe-SGD section 3.2: "a quantization range determined
+    by the maximal element of a gradient vector"). The wire buffer is the float32 scale, then one
+    int8 per value (4 + n bytes, no padding); one MPI datatype element is the whole buffer. The
+    ring (:meth:`Wire.allreduce_wire`) cuts the int8 values into p blocks and encodes every partial
+    sum at a scale known to all ranks before the ring, the sum of its ranks' scales
+    (:func:`q8v_range`)."""
+
+    per_vector = True
+
+    def elements(self, n):
+        return n
+
+    def wire_bytes(self, n):
+        return 4 + n
+
+    def element_of(self, nbytes):
+        return nbytes
 
 
 #: the tag of the ring's messages (point-to-point on the caller's communicator)
@@ -386,7 +510,10 @@ class Wire:
         On an emulated link (:class:`refsgd.comm.link.LinkComm`) the ring counts and is held as
         one all-reduce of ``recv``."""
         from mpi4py import MPI
-        start = time.perf_counter()
+        start, op0 = time.perf_counter(), self.op_seconds
+        if getattr(self.codec, "per_vector", False):
+            self._ring_q8v(comm, send, recv)
+            return self._hold(comm, start, op0, recv)
         p, r = comm.Get_size(), comm.Get_rank()
         recv[...] = send
         if p > 1:
@@ -406,9 +533,62 @@ class Wire:
                 self._step(tmp, inc)
             for s in range(p - 1):                                  # all-gather
                 sendrecv(comm, block((r + 1 - s) % p), right, RING_TAG, block((r - s) % p), left, RING_TAG)
+        self._hold(comm, start, op0, recv)
+
+    def _hold(self, comm, start, op0, recv):
+        """On an emulated link, hold the caller as one all-reduce of ``recv`` whose reduction took
+        the operator seconds this rank spent in it since ``op0`` (on its critical path)."""
         hold = getattr(comm, "hold_allreduce", None)
         if hold is not None:
-            hold(start, recv)
+            hold(start, recv, reduce_s=self.op_seconds - op0)
+
+    def _ring_q8v(self, comm, send, recv):
+        """The Ring-AllReduce of q8v (one scale per vector), recv <- the ring's sum of ``send``.
+
+        1. The scales: every rank's s_r passes once around the ring (p - 1 ``Sendrecv`` of 4
+           bytes), so every rank knows the scale of any partial sum before the ring starts: a
+           sum of the vectors of a set M of ranks is encoded at ``S(M)`` (:func:`q8v_range`, the
+           float32 sum of their scales in rank order): the range of a sum is at most the sum of
+           the ranges, so nothing is clipped but rounding's half steps.
+        2. The int8 values (n of them, one wire element each) are cut into p blocks
+           (:func:`ring_blocks`) and reduced as in the other codecs' ring: at reduce-scatter step
+           s rank r receives block (r - s - 1) mod p from rank r - 1, the partial sum of the set
+           M = {r - s - 1, ..., r - 1} (at step 0 rank r - 1's own encoding), and sets its own
+           copy (still its encoding, scale s_r) to ``rint((q_recv S(M) + q_own s_r) / S(M + r))``;
+           the all-gather copies the finished blocks.
+        3. Every finished block holds all p ranks: the header of ``recv`` is S(all ranks), one
+           scale for the whole result, the same on every rank."""
+        from mpi4py import MPI
+        p, r = comm.Get_size(), comm.Get_rank()
+        recv[...] = send
+        if p <= 1:
+            return
+        right, left = (r + 1) % p, (r - 1) % p
+        sendrecv = MPI.Intracomm.Sendrecv                            # never an emulated link's own
+        scales = np.zeros(p, np.float32)
+        scales[r] = q8v_scale(send)
+        for s in range(p - 1):                                      # the scales, around the ring
+            sendrecv(comm, scales[(r - s) % p:(r - s) % p + 1], right, RING_TAG,
+                     scales[(r - s - 1) % p:(r - s - 1) % p + 1], left, RING_TAG)
+        q = _q8v_values(recv)
+        bounds = ring_blocks(q.size, p)
+        tmp = np.empty(bounds[1], np.int8)                          # the largest block is the first
+
+        def block(b):
+            return q[bounds[b]:bounds[b + 1]]
+        for s in range(p - 1):                                      # reduce-scatter
+            out, inc = block((r - s) % p), block((r - s - 1) % p)
+            t = tmp[:inc.size]
+            sendrecv(comm, out, right, RING_TAG, t, left, RING_TAG)
+            # the received partial sum holds ranks r - s - 1 .. r - 1, the result ranks r - s - 1 .. r
+            members = [(r - s - 1 + k) % p for k in range(s + 1)]
+            t0 = time.perf_counter()
+            _q8v_step(t, q8v_range(scales, members), inc, scales[r], q8v_range(scales, members + [r]))
+            self.op_seconds += time.perf_counter() - t0
+            self.op_calls += 1
+        for s in range(p - 1):                                      # all-gather
+            sendrecv(comm, block((r + 1 - s) % p), right, RING_TAG, block((r - s) % p), left, RING_TAG)
+        _q8v_set_scale(recv, q8v_range(scales, range(p)))
 
     def allreduce(self, comm, x, out, send=None, recv=None):
         """out <- decode(the ring's compressed sum over ranks of encode(x)); blocking."""
@@ -429,10 +609,14 @@ class Wire:
         doubling; Open MPI: others), so its bits depend on the library and are no reference.
         ``refsgd bench codec`` times it against the ring."""
         from mpi4py import MPI
+        elem = self.codec.element_of(send.nbytes)                   # q8v: the whole vector
+        if self.op is not None and self._elem != elem:
+            self.close()
         if self.op is None:
-            self.datatype = MPI.BYTE.Create_contiguous(self.codec.element_bytes).Commit()
+            self.datatype = MPI.BYTE.Create_contiguous(elem).Commit()
             self.op = MPI.Op.Create(self._reduce, commute=True)
-        count = send.nbytes // self.codec.element_bytes
+            self._elem = elem
+        count = send.nbytes // elem
         comm.Allreduce([send, count, self.datatype], [recv, count, self.datatype], op=self.op)
 
     def close(self):
@@ -459,6 +643,8 @@ def _codecs():
                       2, 1, np.uint16, *fp16),
         "q8": Codec("q8", f"8-bit quantisation, a float32 scale per block of {Q8_BLOCK} values (Pipe-SGD)",
                     Q8_BYTES, Q8_BLOCK, np.uint8, _q8_encode, _q8_decode, _q8_add),
+        "q8v": VectorCodec("q8v", "8-bit quantisation, one float32 scale for the whole vector (Pipe-SGD's Q8)",
+                           1, 1, np.uint8, _q8v_encode, _q8v_decode, _q8v_add),
     }
 
 
@@ -466,7 +652,7 @@ CODECS = _codecs()
 
 
 def get(name):
-    """The codec called ``name`` (t16, bf16, fp16, q8)."""
+    """The codec called ``name`` (t16, bf16, fp16, q8, q8v)."""
     try:
         return CODECS[name]
     except KeyError:

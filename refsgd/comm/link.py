@@ -3,40 +3,47 @@
 Overlapped distributed-SGD methods only show their benefit when communication is slow relative to
 compute, but on one machine MPI moves data through shared memory almost instantly. The emulated
 link makes every all-reduce issued through a :class:`LinkComm` complete *no earlier than* the
-Ring-AllReduce time model of Pipe-SGD (Li et al. 2018, eq. 5)::
+Ring-AllReduce time model of Pipe-SGD (Li et al. 2018, eq. 5) with S = 0::
 
-    T(n, p) = 2 (p - 1) alpha  +  2 ((p - 1) / p) n beta
+    T_AR(n, p) = X(n, p) + R
+    X(n, p)    = 2 (p - 1) alpha  +  2 ((p - 1) / p) n beta           the transfer (Link.time)
+    R          = ((p - 1) / p) n gamma                               the reduction
 
     alpha   latency of one message, in seconds            (LATENCY_US * 1e-6)
     beta    transfer time of one byte, in seconds/byte    (8 / (GBIT_S * 1e9))
     n       message size in bytes (the size of the receive buffer)
-    p       number of ranks in the communicator;  T = 0 when p == 1
+    p       number of ranks in the communicator;  T_AR = 0 when p == 1
 
-The full eq. 5 also has ``((p - 1) / p) n gamma + S`` (local reduction time and synchronisation
-overhead). Both are taken as 0 here: the reduction is done for real by MPI on this machine, and
-no extra synchronisation is modelled. Further assumptions of the model: a ring over ``p`` ranks
-with ``2 (p - 1)`` steps (reduce-scatter then all-gather), each step sending ``n / p`` bytes on
-every link at once, full-duplex links of equal bandwidth, no congestion and no dependence on
-the reduction operation or datatype.
+R is eq. 5's gamma term, the reduction on the critical path of the all-reduce: for a plain
+all-reduce, the time this machine takes to add the received blocks, p - 1 additions of n / p
+bytes timed with NumPy (:func:`reduction_time`, measured once per size in a process); for the
+compressed Ring-AllReduce of :mod:`refsgd.comm.codecs`, the seconds its operator (decompress, add,
+compress at each of the p - 1 reduction steps) took on this rank in that very call, which the
+ring hands to :meth:`LinkComm.hold_allreduce`. So D-Sync+T / D-Sync+Q pay their compression's
+reduction on the critical path, as Pipe-SGD's Figure 4 explains, and a transfer longer than the
+reduction no longer hides it. The synchronisation overhead S is taken as 0. Further assumptions
+of the model: a ring over ``p`` ranks with ``2 (p - 1)`` steps (reduce-scatter then all-gather),
+each step sending ``n / p`` bytes on every link at once, full-duplex links of equal bandwidth, no
+congestion and no dependence on the datatype.
 
 One link per communicator, first come first served: all-reduces that overlap in time queue
 behind each other, each starting its transfer when the previous one's deadline has passed,
-``deadline_k = max(start_k, deadline_{k-1}) + T(n_k, p)``. So L segments sent back to back cost
-``2(p-1) L alpha + 2((p-1)/p) n beta`` in all, the pipelined-communication term of Pipe-SGD's
-eq. 6, rather than each getting the full bandwidth at once.
+``deadline_k = max(start_k, deadline_{k-1}) + T_AR(n_k, p)``. So L segments sent back to back cost
+``2(p-1) L alpha + 2((p-1)/p) n beta`` plus their reductions in all, the pipelined-communication
+term of Pipe-SGD's eq. 6, rather than each getting the full bandwidth at once.
 
 The link only ever *delays* completion; it never speeds anything up. The real collective runs
-first (its data and results are real), then the caller is held until ``start + T``. If the real
-collective takes longer than the model (a large message, an oversubscribed machine) the real time
-wins. Timings measured with an emulated link are therefore those of a *modelled* network, and
-everything produced with it (logs, metrics, plots, reports) must say so, e.g. by printing
-``str(link)``; that is the callers' job.
+first (its data and results are real, and so is its CPU work), then the caller is held until
+``start + T_AR``. If the real collective takes longer than the model (a large message, an
+oversubscribed machine) the real time wins. Timings measured with an emulated link are therefore
+those of a *modelled* network, and everything produced with it (logs, metrics, plots, reports)
+must say so, e.g. by printing ``str(link)``; that is the callers' job.
 
-What is delayed: ``LinkComm.Allreduce`` (blocking: returns no earlier than ``start + T``; the
+What is delayed: ``LinkComm.Allreduce`` (blocking: returns no earlier than ``start + T_AR``; the
 compressed Ring-AllReduce of :mod:`refsgd.comm.codecs`, made of ``Sendrecv`` calls, is held the
-same way through ``LinkComm.hold_allreduce``) and
+same way through ``LinkComm.hold_allreduce``, with its operator's measured seconds as R) and
 ``LinkComm.Iallreduce`` (returns a :class:`LinkRequest` whose ``Wait``/``Test`` do not report
-completion before its ``deadline``); ``LinkComm.Gather`` and ``LinkComm.Bcast``, the exchanges of a
+completion before its ``deadline``, ``start + T_AR``); ``LinkComm.Gather`` and ``LinkComm.Bcast``, the exchanges of a
 parameter server, by the parameter-server model ``(p - 1) (alpha + n beta)`` (every message passes
 the root's one link; n the bytes of one rank's message); ``LinkComm.Send`` and ``LinkComm.Recv``
 (DC-ASGD's pushes and replies) by ``T_msg = alpha + n beta`` each, on the sender's link after the
@@ -125,7 +132,8 @@ class Link:
         return 8.0 / (self.gbit_s * 1e9)
 
     def time(self, nbytes, p):
-        """Ring-AllReduce time (s) of an ``nbytes`` message over ``p`` ranks (Pipe-SGD eq. 5)."""
+        """X: the Ring-AllReduce's transfer time (s) of an ``nbytes`` message over ``p`` ranks
+        (Pipe-SGD eq. 5 without its reduction term, which :class:`LinkComm` adds)."""
         if p <= 1:
             return 0.0
         return 2 * (p - 1) * self.alpha + 2 * ((p - 1) / p) * nbytes * self.beta
@@ -201,11 +209,53 @@ def _nbytes(buf):
     return int(nbytes)
 
 
+def _dtype(buf):
+    """The NumPy dtype of a buffer (or of an ``[array, type...]`` spec); float32 when it has none."""
+    if isinstance(buf, (list, tuple)):
+        buf = buf[0]
+    import numpy as np
+    dtype = getattr(buf, "dtype", None)      # (a dtype's truth value is its number of fields)
+    return np.dtype("float32") if dtype is None else np.dtype(dtype)
+
+
+_ADD_SECONDS = {}
+
+
+def add_seconds(count, dtype):
+    """Seconds this machine takes to add two vectors of ``count`` values of ``dtype`` element-wise
+    (``np.add`` into one of them), the fastest of 5 after a warm-up; measured once per size and
+    dtype in a process and remembered (a few microseconds to milliseconds)."""
+    import numpy as np
+    key = (int(count), np.dtype(dtype).str)
+    if key not in _ADD_SECONDS:
+        a, b = np.ones(count, dtype), np.ones(count, dtype)
+        np.add(a, b, out=a)
+        best = math.inf
+        for _ in range(5):
+            t0 = time.perf_counter()
+            np.add(a, b, out=a)
+            best = min(best, time.perf_counter() - t0)
+        _ADD_SECONDS[key] = best
+    return _ADD_SECONDS[key]
+
+
+def reduction_time(nbytes, p, dtype):
+    """R(n, p): the reduction of a plain Ring-AllReduce of ``nbytes`` over ``p`` ranks, eq. 5's
+    ``((p - 1) / p) n gamma``: p - 1 additions of a block of n / p bytes, timed on this machine
+    (:func:`add_seconds`); 0 on one rank."""
+    if p <= 1 or nbytes <= 0:
+        return 0.0
+    import numpy as np
+    count = max(1, -(-int(nbytes) // (p * np.dtype(dtype).itemsize)))
+    return (p - 1) * add_seconds(count, dtype)
+
+
 class LinkRequest(MPI.Request):
     """A real MPI request that does not report completion before ``deadline``.
 
     Attributes (``time.perf_counter()`` seconds): ``start`` (when the collective was issued),
-    ``deadline`` (``start + link.time(nbytes, p)``) and ``nbytes`` (the message size).
+    ``deadline`` (its turn on the link plus ``link.time(nbytes, p)`` plus the reduction R) and ``nbytes``
+    (the message size).
     """
 
     def __new__(cls, request=None, start=0.0, deadline=0.0, nbytes=0, buffers=None):
@@ -272,13 +322,15 @@ class Traffic:
             self.global_bytes += nbytes
 
 
-#: refsgd train --timeline: called with (start, end) of every modelled transfer (None: no one listens)
+#: refsgd train --timeline: called with (start, end) of every modelled transfer, an all-reduce's
+#: including its reduction R (None: no one listens)
 observer = None
 
 
 class LinkComm(MPI.Intracomm):
     """An ``MPI.Intracomm`` (same MPI handle as the one it is built from) whose all-reduces are
-    held back to the emulated ``link``'s Ring-AllReduce time (``link = None`` adds no delay) and
+    held back to the emulated ``link``'s Ring-AllReduce time, transfer plus reduction
+    (``link = None`` adds no delay) and
     whose payload is counted in ``traffic`` under ``tier`` (``traffic = None`` counts nothing)."""
 
     link = None
@@ -300,9 +352,17 @@ class LinkComm(MPI.Intracomm):
         if self.traffic is not None and self.Get_size() > 1:
             self.traffic.add(self.tier, nbytes)
 
-    def _time(self, recvbuf):
+    def _time(self, recvbuf, reduce_s=None):
+        """(bytes, seconds) of an all-reduce into ``recvbuf``: the transfer ``T(n, p)`` plus its
+        reduction, ``reduce_s`` (the operator seconds measured in the call) or, when None, the
+        time this machine takes to add the received vectors (:func:`reduction_time`)."""
         nbytes = _nbytes(recvbuf)
-        return nbytes, (0.0 if self.link is None else self.link.time(nbytes, self.Get_size()))
+        if self.link is None:
+            return nbytes, 0.0
+        p = self.Get_size()
+        if reduce_s is None:
+            reduce_s = reduction_time(nbytes, p, _dtype(recvbuf))
+        return nbytes, self.link.time(nbytes, p) + (reduce_s if p > 1 else 0.0)
 
     def _deadline(self, start, t):
         """Queue a transfer of duration t arriving at ``start`` behind the ones on the link."""
@@ -313,22 +373,25 @@ class LinkComm(MPI.Intracomm):
         return free + t
 
     def Allreduce(self, sendbuf, recvbuf, op=MPI.SUM):
-        """The real ``Allreduce``, then sleep until its turn on the link plus ``T(nbytes, p)``."""
+        """The real ``Allreduce``, then sleep until its turn on the link plus ``T(nbytes, p)``
+        plus the reduction's ``R(nbytes, p)`` (:func:`reduction_time`)."""
         start = time.perf_counter()
         super().Allreduce(sendbuf, recvbuf, op)
         self.hold_allreduce(start, recvbuf)
 
-    def hold_allreduce(self, start, recvbuf):
+    def hold_allreduce(self, start, recvbuf, reduce_s=None):
         """Count, and hold the caller as, an all-reduce into ``recvbuf`` that started at ``start``
         (perf_counter seconds): an all-reduce made of point-to-point messages (the compressed
-        Ring-AllReduce of :mod:`refsgd.comm.codecs`) costs what ``Allreduce`` does."""
-        nbytes, t = self._time(recvbuf)
+        Ring-AllReduce of :mod:`refsgd.comm.codecs`) costs what ``Allreduce`` does, its
+        reduction being ``reduce_s``, the seconds its operator (decompress, add, compress) took
+        on this rank in the call."""
+        nbytes, t = self._time(recvbuf, reduce_s)
         self._count(nbytes)
         _sleep_until(self._deadline(start, t))
 
     def Iallreduce(self, sendbuf, recvbuf, op=MPI.SUM):
         """The real ``Iallreduce``; the returned LinkRequest completes no earlier than its turn on
-        the link plus ``T(nbytes, p)``."""
+        the link plus ``T(nbytes, p) + R(nbytes, p)``."""
         start = time.perf_counter()
         real = super().Iallreduce(sendbuf, recvbuf, op)
         nbytes, t = self._time(recvbuf)

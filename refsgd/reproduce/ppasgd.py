@@ -123,17 +123,16 @@ def _sync_hyper(setup):
     return {"model": setup.model("timing"), "ranks": 1, "threads": 2, "batch": 32, "lr": 3e-5 if digits else 3e-6,
             "momentum": 0.99, "epochs": epochs(setup, (6, 20), (1, 5)), "schedule": "constant",
             "note": "pp-asgd in its threaded mode (G gradient threads per process) against the synchronous "
-                    "ssgd-nag with --tau G (the G sub-batches of a rank one after another), the same lambda "
-                    "(a sum of gradients) and mu; time to the best test accuracy both reach; one process (on 2 "
-                    "processes of 2 threads, digits_cnn at this lambda, PP-ASGD stayed at chance accuracy: "
-                    "each update consumed many gradients; not yet understood)"}
+                    "ssgd-nag with --threads G (the G sub-batches of a rank computed by G threads, Sato Alg. 4), "
+                    "the same lambda (a sum of gradients) and mu; time to the best test accuracy both reach; one "
+                    "process"}
 
 
 def _sync_measure(runs, setup, hp, seed):
     common = dict(model=hp["model"], batch=hp["batch"], lr=hp["lr"], momentum=hp["momentum"], epochs=hp["epochs"],
                   schedule=hp["schedule"], eval_every=eval_every(setup, hp["batch"] * hp["threads"], hp["ranks"]))
     r = {"pp-asgd": runs.train("pp-asgd", seed, ranks=hp["ranks"], threads=hp["threads"], **common),
-         "ssgd-nag": runs.train("ssgd-nag", seed, ranks=hp["ranks"], tau=hp["threads"], **common)}
+         "ssgd-nag": runs.train("ssgd-nag", seed, ranks=hp["ranks"], threads=hp["threads"], **common)}
     curves = {a: curve(v, x="seconds") for a, v in r.items()}
     target = min(max(c[1]) for c in curves.values())
     t = {a: first_reach(*c, target) for a, c in curves.items()}

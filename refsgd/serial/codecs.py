@@ -4,7 +4,7 @@ compressed all-reduce of the serial renderings.
 :func:`allreduce_sum` reduces the rows of a (workers, d) array as the MPI code's Ring-AllReduce
 does (:meth:`refsgd.comm.codecs.Wire.allreduce_wire`): every row is rounded to float32 and
 encoded; the vector is cut into N blocks of whole wire elements (values for t16, bf16 and fp16,
-blocks of 256 values for q8; :func:`refsgd.comm.codecs.ring_blocks`), and block b sums the rows
+blocks of 256 values for q8; :func:`refsgd.comm.codecs.ring_blocks`; q8v: see :func:`_allreduce_q8v`), and block b sums the rows
 in the order b, b + 1, ..., b + N - 1 (mod N), each step ``encode(decode(partial) + decode(row))``
 with the sum in float32; the result is decoded. The Numba kernels of the MPI code are tested
 against these.
@@ -96,6 +96,8 @@ def allreduce_sum(G, compress):
     """The (compressed) all-reduce of the rows of G: the sum, in G's dtype."""
     if compress in (None, "none"):
         return G.sum(axis=0)
+    if compress == "q8v":
+        return _allreduce_q8v(G).astype(G.dtype)
     N, n = G.shape
     per = Q8_BLOCK if compress == "q8" else 1            # values per wire element
     bounds = [min(b * per, n) for b in ring_blocks(-(-n // per), N)]
@@ -110,3 +112,50 @@ def allreduce_sum(G, compress):
             partial = add(partial, encode(G[(b + k) % N, lo:hi]))
         out[lo:hi] = decode(partial)
     return out.astype(G.dtype)
+
+
+def _q8v_encode(x):
+    """(scale, int8 values) of the float32 vector x: one scale max|x| / 127 for all of it (NaN
+    and all zeros when x holds a non-finite value)."""
+    x = np.asarray(x, dtype=np.float32)
+    m = np.max(np.abs(x)) if x.size else np.float32(0)
+    s = np.float32(m) / np.float32(127) if np.all(np.isfinite(x)) else np.float32(np.nan)
+    return s, _q8v_round(x, s)
+
+
+def _q8v_round(v, s):
+    """rint(v / s) (float32, ties to even) clipped to [-127, 127] as int8; zeros unless s > 0."""
+    if not s > 0:
+        return np.zeros(v.shape, np.int8)
+    with np.errstate(over="ignore", invalid="ignore"):
+        return np.clip(np.rint(v / s), -127, 127).astype(np.int8)
+
+
+def _allreduce_q8v(G):
+    """q8v's ring: rows encoded with their own scales s_i; a partial sum of the rows of a set M is
+    encoded at S(M), the float32 sum of their scales in row order; block b of the int8 values is
+    summed from row b on, ``p = q_b`` (scale s_b), then for j = b + 1, ..., b + N - 1 (mod N)
+    ``p = rint((p S(M) + q_j s_j) / S(M + j))``; every block ends at S(all rows)."""
+    N, n = G.shape
+    enc = [_q8v_encode(g) for g in G]
+
+    def S(members):
+        out = np.float32(0)
+        for k in sorted(members):
+            out = np.float32(out + enc[k][0])
+        return out
+    bounds = ring_blocks(n, N)
+    q = np.zeros(n, np.int8)
+    for b in range(N):
+        lo, hi = bounds[b], bounds[b + 1]
+        if lo == hi:
+            continue
+        part, members = enc[b][1][lo:hi], [b]
+        for k in range(1, N):
+            j = (b + k) % N
+            s, qj = enc[j]
+            part = _q8v_round(part.astype(np.float32) * S(members) + qj[lo:hi].astype(np.float32) * s,
+                              S(members + [j]))
+            members.append(j)
+        q[lo:hi] = part
+    return q.astype(np.float32) * S(range(N))

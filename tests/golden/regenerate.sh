@@ -15,6 +15,7 @@ $R golden --algo laga-sgdm --workers 2 --steps 10 --tau 2 --momentum 0.9 --lr 0.
 $R golden --algo laga-sgdn --workers 4 --steps 10 --tau 2 --momentum 0.9 --lr 0.1 --weight-decay 0.001 --batch 8 --model digits_tiny --seed 7 --out laga-sgdn-n4.h5 --force
 $R golden --algo pipe-sgd --workers 4 --steps 10 --dependency 2 --lr 0.05 --batch 8 --model digits_tiny --seed 8 --out pipe-sgd-k2-n4.h5 --force
 $R golden --algo pipe-sgd --workers 4 --steps 10 --dependency 2 --compress t16 --lr 0.05 --batch 8 --model digits_tiny --seed 9 --out pipe-sgd-k2-t16-n4.h5 --force
+$R golden --algo pipe-sgd --workers 4 --steps 10 --dependency 2 --compress q8v --lr 0.05 --batch 8 --model digits_tiny --seed 9 --out pipe-sgd-k2-q8v-n4.h5 --force
 $R golden --algo d-sync   --workers 2 --steps 10 --lr 0.05 --batch 16 --model digits_tiny --seed 10 --out d-sync-n2.h5 --force
 $R golden --algo ssgd     --workers 4 --steps 10 --compress fp16 --lr 0.2 --batch 8 --model digits_tiny --seed 11 --out ssgd-fp16-n4.h5 --force
 $R golden --algo daso     --workers 4 --ranks-per-node 2 --steps 35 --momentum 0.9 --lr 0.1 --batch 64 --sync-every 2 --plateau-patience 1 --plateau-threshold 0.9 --model digits_tiny --seed 12 --out daso-2x2-n4.h5 --force
