@@ -124,9 +124,10 @@ def epochs(setup, digits, other):
 
 def link_for(runs, setup, hp, seed, ratio, model=None):
     """(link text, t_C of one micro-batch in s, T_comm in s): setup.link, or an EMULATED link whose
-    all-reduce of the model's gradient takes ``ratio`` x t_C, t_C measured by a short ssgd run
-    without a link at the claim's batch (the same processes and oversubscription as the runs)."""
-    from refsgd.comm.link import Link
+    all-reduce transfer X of the model's float32 gradient takes ``ratio`` x t_C, t_C measured by a
+    short ssgd run without a link at the claim's batch (the same processes and oversubscription as
+    the runs); T_comm = X + R, the link holding an all-reduce for its reduction R too (eq. 5)."""
+    from refsgd.comm.link import Link, reduction_time
     from refsgd.nn import load_model
     model = model or hp["model"]
     base = runs.train("ssgd", seed, variant="calibration (t_C, no link)", model=model, batch=hp["batch"],
@@ -137,7 +138,8 @@ def link_for(runs, setup, hp, seed, ratio, model=None):
         link = Link.parse(setup.link)
     else:
         link = Link.for_time(ratio * t_c, nbytes, setup.ranks, latency_us=min(50.0, 1e6 * ratio * t_c / 8))
-    return f"{link.latency_us:g},{link.gbit_s:g}", t_c, link.time(nbytes, setup.ranks)
+    return (f"{link.latency_us:g},{link.gbit_s:g}", t_c,
+            link.time(nbytes, setup.ranks) + reduction_time(nbytes, setup.ranks, "float32"))
 
 
 def shared(hp, *keys):

@@ -9,8 +9,8 @@ from refsgd.reproduce.verdict import Check
 
 
 VARIANTS = (("ps-sync", "ps-sync", "none"), ("d-sync", "d-sync", "none"), ("d-sync+T", "d-sync", "t16"),
-                 ("d-sync+Q", "d-sync", "q8"), ("pipe-sgd", "pipe-sgd", "none"), ("pipe-sgd+T", "pipe-sgd", "t16"),
-                 ("pipe-sgd+Q", "pipe-sgd", "q8"))
+                 ("d-sync+Q", "d-sync", "q8v"), ("pipe-sgd", "pipe-sgd", "none"), ("pipe-sgd+T", "pipe-sgd", "t16"),
+                 ("pipe-sgd+Q", "pipe-sgd", "q8v"))
 
 
 def _hyper(setup):
@@ -20,7 +20,8 @@ def _hyper(setup):
                     "unless --link",
             "note": "lr multiplies the sum over workers of their mean gradients (the paper's form) for all seven; "
                     "no momentum (the paper's variants have none); dependency and warmup_epochs are pipe-sgd's "
-                    "(K = 2 from the first iteration); "
+                    "(K = 2 from the first iteration); +T is t16 (16-bit truncation), +Q q8v (the paper's Q8: one "
+                    "range per vector, section 3.2); "
                     "ps-sync runs on ranks + 1 processes (a server and as many workers as the others)"}
 
 
@@ -44,11 +45,14 @@ def _measure(runs, setup, hp, seed):
         n[f"seconds_{k}"] = t[k]
         n[f"ms_per_iteration_{k}"] = per_iteration_ms(v, "wall")
     # the time split next to eq. 2 (synchronous: l_up + l_comp + l_comm) and eq. 4 (Pipe-SGD, K = 2:
-    # max(l_up + l_comp, l_comm)), l_comm the link's time for the bytes the codec puts on the wire
-    from refsgd.comm.link import Link
+    # max(l_up + l_comp, l_comm)), l_comm = X + R: the link's transfer of the bytes the codec puts on
+    # the wire and eq. 5's reduction of float32 values (a codec's ring operator, which the link also
+    # holds, costs more: it is in the measured communication, not in this model)
+    from refsgd.comm import codecs
+    from refsgd.comm.link import Link, reduction_time
     from refsgd.nn import load_model
     lk, params = Link.parse(link), load_model(hp["model"]).num_params
-    wire = {"none": 4 * params, "t16": 2 * params, "q8": 260 * -(-params // 256)}
+    wire = {c: 4 * params if c == "none" else codecs.get(c).wire_bytes(params) for _, _, c in VARIANTS}
     split = {}
     for label, algo, codec in VARIANTS:
         v = r[label]
@@ -56,7 +60,8 @@ def _measure(runs, setup, hp, seed):
         l_comp = compute + codec_ms
         p = v.world
         # a parameter server's link carries the gradients up and the weights down
-        l_comm = 1e3 * (2 * lk.ps_time(wire[codec], p) if algo == "ps-sync" else lk.time(wire[codec], p))
+        l_comm = 1e3 * (2 * lk.ps_time(wire[codec], p) if algo == "ps-sync"
+                        else lk.time(wire[codec], p) + reduction_time(4 * params, p, "float32"))
         model = max(l_up + l_comp, l_comm) if algo == "pipe-sgd" else l_up + l_comp + l_comm
         n[f"model_ms_{label}"] = model
         n[f"measured_over_model_{label}"] = n[f"ms_per_iteration_{label}"] / model
@@ -65,7 +70,7 @@ def _measure(runs, setup, hp, seed):
         wall = n[f"ms_per_iteration_{label}"]
         split[label] = {"compute": compute, "codec": codec_ms, "update": l_up,
                         "communication": max(0.0, wall - compute - codec_ms - l_up), "measured": wall,
-                        "l_comm (link)": l_comm, "model": model,
+                        "l_comm (X + R)": l_comm, "model": model,
                         "model is": "eq. 4 max(l_up + l_comp, l_comm)" if algo == "pipe-sgd"
                         else "eq. 2 l_up + l_comp + l_comm"}
     finals = [n[f"acc_{k}"] for k in r]
