@@ -268,6 +268,14 @@ def test_every_claim_gives_its_variants_one_shared_set_explicitly(tmp_path, name
                 assert str(options.get(key)) == str(hp[key]), (name, algo, key, options)
     for algo, _, options in runs.calls:  # calibrations too: a momentum given, never a default
         assert algo not in WITH_MOMENTUM or "momentum" in options, (name, algo)
+    # on runs whose every part takes 1 ms per iteration, the timing claims' ratios are 1
+    expect = {"dcs3gd-iteration": {"speedup": 1.0, "dcs3gd_over_eq14": None},
+              "laga-idle": {"idle_ratio": 1.0, "idle_ssgd_ms": 1.0, "idle_laga_ms": 1.0},
+              "laga-speedup": {"speedup_tau1": 1.0, "speedup_tau4": 4.0, "speedup_growth": 4.0},
+              "pipesgd-fig4": {"fastest_is_pipe_compressed": None, "acc_spread": 0.0}}.get(name, {})
+    for key, value in expect.items():
+        assert key in numbers, (name, key)
+        assert value is None or numbers[key] == pytest.approx(value), (name, key, numbers[key])
 
 
 def _result(**over):
