@@ -414,8 +414,8 @@ def build_parser():
                                    "RANKS refsgd train` runs (launched here: run it without mpiexec). Writes "
                                    "OUT_DIR/NAME.md (the paper's numbers beside refsgd's, mean and min-max over "
                                    "the seeds, a verdict computed from them), NAME.json (every number, the "
-                                   "commands, versions, machine and load) and NAME.png; `all` also writes "
-                                   "OUT_DIR/index.md. --list shows the claims.",
+                                   "commands, versions, machine and load) and NAME.png, and rewrites OUT_DIR.md "
+                                   "beside the folder: the index, one line per claim. --list shows the claims.",
                        epilog="example: refsgd reproduce laga-table1 --seeds 3 --out-dir results")
     r.add_argument("name", nargs="?", metavar="NAME", help="a claim (--list) or all")
     r.add_argument("--list", action="store_true", help="list the claims: name, paper, figure, claim, the paper's number")

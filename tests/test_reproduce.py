@@ -1,5 +1,6 @@
-"""refsgd reproduce: the list of claims, the verdict logic on synthetic numbers, one quick claim
-end to end (it launches mpiexec itself, as a user runs it), and bad input."""
+"""refsgd reproduce: the list of claims, the verdict logic on synthetic numbers, every claim's
+measurement on synthetic runs (the options each variant gets), the outputs and the index, one
+quick claim end to end (it launches mpiexec itself, as a user runs it), and bad input."""
 
 import json
 import os
@@ -7,7 +8,7 @@ import os
 import pytest
 from conftest import cli
 
-from refsgd.reproduce import Setup, claims, fmt, warnings_for
+from refsgd.reproduce import Setup, claims, fmt, outputs, warnings_for
 from refsgd.reproduce.runner import cores
 from refsgd.reproduce.verdict import (FAILS, HOLDS, MISSING, NOT_REPRODUCED, PARTLY, PARTLY_REPRODUCED,
                                       REPRODUCED, Check, spread, verdict)
@@ -16,7 +17,7 @@ from refsgd.reproduce.verdict import (FAILS, HOLDS, MISSING, NOT_REPRODUCED, PAR
 def test_list_names_every_claim_of_the_five_papers():
     r = cli("reproduce", "--list")
     assert r.returncode == 0, r.stderr
-    names = [line for line in r.stdout.splitlines() if line and not line.startswith(" ")]
+    names = [line for line in r.stdout.splitlines() if line and not line.startswith((" ", "all: "))]
     assert len(names) >= 10 and len(set(names)) == len(names)
     assert names == [c.name for c in claims.CLAIMS]
     for paper in ("Rigazzi", "Hakimi", "Sato", "Coquelin", "Li et al."):
@@ -26,6 +27,15 @@ def test_list_names_every_claim_of_the_five_papers():
                    "eq. 14"):
         assert number in r.stdout, number
     assert r.stdout.count("    claim: ") == len(names) and r.stdout.count("    paper: ") == len(names)
+    # how the paper chose each claim's hyperparameters, and each claim's time budget
+    assert r.stdout.count("    hyperparameters: ") == len(names)
+    assert "the paper tunes per method" in r.stdout  # PP-ASGD against SSGD (Sato 3.2)
+    budgets = [line for line in r.stdout.splitlines() if line.startswith("    budget: ")]
+    assert len(budgets) == len(names)
+    total = sum(int(b.split()[1]) for b in budgets)
+    assert total == claims.budget(False, 1) and 3 * total <= 32 * 60  # `all` at 3 seeds: about 30 minutes
+    assert claims.budget(True, 1) <= 5 * 60  # --quick under 5 minutes
+    assert f"all: about {3 * total / 60:.0f} min at 3 seeds" in r.stdout
 
 
 def test_every_claim_checks_numbers_it_measures_and_shares_its_hyperparameters():
@@ -36,10 +46,16 @@ def test_every_claim_checks_numbers_it_measures_and_shares_its_hyperparameters()
         assert set(c.paper_values) <= {k.key for k in c.checks} | set(c.paper_values), c.name
 
 
-def test_results_index_has_a_row_per_claim():
+def test_results_index_is_the_one_reproduce_writes():
+    """docs/results.md is what `refsgd reproduce ... --out-dir docs/results` writes (its first line
+    lets a run update it without --force): a row per claim, linking docs/results/NAME.md."""
     with open(os.path.join(os.path.dirname(__file__), "..", "docs", "results.md")) as f:
-        rows = [line.split("|")[1].strip() for line in f if line.startswith("| ") and not line.startswith("| claim")]
-    assert [r.strip("[]").split("]")[0] for r in rows] == [c.name for c in claims.CLAIMS]
+        text = f.read()
+    assert text.splitlines()[0] == outputs.INDEX_TITLE
+    rows = [line for line in text.splitlines() if line.startswith("| [")]
+    assert [r.split("]")[0][3:] for r in rows] == [c.name for c in claims.CLAIMS]
+    assert all(f"](results/{c.name}.md)" in r for c, r in zip(claims.CLAIMS, rows))
+    assert outputs.index_path("docs/results").endswith(os.path.join("docs", "results.md"))
 
 
 def test_check_status_thresholds():
@@ -184,3 +200,210 @@ def test_data_picks_the_claims_models(tmp_path):
     assert Setup(data=data((3, 32, 32))).model("timing") == "cifar10_cnn"
     with pytest.raises(RefsgdError, match="1x28x28"):
         Setup(data=data((1, 16, 16))).kind
+
+
+# ------------------------------------------------------------------ every claim on synthetic runs
+#: the methods that have a momentum (refsgd's option table): a claim must give it, never rely on the
+#: method's default (0.9 for dcs3gd and laga-sgdm/-sgdn, 0 for ssgd)
+WITH_MOMENTUM = {"ssgd", "ssgd-opt", "ssgd-nag", "dcs3gd", "laga-sgdm", "laga-sgdn", "daso", "pp-asgd", "asgd"}
+
+
+class _FakeRun:
+    """What a claim reads of a run (report.Run): evaluations, per-iteration records, a trace."""
+
+    def __init__(self, algo, world, trace_path=None, T=40):
+        import numpy as np
+        self.algo, self.world, self.iterations, self.format_version = algo, world, T, 3
+        self.evals = [{"iteration": 10 * (i + 1), "epoch": i + 1.0, "test_acc": 0.5 + 0.1 * i} for i in range(4)]
+        self.rec = {k: np.full((world, T), 1e-3) for k in ("wall", "compute", "idle", "update", "codec")}
+        self.rec["global_bytes"] = np.full((world, T), 1000.0)
+        self.rec["S_bar"] = np.full((world, T), 3.4)
+        self.trace_path = trace_path
+
+
+class _FakeRuns:
+    def __init__(self, tmp_path):
+        self.calls, self.tmp, self.records = [], tmp_path, []
+
+    def start_claim(self):
+        self.records = []
+
+    def train(self, algo, seed, ranks=None, trace=False, variant=None, **options):
+        self.calls.append((algo, variant, options))
+        self.records.append({"command": f"mpiexec -n {ranks or 2} refsgd train --algo {algo}", "ranks": ranks or 2,
+                             "seconds": 0.5, "load_before": [0, 0, 0], "load_after": [0, 0, 0],
+                             "variant": variant or algo, "algo": algo, "options": options})
+        path = None
+        if trace:
+            import h5py
+            import numpy as np
+            path = str(self.tmp / f"t{len(self.calls)}.h5")
+            rng = np.random.default_rng(0)
+            with h5py.File(path, "w") as f:
+                f.create_dataset("state/w", data=np.cumsum(rng.standard_normal((60, 1, 5)), axis=0))
+                f.create_dataset("state/M", data=rng.standard_normal((60, 1, 5)))
+        return _FakeRun(algo, ranks or 2, path)
+
+
+@pytest.mark.parametrize("name", [c.name for c in claims.CLAIMS])
+def test_every_claim_gives_its_variants_one_shared_set_explicitly(tmp_path, name):
+    """Each claim's measurement on synthetic runs: every method with a momentum is given the claim's
+    momentum explicitly; every run but a calibration has the shared model, batch, schedule and run
+    length of the claim's set; the numbers hold every check's key."""
+    c = claims.BY_NAME[name]
+    hp = c.hyper(Setup())
+    runs = _FakeRuns(tmp_path)
+    numbers, series = c.measure(runs, Setup(), hp, 0)
+    assert {k.key for k in c.checks} <= set(numbers), name
+    assert series and c.tuning and c.budget[0] < c.budget[1], name
+    measured = [(a, o) for a, v, o in runs.calls if not (v or "").startswith("calibration")]
+    assert measured, name
+    for algo, options in measured:
+        if algo in WITH_MOMENTUM:
+            assert options.get("momentum") == hp["momentum"], (name, algo, options)
+        else:
+            assert "momentum" not in options, (name, algo)
+        for key in ("model", "batch", "epochs", "iterations", "schedule", "weight_decay"):
+            if key in hp:
+                assert str(options.get(key)) == str(hp[key]), (name, algo, key, options)
+    for algo, _, options in runs.calls:  # calibrations too: a momentum given, never a default
+        assert algo not in WITH_MOMENTUM or "momentum" in options, (name, algo)
+    # on runs whose every part takes 1 ms per iteration, the timing claims' ratios are 1
+    expect = {"dcs3gd-iteration": {"speedup": 1.0, "dcs3gd_over_eq14": None},
+              "laga-idle": {"idle_ratio": 1.0, "idle_ssgd_ms": 1.0, "idle_laga_ms": 1.0},
+              "laga-speedup": {"speedup_tau1": 1.0, "speedup_tau4": 4.0, "speedup_growth": 4.0},
+              "pipesgd-fig4": {"fastest_is_pipe_compressed": None, "acc_spread": 0.0}}.get(name, {})
+    for key, value in expect.items():
+        assert key in numbers, (name, key)
+        assert value is None or numbers[key] == pytest.approx(value), (name, key, numbers[key])
+
+
+def _result(**over):
+    r = {"name": "laga-idle", "paper": "P", "where": "W", "claim": "C", "paper_number": "5.24x", "verdict": "partly",
+         "why": "because", "checks": [{"number": "idle_ratio", "what": "w", "op": ">=", "holds_at": 5.24,
+                                        "partly_at": 1.5, "status": "partly"}],
+         "hyperparameters": {"model": "digits_cnn", "batch": 32, "momentum": 0.0, "lr": 0.01},
+         "same_for_all": {"link": "50,0.2"}, "tuning": "shared, as the paper",
+         "variants": [("ssgd", 2, "tau=4"), ("laga-sgd", 2, "tau=4")], "discussion": "since X",
+         "budget_s": 25, "ranks": 2, "seeds": 2, "quick": False, "data": "embedded digits", "link": None,
+         "warnings": ["w1"], "at_scale": "needs 8 GPUs", "scale_prediction": [["at 8 ranks", 1.9, "5.24"]],
+         "numbers": {"idle_ratio": {"mean": 2.0, "min": 1.5, "max": 2.5, "seeds": [1.5, 2.5]}},
+         "paper_values": {"idle_ratio": "5.24"},
+         "series": [{"split": {"a": {"compute": 1.0, "codec": 0.0, "update": 0.1, "communication": 2.0,
+                                     "measured": 3.1, "model": 3.0}}}],
+         "runs": [{"command": "mpiexec -n 2 refsgd train", "seconds": 1.0, "load_before": [0, 0, 0],
+                   "load_after": [0, 0, 0]}], "seconds": 12.0, "machine": {}, "date": "today"}
+    r.update(over)
+    return r
+
+
+def test_markdown_prints_the_shared_set_the_tuning_and_the_paper_beside_the_prediction():
+    md = outputs.markdown(_result())
+    assert "Hyperparameters shared by every variant:\n\n- model: digits_cnn\n- batch: 32\n- momentum: 0.0\n" in md
+    assert "- set at run time, the same for every variant: link=50,0.2" in md
+    assert "How the paper chose them: shared, as the paper." in md
+    assert "| ssgd | 2 | tau=4 |" in md and "| laga-sgd | 2 | tau=4 |" in md
+    assert "| idle_ratio | 5.24 | 2 | 1.5 | 2.5 | partly (>= 5.24) |" in md
+    assert "| at 8 ranks | 1.9 | 5.24 |" in md  # bench scale's prediction beside the paper's number
+    assert "**Why the numbers are what they are.** since X" in md and "> w1" in md
+    assert "| a | 1 | 0 | 0.1 | 2 | 3.1 | 3 |" in md  # a time split as a table
+    assert "the claim's budget is 25 s per seed" in md
+
+
+def test_variants_keep_only_what_differs_from_the_shared_set():
+    hp = {"model": "m", "batch": 32, "momentum": 0.9}
+    records = [{"variant": "calibration (t_C, no link)", "ranks": 2, "command": "c",
+                "options": {"model": "m", "batch": 32, "momentum": 0.0}},
+               {"variant": "ssgd", "ranks": 2, "command": "a", "options": {"model": "m", "batch": 32, "momentum": 0.9,
+                                                                          "link": "1,2", "tau": 1}},
+               {"variant": "dcasgd", "ranks": 3, "command": "b", "options": {"model": "m", "batch": 32, "link": "1,2",
+                                                                            "tau": 4}},
+               {"variant": "ssgd", "ranks": 2, "command": "a", "options": {"model": "m", "batch": 32, "momentum": 0.9,
+                                                                          "link": "1,2", "tau": 1}}]
+    rows, common = outputs.variants(hp, records)
+    assert common == {"link": "1,2"}
+    assert rows == [("calibration (t_C, no link)", 2, "momentum=0.0"), ("ssgd", 2, "tau=1"), ("dcasgd", 3, "tau=4")]
+
+
+def test_index_rows_from_the_folder_and_not_run_yet(tmp_path):
+    out = tmp_path / "results"
+    out.mkdir()
+    r = _result(name="daso", numbers={"idle_ratio": {"mean": 2.0, "min": 1.5, "max": 2.5}}, verdict="reproduced",
+                warnings=["the machine is busy (1-minute load average 5) ..."])
+    (out / "daso.json").write_text(json.dumps(r))
+    (out / "other.json").write_text("not json")
+    text = outputs.index_text(str(out))
+    rows = [line for line in text.splitlines() if line.startswith("| [")]
+    assert len(rows) == len(claims.CLAIMS)
+    daso = next(row for row in rows if row.startswith("| [daso](results/daso.md)"))
+    assert daso.endswith("| 5.24x | idle_ratio 2 [1.5, 2.5] | reproduced | 2 |")
+    assert sum("not run yet" in row for row in rows) == len(claims.CLAIMS) - 1
+    assert "the machine was busy (load average at least its cores) before daso" in text
+    # an index reproduce wrote is updated without --force; another file is not replaced
+    outputs.check_index(str(out), force=False)
+    (tmp_path / "results.md").write_text(text)
+    outputs.check_index(str(out), force=False)
+    (tmp_path / "results.md").write_text("# my notes\n")
+    from refsgd import RefsgdError
+    with pytest.raises(RefsgdError, match="--force"):
+        outputs.check_index(str(out), force=False)
+    outputs.check_index(str(out), force=True)
+
+
+def test_a_run_on_more_processes_than_cores_is_named(monkeypatch):
+    """Within --ranks <= cores, a run that needs more processes (a parameter server) is named."""
+    import refsgd.reproduce as rep
+    monkeypatch.setattr(rep, "load_average", lambda: [0.0, 0.0, 0.0])
+    monkeypatch.setattr(rep, "cores", lambda: 2)
+    records = [{"variant": "ps-sync", "ranks": 3}, {"variant": "d-sync", "ranks": 2}]
+    w = warnings_for(Setup(ranks=2), records)
+    assert w == ["more processes than cores in ps-sync (3 processes) on 2 cores: its times include time-slicing "
+                 "(a server's busy-waiting MPI takes a core), so its timing numbers are not the method's"]
+    w = warnings_for(Setup(ranks=3), records)  # the general warning covers every run
+    assert len(w) == 1 and w[0].startswith("3 ranks on 2 cores") and "meaningless" in w[0]
+
+
+def test_more_ranks_than_cores_is_said_before_the_runs_and_in_every_output(tmp_path, monkeypatch):
+    """The whole command in this process on synthetic runs: asked for more ranks than cores, it
+    says before any run that the timing claims are meaningless, and the markdown, the JSON and
+    the index say it again; the shared set is in the markdown and the JSON."""
+    import refsgd.reproduce as rep
+    monkeypatch.setattr(rep, "load_average", lambda: [0.0, 0.0, 0.0])
+    monkeypatch.setattr(rep, "Runs", lambda setup: _FakeRuns(tmp_path))
+    out, said = tmp_path / "res", []
+    setup = Setup(ranks=cores() + 1, quick=True, seeds=2)
+    rep.reproduce("dcs3gd-accuracy", setup, str(out), log=said.append)
+    warning = f"{cores() + 1} ranks on {cores()} cores: the ranks share cores, so the timing claims"
+    assert said[0].startswith(f"warning: {warning}") and "meaningless" in said[0]
+    md = (out / "dcs3gd-accuracy.md").read_text()
+    data = json.loads((out / "dcs3gd-accuracy.json").read_text())
+    assert f"> {warning}" in md and any(w.startswith(warning) for w in data["warnings"])
+    hp = claims.BY_NAME["dcs3gd-accuracy"].hyper(setup)
+    assert data["hyperparameters"] == hp and data["seeds"] == 2
+    for k, v in hp.items():
+        assert f"- {k}: {v}\n" in md, k
+    assert "How the paper chose them: the paper tunes its own runs" in md
+    index = (tmp_path / "res.md").read_text()
+    assert warning in index and "| [dcs3gd-accuracy](res/dcs3gd-accuracy.md) |" in index
+
+
+def test_ppasgd_fig2_discussion_is_made_of_the_numbers():
+    from refsgd.reproduce import ppasgd
+    hp = ppasgd._fig2_hyper(Setup())
+    n = {"updates_ratio_S27": 2.0, "updates_ratio_S27_lr0.25x": 1.2, "err_ppasgd_S27": 2.0, "err_asgd_S27": 40.0,
+         "asgd_best_err_S27": 30.0, "target_err_S27": 31.5}
+    text = ppasgd._fig2_discussion(hp, n)
+    assert hp["lr_x_discussion"] == 0.25
+    assert "reaches: 31.5 % (ASGD's best, 30 %," in text and "ASGD needs 2x PP-ASGD's updates" in text
+    assert "ASGD ends the run at 40 % error and PP-ASGD at 2 %" in text
+    assert "At 0.25 x lambda the ratio is 1.2x (smaller, as that predicts)" in text
+    n["updates_ratio_S27_lr0.25x"] = 2.5
+    assert "ratio is 2.5x (not smaller: the run does not show it)" in ppasgd._fig2_discussion(hp, n)
+
+
+def test_index_of_the_current_folder_is_inside_it(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert outputs.index_path(".") == str(tmp_path / "index.md")
+    assert outputs.index_path("res") == str(tmp_path / "res.md")
+    assert "| [daso](daso.md) |" in outputs.index_text(".")
+    assert "| [daso](res/daso.md) |" in outputs.index_text("res")

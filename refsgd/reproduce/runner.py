@@ -68,10 +68,11 @@ class Runs:
     def start_claim(self):
         self.records = []
 
-    def train(self, algo, seed, ranks=None, trace=False, **options):
+    def train(self, algo, seed, ranks=None, trace=False, variant=None, **options):
         """Run ``refsgd train --algo ALGO`` on ``ranks`` (default the setup's) with ``options``
         (train's options, ``_`` for ``-``; True for a flag) and return its :class:`report.Run`
-        (with ``.trace_path`` when ``trace``)."""
+        (with ``.trace_path`` when ``trace``). ``variant`` names the run in the outputs (default
+        the method with its --compress, --tau, --staleness)."""
         from refsgd import report
         from refsgd.bench import suite
         ranks = ranks or self.setup.ranks
@@ -100,8 +101,11 @@ class Runs:
                       "load_before": before, "load_after": load_average()}
             self._done[key] = (path, tpath, record)
         path, tpath, record = self._done[key]
+        if variant is None:
+            variant = algo + "".join(f" {k}={options[k]}" for k in ("compress", "tau", "staleness") if k in options)
         # a run that this or an earlier claim launched before is read again, not run again
-        self.records.append(dict(record, shared=key in self._used))
+        self.records.append(dict(record, shared=key in self._used, variant=variant, algo=algo, ranks=ranks,
+                                 options={k: v for k, v in options.items() if v is not None and v is not False}))
         self._used.add(key)
         run = report.load(path)
         run.trace_path = tpath
