@@ -202,6 +202,14 @@ def _add_method_options(p, dtype):
                         "bits of each float32, truncated), bf16 (bfloat16), fp16 (IEEE half, as Horovod's "
                         "fp16 compression) or q8 (8 bits with a scale per block of 256), and every "
                         "reduction step decompresses, adds and compresses again (default none)")
+    g.add_argument("--allreduce", choices=("mpi", "ring"), default=None,
+                   help="every method but dcasgd and ps-sync: how the uncompressed sums over ranks are made. "
+                        "mpi: the MPI library's MPI_Allreduce / MPI_Iallreduce with MPI_SUM, non-blocking where "
+                        "the listing is (fastest; at 3 or more ranks the order of the additions is the "
+                        "library's, so a trace matches its golden file to round-off); ring: refsgd's "
+                        "Ring-AllReduce over point-to-point messages, blocking, the same bits under any MPI "
+                        "library and as the serial renderings (golden files). Compressed sums always take the "
+                        "ring (default mpi; refsgd golden: ring)")
     p.add_argument("--dtype", choices=("float32", "float64"), default=dtype,
                    help=f"dtype of weights, activations and gradients (default {dtype})")
 
@@ -488,6 +496,13 @@ def cmd_golden(args):
             raise RefsgdError("the serial rendering of dcasgd serves the workers round-robin (1, 2, ..., N-1 in "
                               "every round): --ps-order arrival has no serial rendering")
         args.ps_order = "round-robin"
+    from refsgd.options import APPLIES
+    if args.allreduce == "mpi":
+        raise RefsgdError("the serial renderings sum over workers in the Ring-AllReduce's order: refsgd golden "
+                          "takes --allreduce ring (its default); a trace of --allreduce mpi verifies against it "
+                          "within round-off")
+    if "allreduce" in APPLIES.get(args.algo, ()):
+        args.allreduce = "ring"
     api.method(args, args.workers)
     dtype = np.dtype(args.dtype)
     net = load_model(args.model, dtype=dtype)

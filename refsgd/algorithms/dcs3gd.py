@@ -43,6 +43,11 @@ Deviations and readings:
   is the average of the workers' w_i (an all-reduce at evaluation time only); its frozen
   weights are copied, not averaged, so that they stay bitwise w0 (``Run.average_model``).
 * One micro-batch per iteration (``--tau 1``): the paper does not accumulate.
+* ``--allreduce ring``: L5's non-blocking ``MPI_Iallreduce`` becomes refsgd's uncompressed
+  Ring-AllReduce over point-to-point messages, blocking (:meth:`refsgd.run.Run.ring_sum`), and L7
+  has nothing to wait for: the same bits under any MPI library and as the serial rendering, but
+  no overlap of L5 with L6's gradient (eq. 13's cost, not eq. 14's). So is the evaluation's
+  model average. The default ``--allreduce mpi`` keeps the listing's overlap.
 * L8-L11 are element-wise; they run as one Numba loop (:func:`corrected_step`, the listing's
   lines as comments) in two passes, because eq. 17 needs the norms of whole vectors before
   L9 can be applied. The NumPy form is the serial rendering's (refsgd/serial/dc.py).
@@ -203,12 +208,17 @@ def train(run):
             continue
         # L4: for t < max_iterations
         # L5: MPI_Iallreduce(dw_i)                                           (start communication)
-        with run.idle("L5 MPI_Iallreduce(dw_i)"):  # MPI's work to start it is communication on this path
-            req = run.started(comm.Iallreduce(dw_i, dw_bar, op=MPI.SUM), "L5 MPI_Iallreduce(dw_i)", dw_i)
+        if run.ring:  # --allreduce ring: refsgd's ring, blocking: dw_bar is complete here (Deviations)
+            run.ring_sum(comm, dw_i, dw_bar, label="L5 ring all-reduce(dw_i)")
+            req = None
+        else:
+            with run.idle("L5 MPI_Iallreduce(dw_i)"):  # MPI's work to start it is communication on this path
+                req = run.started(comm.Iallreduce(dw_i, dw_bar, op=MPI.SUM), "L5 MPI_Iallreduce(dw_i)", dw_i)
         # L6: g_i <- grad l(w_i)                                             (compute)
         run.grad(w_i, g_i, progress=req, label="L6 g_i <- grad l(w_i)")
         # L7: dw_bar <- MPI_Wait()                                           (complete communication)
-        run.wait(req, "L7 dw_bar <- MPI_Wait()")
+        if req is not None:
+            run.wait(req, "L7 dw_bar <- MPI_Wait()")
         # L8:  D_i <- (1/N) dw_bar - dw_i                                    eq. 9
         # L9:  g~_i <- g_i + lambda_i g_i (.) g_i (.) D_i                     eq. 10, 17
         # L10: dw_i <- U(g~_i, eta, mu)                                      eq. 11

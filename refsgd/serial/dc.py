@@ -8,7 +8,7 @@ independent rendering.
 
 DC-S3GD, worker i (iteration 0 is the prologue, iterations 1.. the loop):
     t = 0:  g_i = grad(w_i); dw_i = U(g_i); w_i += dw_i
-    t > 0:  g_i = grad(w_i); D_i = mean_j dw_j - dw_i; g~_i = g_i + lambda_i g_i g_i D_i;
+    t > 0:  g_i = grad(w_i); D_i = (sum_j dw_j) / N - dw_i (the sum in the ring's order); g~_i = g_i + lambda_i g_i g_i D_i;
             dw_i = U(g~_i); w_i += D_i + dw_i
     U(g) = v <- mu*v - eta_t*(g + wd_t*w_i),   wd_t = k * wd * eta_t / max_s eta_s (0 in frozen layers)
     lambda_i = lambda_0 ||g_i|| / ||g_i g_i D_i||  (eq. 17; 0 where g_i g_i D_i = 0), over the
@@ -24,6 +24,7 @@ DC-ASGD in the deterministic order (server rank 0, workers m = 1..N-1 served rou
 import numpy as np
 
 from refsgd.options import value
+from refsgd.serial.codecs import ring_sum
 from refsgd.serial.ssgd import _Stream
 
 EPS = 1e-7  # DC-ASGD's adaptive lambda: lambda_0 / sqrt(MeanSquare + EPS)
@@ -56,7 +57,7 @@ def dcs3gd(net, data, cfg, schedule, N, T):
     g = np.empty(d, net.dtype)
     for t in range(T):
         eta, wd = float(lr[t]), float(wd_t[t])  # Python floats keep float32 arrays float32
-        mean_dw = DW.mean(axis=0)                       # the all-reduce of the dw_i, / N
+        mean_dw = ring_sum(DW) / N                      # the all-reduce of the dw_i (the ring's order), / N
         for i in range(N):
             idx = stream.indices(i, t)
             out["batches"][t, i, 0] = idx
