@@ -31,9 +31,10 @@ EPS = 1e-7  # DC-ASGD's adaptive lambda: lambda_0 / sqrt(MeanSquare + EPS)
 
 
 def _lambda_eq17(lambda0, g, ggD):
-    """lambda_0 ||g|| / ||g (.) g (.) D||, and 0 where the correction term vanishes."""
-    den = np.sqrt(np.sum(ggD * ggD))
-    return 0.0 if den == 0 or lambda0 == 0 else lambda0 * np.sqrt(np.sum(g * g)) / den
+    """lambda_0 ||g|| / ||g (.) g (.) D||, and 0 where the correction term vanishes. The squared
+    norms are summed in index order, in float64 (``cumsum``: its last entry is the sequential sum)."""
+    den = np.sqrt(np.cumsum(ggD * ggD, dtype=np.float64)[-1])
+    return 0.0 if den == 0 or lambda0 == 0 else lambda0 * np.sqrt(np.cumsum(g * g, dtype=np.float64)[-1]) / den
 
 
 def _parts(net, cfg):
