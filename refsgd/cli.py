@@ -365,8 +365,10 @@ def build_parser():
     o.add_argument("--codec-repeat", type=_positive_int, default=20, help="timed calls per codec operation")
     o.add_argument("--json", default=None, metavar="F.json", help="also write the results as JSON (rank 0)")
     o.add_argument("--force", action="store_true", help="replace an existing --json file")
-    r = bsub.add_parser("codec", help="the compressed all-reduce (ring) against an MPI operator (mpiexec)",
-                        description="Under `mpiexec -n P`: per codec, the compressed Ring-AllReduce refsgd "
+    r = bsub.add_parser("codec", help="the ring all-reduce against MPI's (mpiexec): uncompressed and per codec",
+                        description="Under `mpiexec -n P`: the uncompressed Ring-AllReduce of --allreduce ring "
+                                    "against MPI_Allreduce with MPI_SUM (--allreduce mpi), then per codec the "
+                                    "compressed Ring-AllReduce refsgd "
                                     "uses (MPI Sendrecv, the same bits under any MPI library) against the same "
                                     "reduction as an MPI user-defined operator (the library's order), with "
                                     "encode and decode; the median of the slowest rank.")

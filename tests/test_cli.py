@@ -177,7 +177,8 @@ def test_poll_changes_timing_not_numbers(tmp_path, algo):
 
 @pytest.mark.parametrize("n", [3])
 def test_bench_codec_times_the_ring_against_the_mpi_operator(n):
-    """bench codec under mpiexec: a row per codec, the ring's p - 1 reduction steps per call."""
+    """bench codec under mpiexec: a row per codec and one uncompressed, the ring's p - 1 reduction steps per
+    call."""
     r = mpirun(n, "bench", "codec", "--values", "1000", "--repeat", "3")
     assert r.returncode == 0, r.stderr
     assert f"1,000 float32 values on {n} rank(s)" in r.stdout
@@ -187,6 +188,10 @@ def test_bench_codec_times_the_ring_against_the_mpi_operator(n):
     for name in ("t16", "bf16", "fp16"):
         assert rows[name][0] == "2,000" and float(rows[name][2]) == n - 1
     assert rows["q8"][0] == "1,040"       # 4 blocks of 256 values: a 4-byte scale and 256 int8 each
+    # the uncompressed ring of --allreduce ring against MPI_Allreduce: ring/op is their ratio
+    assert rows["plain"][0] == "4,000" and float(rows["plain"][2]) == n - 1
+    assert abs(float(rows["plain"][7]) - float(rows["plain"][1]) / float(rows["plain"][5])) < 0.01 + \
+        0.01 * float(rows["plain"][7])
 
 
 def test_bench_overlap_table_and_models():
