@@ -1,7 +1,8 @@
 """--allreduce ring: the configuration of every checked-in golden file, run under mpiexec at 2, 3, 4
 and 8 ranks, is bitwise (verify --rtol 0 --atol 0) the serial rendering for that many workers,
 whatever the MPI library (CI runs this file under MPICH and Open MPI); and --allreduce mpi (the
-default) is bitwise at 2 ranks, where a + b = b + a leaves the library no choice.
+default) is bitwise at 2 ranks, where a + b = b + a leaves the library no choice (but for dcs3gd,
+whose eq. 17 norms are vectorised under mpi, in an order of the machine's: within round-off).
 
 Each configuration is regenerate.sh's line with fewer steps (4; 6 for the staleness-3 methods;
 three epochs for daso, so that its warm-up, cycling and cool-down all run), and for daso the
@@ -68,12 +69,12 @@ def _at(name, n):
     return opts, steps
 
 
-def _verify(tmp_path, opts, n, steps, tag):
+def _verify(tmp_path, opts, n, steps, tag, rtol="0"):
     trace = tmp_path / f"{tag}.h5"
     r = cli("train", *opts, "--dtype", "float64", "--iterations", str(steps), "--no-progress", "--trace", str(trace),
             n=n, timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
-    r = cli("verify", str(trace), str(tmp_path / "golden.h5"), "--rtol", "0", "--atol", "0")
+    r = cli("verify", str(trace), str(tmp_path / "golden.h5"), "--rtol", rtol, "--atol", "0" if rtol == "0" else "1e-12")
     assert r.returncode == 0 and f"OK: {steps} steps x {n} workers agree" in r.stdout, r.stdout + r.stderr
     return r.stdout
 
@@ -86,10 +87,13 @@ def test_ring_is_bitwise_the_golden_rendering(tmp_path, name, n):
     assert r.returncode == 0, r.stderr
     ring = opts if algo == "dcasgd" else opts + ["--allreduce", "ring"]
     _verify(tmp_path, ring, n, steps, "ring")
-    if n == 2:  # --allreduce mpi (the default): a + b = b + a, bitwise too
+    if n == 2 and algo != "dcs3gd":  # --allreduce mpi (the default): a + b = b + a, bitwise too
         out = _verify(tmp_path, opts, n, steps, "mpi")
         if algo != "dcasgd":
             assert "A summed over workers with --allreduce mpi, B with ring" in out
+    elif n == 2:  # dcs3gd under mpi lets LLVM vectorise eq. 17's norms: the golden to round-off
+        out = _verify(tmp_path, opts, n, steps, "mpi", rtol="1e-10")
+        assert "largest normwise relative difference 0.00e+00" not in out
 
 
 def test_allreduce_is_refused_where_nothing_is_summed_over_ranks():

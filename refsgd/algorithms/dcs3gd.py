@@ -47,7 +47,10 @@ Deviations and readings:
   Ring-AllReduce over point-to-point messages, blocking (:meth:`refsgd.run.Run.ring_sum`), and L7
   has nothing to wait for: the same bits under any MPI library and as the serial rendering, but
   no overlap of L5 with L6's gradient (eq. 13's cost, not eq. 14's). So is the evaluation's
-  model average. The default ``--allreduce mpi`` keeps the listing's overlap.
+  model average. Eq. 17's two norms are then summed in index order, as the serial rendering
+  does; under the default ``--allreduce mpi`` LLVM vectorises them (``reassoc``, 5x faster in
+  float32 here), in an order of the machine's, so that a trace matches the golden file to
+  round-off even at 2 ranks. The default keeps the listing's overlap.
 * L8-L11 are element-wise; they run as one Numba loop (:func:`corrected_step`, the listing's
   lines as comments) in two passes, because eq. 17 needs the norms of whole vectors before
   L9 can be applied. The NumPy form is the serial rendering's (refsgd/serial/dc.py).
