@@ -74,7 +74,8 @@ def _verify(tmp_path, opts, n, steps, tag, rtol="0"):
     r = cli("train", *opts, "--dtype", "float64", "--iterations", str(steps), "--no-progress", "--trace", str(trace),
             n=n, timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
-    r = cli("verify", str(trace), str(tmp_path / "golden.h5"), "--rtol", rtol, "--atol", "0" if rtol == "0" else "1e-12")
+    atol = "0" if rtol == "0" else "1e-12"
+    r = cli("verify", str(trace), str(tmp_path / "golden.h5"), "--rtol", rtol, "--atol", atol)
     assert r.returncode == 0 and f"OK: {steps} steps x {n} workers agree" in r.stdout, r.stdout + r.stderr
     return r.stdout
 

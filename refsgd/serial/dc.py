@@ -8,10 +8,12 @@ independent rendering.
 
 DC-S3GD, worker i (iteration 0 is the prologue, iterations 1.. the loop):
     t = 0:  g_i = grad(w_i); dw_i = U(g_i); w_i += dw_i
-    t > 0:  g_i = grad(w_i); D_i = (sum_j dw_j) / N - dw_i (the sum in the ring's order); g~_i = g_i + lambda_i g_i g_i D_i;
+    t > 0:  g_i = grad(w_i); D_i = (sum_j dw_j) / N - dw_i (the sum in the ring's order);
+            g~_i = g_i + lambda_i g_i g_i D_i;
             dw_i = U(g~_i); w_i += D_i + dw_i
     U(g) = v <- mu*v - eta_t*(g + wd_t*w_i),   wd_t = k * wd * eta_t / max_s eta_s (0 in frozen layers)
-    lambda_i = lambda_0 ||g_i|| / ||g_i g_i D_i||  (eq. 17; 0 where g_i g_i D_i = 0), over the
+    lambda_i = lambda_0 ||g_i|| / ||g_i g_i D_i||  (eq. 17, squares summed in index order; 0 where
+    g_i g_i D_i = 0), over the
     whole vector or, with --lambda-norm tensor, over each tensor of the layout
 
 DC-ASGD in the deterministic order (server rank 0, workers m = 1..N-1 served round-robin):

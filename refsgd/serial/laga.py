@@ -3,7 +3,8 @@
 Written from the equations of Hakimi et al. 2021, Algorithms 3-5 (docs/algorithms.md, section LAGA), not
 from ``refsgd/algorithms/laga.py``: the workers are the first axis of (N, d) arrays and the
 all-reduce sums the workers' G[i] / N over that axis in the ring's order
-(:func:`refsgd.serial.codecs.ring_sum`; the MPI code divides before the sum). The lag is a variable holding last step's mean gradient::
+(:func:`refsgd.serial.codecs.ring_sum`; the MPI code divides before the sum).
+The lag is a variable holding last step's mean gradient::
 
     G[i]  = (1/tau) sum_j grad F_i(X[i]; xi_ij^t)       (Algorithm 5: at Y[i])
     gbar  = sum_i (G[i] / N)  (the ring's order)          g^t(tau)
