@@ -8,23 +8,24 @@ Each configuration is regenerate.sh's line with fewer steps (4; 6 for the stalen
 three epochs for daso, so that its warm-up, cycling and cool-down all run), and for daso the
 virtual nodes that the world size allows: 2 x 1 at 2 ranks, 3 x 1 at 3 (a group ring of 3), 2 x 2
 at 4 (the golden file's) and 2 x 4 at 8 (a node-local ring of 4). dcasgd has no sum over ranks
-(its server applies each push): it runs without --allreduce, which it refuses. At 8 ranks (which
-oversubscribe a small machine) a subset runs, one configuration per kind of reduction: EIGHT.
+(its server applies each push): it runs without --allreduce, which it refuses.
+
+Quick: one mpiexec job per world size trains every configuration in turn (main() of the command
+line, once per configuration, in the same processes), and one process then writes the golden files
+and verifies; a few seconds per world size on 2 cores (8 ranks oversubscribe them).
 """
 
+import json
 import os
+import subprocess
+import sys
 
 import pytest
-from conftest import ROOT, cli
+from conftest import ROOT, cli, mpi_env, mpiexec
 
 GOLDEN = os.path.join(ROOT, "tests", "golden")
 #: digits' training samples (the embedded data set), for daso's epochs
 N_TRAIN = 1500
-#: at 8 ranks: every reduction site once (SSGD's blocking L2, DC-S3GD's and LAGA's Iallreduce,
-#: Pipe-SGD's communication thread, a codec's ring, DASO's node and group rings, PP-ASGD's L5,
-#: DC-ASGD's server)
-EIGHT = {"ssgd-n4", "dcs3gd-n4", "laga-sgdn-n4", "pipe-sgd-k2-n4", "pipe-sgd-k2-t16-n4", "daso-2x2-n4",
-         "pp-asgd-s3-n2", "dcasgd-n3"}
 
 
 def _configurations():
@@ -47,7 +48,6 @@ def _configurations():
 
 
 CONFIGS = dict(_configurations())
-CASES = [(name, n) for name in CONFIGS for n in (2, 3, 4, 8) if n < 8 or name in EIGHT]
 
 
 def _option(opts, flag, value):
@@ -69,31 +69,67 @@ def _at(name, n):
     return opts, steps
 
 
-def _verify(tmp_path, opts, n, steps, tag, rtol="0"):
-    trace = tmp_path / f"{tag}.h5"
-    r = cli("train", *opts, "--dtype", "float64", "--iterations", str(steps), "--no-progress", "--trace", str(trace),
-            n=n, timeout=600)
-    assert r.returncode == 0, r.stderr[-3000:]
-    atol = "0" if rtol == "0" else "1e-12"
-    r = cli("verify", str(trace), str(tmp_path / "golden.h5"), "--rtol", rtol, "--atol", atol)
-    assert r.returncode == 0 and f"OK: {steps} steps x {n} workers agree" in r.stdout, r.stdout + r.stderr
-    return r.stdout
+#: the MPI job: every configuration's `refsgd train --trace` in one launch (one Python and Numba
+#: start-up per rank instead of one per configuration), each through the command line's main()
+_TRAIN_ALL = """
+import json, sys
+from refsgd.cli import main
+for argv in json.loads(sys.argv[1]):
+    rc = main(["train", *argv])
+    if rc:
+        print("FAILED: refsgd train", *argv, flush=True)
+        sys.exit(rc)
+"""
+
+#: no MPI: each configuration's golden file and verify (bitwise, or within round-off)
+_CHECK_ALL = """
+import json, sys
+from refsgd.cli import main
+from refsgd.trace import verify
+for name, golden, checks in json.loads(sys.argv[1]):
+    assert main(golden) == 0, golden
+    for trace, rtol, atol in checks:
+        ok, lines = verify(trace, golden[golden.index("--out") + 1], rtol=rtol, atol=atol)
+        print(("OK " if ok else "FAILED ") + name + " " + trace + ": " + lines[-1], flush=True)
+"""
 
 
-@pytest.mark.parametrize("name, n", CASES, ids=[f"{name}-np{n}" for name, n in CASES])
-def test_ring_is_bitwise_the_golden_rendering(tmp_path, name, n):
-    opts, steps = _at(name, n)
-    algo = opts[opts.index("--algo") + 1]
-    r = cli("golden", *opts, "--workers", str(n), "--steps", str(steps), "--out", str(tmp_path / "golden.h5"))
-    assert r.returncode == 0, r.stderr
-    ring = opts if algo == "dcasgd" else opts + ["--allreduce", "ring"]
-    _verify(tmp_path, ring, n, steps, "ring")
-    if n == 2 and algo != "dcs3gd":  # --allreduce mpi (the default): a + b = b + a, bitwise too
-        out = _verify(tmp_path, opts, n, steps, "mpi")
-        if algo != "dcasgd":
-            assert "A summed over workers with --allreduce mpi, B with ring" in out
-    elif n == 2:  # dcs3gd under mpi lets LLVM vectorise eq. 17's norms: the golden to round-off
-        _verify(tmp_path, opts, n, steps, "mpi", rtol="1e-10")
+def _check_world(tmp_path, n, names):
+    """Every configuration of ``names`` at n ranks: --allreduce ring bitwise its golden file (and at
+    2 ranks --allreduce mpi too). Returns the verify lines."""
+    jobs, checks = [], []
+    for name in names:
+        opts, steps = _at(name, n)
+        algo = opts[opts.index("--algo") + 1]
+        run = ["--dtype", "float64", "--iterations", str(steps), "--no-progress", "--force"]
+        ring = str(tmp_path / f"{name}-ring.h5")
+        jobs.append(opts + ([] if algo == "dcasgd" else ["--allreduce", "ring"]) + run + ["--trace", ring])
+        mine = [(ring, 0.0, 0.0)]
+        if n == 2:  # --allreduce mpi (the default): a + b = b + a, bitwise too; dcs3gd's eq. 17 norms are
+            mpi = str(tmp_path / f"{name}-mpi.h5")   # vectorised under mpi, in the machine's order: round-off
+            jobs.append(opts + run + ["--trace", mpi])
+            mine.append((mpi, 1e-10, 1e-12) if algo == "dcs3gd" else (mpi, 0.0, 0.0))
+        golden = ["golden", *opts, "--workers", str(n), "--steps", str(steps), "--out",
+                  str(tmp_path / f"{name}-golden.h5")]
+        checks.append((name, golden, mine))
+    r = subprocess.run(mpiexec(n) + [sys.executable, "-c", _TRAIN_ALL, json.dumps(jobs)], capture_output=True,
+                       text=True, timeout=1200, env=mpi_env(), cwd=ROOT)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    r = subprocess.run([sys.executable, "-c", _CHECK_ALL, json.dumps(checks)], capture_output=True, text=True,
+                       timeout=600, env=mpi_env(), cwd=ROOT)
+    lines = [line for line in r.stdout.splitlines() if line.startswith(("OK ", "FAILED "))]
+    assert r.returncode == 0 and len(lines) == sum(len(c[2]) for c in checks), r.stdout[-3000:] + r.stderr[-3000:]
+    failed = [line for line in lines if not line.startswith("OK ")]
+    assert not failed, "\n".join(failed)
+    return lines
+
+
+@pytest.mark.parametrize("n", [2, 3, 4, 8])
+def test_ring_is_bitwise_the_golden_rendering(tmp_path, n):
+    names = list(CONFIGS)
+    lines = _check_world(tmp_path, n, names)
+    assert all("rtol 0, atol 0" in line for line in lines if "-ring.h5" in line)
+    assert len(lines) == len(names) * (2 if n == 2 else 1)
 
 
 def test_allreduce_is_refused_where_nothing_is_summed_over_ranks():
