@@ -1,6 +1,6 @@
-"""--allreduce ring: the configuration of every checked-in golden file, run under mpiexec at 2, 3, 4
-and 8 ranks, is bitwise (verify --rtol 0 --atol 0) the serial rendering for that many workers,
-whatever the MPI library (CI runs this file under MPICH and Open MPI); and --allreduce mpi (the
+"""--allreduce ring: the configuration of every checked-in golden file (and one of ssgd-opt), run
+under mpiexec at 2, 3, 4 and 8 ranks, is bitwise (verify --rtol 0 --atol 0) the serial rendering
+for that many workers, whatever the MPI library (CI runs this file under MPICH and Open MPI); and --allreduce mpi (the
 default) is bitwise at 2 ranks, where a + b = b + a leaves the library no choice (but for dcs3gd,
 whose eq. 17 norms are vectorised under mpi, in an order of the machine's: within round-off).
 
@@ -48,6 +48,9 @@ def _configurations():
 
 
 CONFIGS = dict(_configurations())
+#: and SSGD-OPT, which has no golden file of its own: one ring per layer's segment
+CONFIGS["ssgd-opt"] = ["--algo", "ssgd-opt", "--tau", "2", "--momentum", "0.9", "--nesterov", "--lr", "0.1",
+                       "--batch", "8", "--model", "digits_tiny", "--seed", "15"]
 
 
 def _option(opts, flag, value):
