@@ -204,6 +204,14 @@ def _add_method_options(p, dtype):
                         "fp16 compression), q8 (8 bits with a scale per block of 256) or q8v (8 bits with "
                         "one scale for the whole vector, Pipe-SGD's Q8), and every "
                         "reduction step decompresses, adds and compresses again (default none)")
+    g.add_argument("--allreduce", choices=("mpi", "ring"), default=None,
+                   help="every method but dcasgd and ps-sync: how the uncompressed sums over ranks are made. "
+                        "mpi: the MPI library's MPI_Allreduce / MPI_Iallreduce with MPI_SUM, non-blocking where "
+                        "the listing is (fastest; at 3 or more ranks the order of the additions is the "
+                        "library's, so a trace matches its golden file to round-off); ring: refsgd's "
+                        "Ring-AllReduce over point-to-point messages, blocking, the same bits under any MPI "
+                        "library and as the serial renderings (golden files). Compressed sums always take the "
+                        "ring (default mpi; refsgd golden: ring)")
     p.add_argument("--dtype", choices=("float32", "float64"), default=dtype,
                    help=f"dtype of weights, activations and gradients (default {dtype})")
 
@@ -360,8 +368,10 @@ def build_parser():
     o.add_argument("--codec-repeat", type=_positive_int, default=20, help="timed calls per codec operation")
     o.add_argument("--json", default=None, metavar="F.json", help="also write the results as JSON (rank 0)")
     o.add_argument("--force", action="store_true", help="replace an existing --json file")
-    r = bsub.add_parser("codec", help="the compressed all-reduce (ring) against an MPI operator (mpiexec)",
-                        description="Under `mpiexec -n P`: per codec, the compressed Ring-AllReduce refsgd "
+    r = bsub.add_parser("codec", help="the ring all-reduce against MPI's (mpiexec): uncompressed and per codec",
+                        description="Under `mpiexec -n P`: the uncompressed Ring-AllReduce of --allreduce ring "
+                                    "against MPI_Allreduce with MPI_SUM (--allreduce mpi), then per codec the "
+                                    "compressed Ring-AllReduce refsgd "
                                     "uses (MPI Sendrecv, the same bits under any MPI library) against the same "
                                     "reduction as an MPI user-defined operator (the library's order), with "
                                     "encode and decode; the median of the slowest rank.")
@@ -491,6 +501,13 @@ def cmd_golden(args):
             raise RefsgdError("the serial rendering of dcasgd serves the workers round-robin (1, 2, ..., N-1 in "
                               "every round): --ps-order arrival has no serial rendering")
         args.ps_order = "round-robin"
+    from refsgd.options import APPLIES
+    if args.allreduce == "mpi":
+        raise RefsgdError("the serial renderings sum over workers in the Ring-AllReduce's order: refsgd golden "
+                          "takes --allreduce ring (its default); a trace of --allreduce mpi verifies against it "
+                          "within round-off")
+    if "allreduce" in APPLIES.get(args.algo, ()):
+        args.allreduce = "ring"
     api.method(args, args.workers)
     dtype = np.dtype(args.dtype)
     net = load_model(args.model, dtype=dtype)

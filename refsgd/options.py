@@ -26,24 +26,25 @@ RUN = ("epochs", "iterations", "eval_every", "log_every", "link", "poll")
 POLLED = ("ssgd-opt", "dcs3gd", "laga-sgd", "laga-sgdm", "laga-sgdn", "daso")
 
 _U = ("momentum", "nesterov", "momentum_form", "weight_decay")  # the local optimizer U (refsgd.optim.SGD)
+_A = ("allreduce",)  # the methods that sum over ranks (not the parameter servers dcasgd and ps-sync)
 
 #: method -> the options that apply to it besides COMMON
 APPLIES = {
-    "ssgd": _U + ("compress",),
-    "ssgd-opt": _U,
-    "ssgd-nag": ("momentum", "compress", "threads"),
-    "dcs3gd": ("momentum", "weight_decay", "wd_k", "lambda0", "lambda_norm"),
+    "ssgd": _U + ("compress",) + _A,
+    "ssgd-opt": _U + _A,
+    "ssgd-nag": ("momentum", "compress", "threads") + _A,
+    "dcs3gd": ("momentum", "weight_decay", "wd_k", "lambda0", "lambda_norm") + _A,
     "dcasgd": ("weight_decay", "dc_lambda", "dc_adaptive", "dc_ms_decay", "ps_order"),
-    "laga-sgd": ("weight_decay",),
-    "laga-sgdm": ("momentum", "weight_decay"),
-    "laga-sgdn": ("momentum", "weight_decay"),
-    "pipe-sgd": ("dependency", "warmup_epochs", "compress"),
-    "d-sync": ("compress",),
+    "laga-sgd": ("weight_decay",) + _A,
+    "laga-sgdm": ("momentum", "weight_decay") + _A,
+    "laga-sgdn": ("momentum", "weight_decay") + _A,
+    "pipe-sgd": ("dependency", "warmup_epochs", "compress") + _A,
+    "d-sync": ("compress",) + _A,
     "ps-sync": (),
     "daso": _U + ("warmup_epochs", "cooldown_epochs", "sync_every", "plateau_patience", "plateau_threshold",
-                  "ranks_per_node", "local_link"),
-    "pp-asgd": ("momentum", "threads", "staleness"),
-    "asgd": ("momentum", "threads", "staleness"),
+                  "ranks_per_node", "local_link") + _A,
+    "pp-asgd": ("momentum", "threads", "staleness") + _A,
+    "asgd": ("momentum", "threads", "staleness") + _A,
 }
 
 #: the defaults of the learning rate and the batch where the method has none of its own
@@ -54,7 +55,7 @@ DEFAULTS = dict(momentum=0.0, nesterov=False, momentum_form="pytorch", weight_de
                 lambda0=0.2, lambda_norm="whole", wd_k=2.3, dc_lambda=0.04, dc_adaptive=False, dc_ms_decay=0.95,
                 ps_order="arrival", dependency=2, warmup_epochs=0, cooldown_epochs=1, sync_every=4,
                 plateau_patience=2, plateau_threshold=0.05, ranks_per_node=None, local_link=None, threads=2,
-                staleness=None, compress="none")
+                staleness=None, compress="none", allreduce="mpi")
 
 #: the papers' own defaults
 METHOD_DEFAULTS = {
@@ -89,6 +90,13 @@ HINTS = {
     "ssgd-nag": ": its update is M = mu*M - lambda*D_A, w = w + M, w^ = w + mu*M (Sato Alg. 4)",
 }
 
+#: why --allreduce does not apply to the parameter-server methods: their sums are refsgd's own
+_NO_SUM = {
+    "dcasgd": "its server applies each worker's gradient in turn, nothing is summed over ranks",
+    "ps-sync": "its server sums the gathered gradients itself, in rank order (the same bits under any "
+               "MPI library)",
+}
+
 
 def default(algo, name):
     """The default of option ``name`` (a method option, "lr" or "batch") for method ``algo``."""
@@ -113,6 +121,8 @@ def resolve(args):
     algo = args.algo
     applies = APPLIES[algo]
     given = [k for k in DEFAULTS if k not in applies and getattr(args, k, None) not in (None, False)]
+    if given == ["allreduce"] and algo in _NO_SUM:
+        raise RefsgdError(f"--allreduce does not apply to --algo {algo}: {_NO_SUM[algo]}")
     if given:
         flags = ", ".join(_FLAGS[k] for k in given)
         own = ", ".join(_FLAGS[k] for k in applies) or "none"
@@ -148,12 +158,18 @@ def config(args, extra=(), run=True):
 #: method options that do not change the trajectory either (DASO's emulated node-local link)
 _TIMING_ONLY = {"local_link"}
 
+#: method options that change only the roundings of the trajectory, not its equations: the order of
+#: the sums over ranks (--allreduce mpi: the MPI library's; ring: the serial renderings'). verify
+#: does not compare it (a trace of either verifies against a golden file within round-off, bitwise
+#: with ring), and names it when the two sides differ (refsgd.trace.verify)
+ROUNDING_ONLY = {"allreduce"}
+
 
 def trajectory_keys(algo, config=None):
     """The configuration entries that shape ``algo``'s trajectory (what verify compares); given
     the recorded ``config`` (a dict), less those its other entries make irrelevant (dcasgd's
     MeanSquare decay without the adaptive lambda)."""
-    keys = (set(COMMON) | set(APPLIES.get(algo, ()))) - _TIMING_ONLY
+    keys = (set(COMMON) | set(APPLIES.get(algo, ()))) - _TIMING_ONLY - ROUNDING_ONLY
     if algo == "ssgd-nag":  # its threads are its tau sub-batches: tau says it (and golden files made before)
         keys.discard("threads")
     if config is not None and not config.get("dc_adaptive"):

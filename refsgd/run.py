@@ -14,6 +14,11 @@ An algorithm's ``train(run)`` receives a :class:`Run` and uses
   request's lifetime is recorded as *communication* time;
 * ``run.optimizer()`` (the local optimizer U of the command line, its state registered),
   ``run.lr(t)``, ``run.tau``, ``run.cfg``;
+* ``run.ring`` (``--allreduce ring``) and ``run.ring_sum(comm, x, out)``: every uncompressed sum
+  over ranks as refsgd's Ring-AllReduce over point-to-point messages, blocking, the serial
+  renderings' order (``run.allreduce_sum`` and ``run.average_model`` follow ``run.ring``
+  themselves; a method whose listing starts an ``MPI_Iallreduce`` writes ``if run.ring:
+  run.ring_sum(...) else: comm.Iallreduce(...)``);
 * ``with run.codec():`` times compression and decompression on the computation path (*codec*),
   ``with run.update():`` the method's update of its state and the scalings of its listing
   (*update*);
@@ -93,6 +98,9 @@ class Run:
         self.net = net
         self.data = data
         self.cfg = cfg
+        #: --allreduce ring: every uncompressed sum over ranks is refsgd's Ring-AllReduce (ring_sum)
+        self.ring = getattr(cfg, "allreduce", None) == "ring"
+        self._rings = {}
         self.tau = cfg.tau
         self.schedule = schedule
         self._print = log
@@ -228,7 +236,10 @@ class Run:
         """out <- the mean over the ranks of ``comm`` of their w (collective, blocking). The frozen
         parameters, the same on every rank and never moved, are copied from w: (w + w + w) / 3
         can miss w by one ulp, and a frozen weight must stay bitwise its initial value."""
-        comm.Allreduce(w, out, op=MPI.SUM)
+        if self.ring:  # --allreduce ring: the evaluated model in the ring's order too
+            self._ring(w.dtype).allreduce_wire(comm, w, out)
+        else:
+            comm.Allreduce(w, out, op=MPI.SUM)
         np.divide(out, comm.Get_size(), out=out)
         if not self.net.trainable.all():
             np.copyto(out, w, where=~self.net.trainable)
@@ -431,11 +442,34 @@ class Run:
         from refsgd.comm import codecs
         return codecs.get(name).open()
 
+    def _ring(self, dtype):
+        """The uncompressed Ring-AllReduce of ``dtype`` (one per dtype, its scratch reused; the loop's
+        thread only: a method whose other thread sums opens its own, ``codecs.plain(dtype).open()``)."""
+        dtype = np.dtype(dtype)
+        if dtype not in self._rings:
+            from refsgd.comm import codecs
+            self._rings[dtype] = codecs.plain(dtype).open()
+        return self._rings[dtype]
+
+    def ring_sum(self, comm, x, out, label=None):
+        """Blocking ``out <- sum over the ranks of comm of x`` by refsgd's Ring-AllReduce over
+        point-to-point messages, uncompressed, in x's dtype (``--allreduce ring``; the order is
+        :meth:`refsgd.comm.codecs.Wire.allreduce_wire`'s, the serial renderings'), timed as idle.
+        A method whose listing starts an ``MPI_Iallreduce`` calls this instead under ``--allreduce
+        ring`` (``if run.ring: ... else: comm.Iallreduce(...)``): the sum is complete on return."""
+        with self.idle(label, x):
+            self._ring(x.dtype).allreduce_wire(comm, x, out)
+        return out
+
     def allreduce_sum(self, comm, x, out, wire=None, label=None):
-        """Blocking ``out <- sum over ranks of x`` (idle). With a codec ``wire`` (open_wire), x is
-        compressed (codec), the all-reduce carries and adds the compressed form (idle), and the
-        result is decompressed into out (codec). label: the listing line (--timeline)."""
+        """Blocking ``out <- sum over ranks of x`` (idle): ``MPI_Allreduce`` with ``MPI_SUM``, or
+        under ``--allreduce ring`` refsgd's uncompressed ring (:meth:`ring_sum`). With a codec
+        ``wire`` (open_wire), x is compressed (codec), the ring carries and adds the compressed
+        form (idle), and the result is decompressed into out (codec). label: the listing line
+        (--timeline)."""
         if wire is None:
+            if self.ring:
+                return self.ring_sum(comm, x, out, label)
             with self.idle(label, x):
                 comm.Allreduce(x, out, op=MPI.SUM)
             return out

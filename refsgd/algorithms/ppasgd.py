@@ -56,6 +56,10 @@ Deviations and readings:
 
 * ``--lr`` is lambda and multiplies a *sum* over samples, threads and processes (as SSGD-NAG);
   ``--momentum`` is mu (the paper: 0.99). The local optimizer options do not apply.
+* ``--allreduce ring``: L5's MPI_Allreduce (blocking, as the listing) is refsgd's uncompressed
+  Ring-AllReduce over point-to-point messages instead (:meth:`refsgd.run.Run.allreduce_sum`),
+  the same bits under any MPI library and as the serial rendering. The staleness counts of L8
+  (integers, exact in any order) stay an MPI_Allreduce.
 * L3-L4 take each D_g and reset it under thread g's lock (a swap of buffers), so a gradient a
   thread adds meanwhile is never lost. w^ is replaced (a new version) under a lock; a thread
   copies it (L6) under the same lock.
