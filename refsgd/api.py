@@ -7,7 +7,9 @@
     result.metrics         # {field: (ranks, iterations) array} on rank 0 (None elsewhere)
 
 Every keyword is an option of ``refsgd train`` with ``-`` written ``_`` (``weight_decay=1e-4``,
-``out="run.h5"``), checked as the command line checks it; ``comm`` is the communicator whose
+``out="run.h5"``), its Python value checked against the option's type and range in the table of
+:mod:`refsgd.options` (``epochs=0: expected a positive integer``; ``lr="0.1"`` is refused; no
+argparse is involved); ``comm`` is the communicator whose
 ranks are the workers (default ``MPI.COMM_WORLD``); ``log`` receives rank 0's lines (header,
 evaluations, summary; None: silent); ``progress`` shows the bar or the status lines.
 
@@ -25,7 +27,7 @@ import warnings
 import numpy as np
 
 from refsgd import AgreedError, RefsgdError, Stopped, __version__, busy, did_you_mean, options
-from refsgd.busy import usable_cores
+from refsgd.busy import ranks_on_node, set_threads  # noqa: F401 -- refsgd.api.set_threads, as before
 
 
 @dataclasses.dataclass
@@ -44,21 +46,20 @@ class Result:
 
 def train(algo="ssgd", *, comm=None, log=print, progress=False, **opts):
     """Train with method ``algo`` (see the module docstring); returns a :class:`Result`."""
-    from refsgd.cli import train_namespace
-    args = train_namespace(algo=algo, progress=progress, **opts)
-    return run(args, comm, log)
+    return run(options.from_keywords(dict(opts, algo=algo, progress=progress)), comm, log)
 
 
-def run(args, comm=None, log=print):
-    """Train with the options of ``refsgd train`` in the namespace ``args`` (collective). NumPy's
+def run(cfg, comm=None, log=print):
+    """Train with the configuration ``cfg`` (a :class:`refsgd.options.Config`, as given: the
+    method's defaults are filled and its options checked here, on every rank; collective). NumPy's
     floating-point warnings are silenced: refsgd detects a non-finite loss or state itself and
     stops every rank with one message (NonFiniteLoss)."""
     with np.errstate(all="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
-        return _run(args, comm, log)
+        return _run(cfg, comm, log)
 
 
-def _run(args, comm, log):
+def _run(given, comm, log):
     from mpi4py import MPI
 
     from refsgd.algorithms import by_gradients, micro_batches, servers
@@ -69,8 +70,8 @@ def _run(args, comm, log):
     rank = world_comm.Get_rank()
     say = (lambda line: None) if log is None else log
     load_before = busy.load_average()
-    algo, link, net, data, schedule, restorer = on_every_rank(
-        world_comm, lambda: prepare(args, world_comm), lambda p: fingerprint(args, p[2], p[3]))
+    args, algo, link, net, data, schedule, restorer = on_every_rank(
+        world_comm, lambda: prepare(given, world_comm), lambda p: fingerprint(p[0], p[3], p[4]))
     threads = set_threads(world_comm, args.blas_threads)
     unfinished = []
     if rank == 0 and args.checkpoint:
@@ -80,11 +81,10 @@ def _run(args, comm, log):
         unfinished = checkpoint.remove_unfinished(args.checkpoint)  # left by a kill -9 while writing one
     comm = wrap(world_comm, link, traffic=Traffic())  # delayed by --link if given, its payload counted
     cfg = options.config(args)
-    ns = _namespace(args)
-    ns.tau = micro_batches(args)  # PP-ASGD: the G threads' sub-batches of an update
     ckpt = (args.checkpoint, args.checkpoint_every, cfg, args.keep_checkpoints) if args.checkpoint else None
-    r = Run(comm, net, data, ns, schedule, log=say, restorer=restorer, checkpoint=ckpt, servers=servers(args.algo),
-            by_gradients=by_gradients(args))
+    # PP-ASGD: an update's micro-batches are the G threads' sub-batches
+    r = Run(comm, net, data, dataclasses.replace(args, tau=micro_batches(args)), schedule, log=say, restorer=restorer,
+            checkpoint=ckpt, servers=servers(args.algo), by_gradients=by_gradients(args))
     for line in header(args, r, net, data, schedule, link, threads):
         r.log(line)
     crowded = busy.note(load_before, ranks_on_node(world_comm), threads)
@@ -143,11 +143,6 @@ def timeline_gather(run):
     return timeline.gather(run.control_comm, run.timeline)
 
 
-def _namespace(args):
-    import argparse
-    return argparse.Namespace(**vars(args))
-
-
 #: what an option left unset (None) means, as the header says it
 UNSET = {"ranks_per_node": "from shared memory", "local_link": "the real network",
          "staleness": "measured (threaded)"}
@@ -199,51 +194,6 @@ def link_text(args, link):
             f"{Link.parse(args.local_link, '--local-link')}")
 
 
-# ---------------------------------------------------------------------------- threads per rank
-#: environment variables that set the BLAS / OpenMP / Numba threads explicitly
-THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS")
-
-
-def set_threads(comm, explicit=None):
-    """Give this rank its share of the node's cores for BLAS and Numba; returns the count.
-
-    ``explicit`` (--blas-threads) wins, then any of THREAD_VARIABLES set in the environment (the
-    libraries read them at start-up, so they are left as they are), else the cores this process
-    may use divided by the ranks of ``comm`` on this node (a collective: MPI_COMM_TYPE_SHARED).
-    """
-    on_node = ranks_on_node(comm)
-    if explicit is None:
-        for name in THREAD_VARIABLES:
-            if os.environ.get(name, "").strip().isdigit():
-                return max(1, int(os.environ[name]))
-        n = max(1, usable_cores() // on_node)
-    else:
-        n = explicit
-    limit_threads(n)
-    return n
-
-
-def ranks_on_node(comm):
-    """The ranks of ``comm`` that share memory with this one (a collective)."""
-    from mpi4py import MPI
-    local = comm.Split_type(MPI.COMM_TYPE_SHARED)
-    try:
-        return local.Get_size()
-    finally:
-        local.Free()
-
-
-def limit_threads(n):
-    """BLAS (and OpenMP) and Numba use at most n threads in this process from now on."""
-    try:
-        from threadpoolctl import threadpool_limits
-        threadpool_limits(limits=n)
-    except ImportError:  # the kernels' own control of OpenBLAS (refsgd.nn.kernels) still applies
-        pass
-    import numba
-    numba.set_num_threads(min(n, numba.config.NUMBA_NUM_THREADS))
-
-
 # ---------------------------------------------------------------------------- before the first collective
 def parse_schedule(text, lr, iters_per_epoch):
     """``NAME[:key=value,...]`` -> a schedule object; ``lr`` fills ``lr`` or ``peak``."""
@@ -278,19 +228,21 @@ def _value(text):
     return text
 
 
-def method(args, world):
-    """Resolve and check the method's options (refsgd.options, the method's own check)."""
+def method(cfg, world):
+    """The configuration ``cfg`` resolved (refsgd.options.resolve: the method's defaults) and
+    checked (the method's own check); returns it."""
     from refsgd.algorithms import ALGORITHMS, check
-    if args.algo not in ALGORITHMS:
-        raise RefsgdError(f"unknown method --algo {args.algo!r}{did_you_mean(args.algo, ALGORITHMS)}; "
+    if cfg.algo not in ALGORITHMS:
+        raise RefsgdError(f"unknown method --algo {cfg.algo!r}{did_you_mean(cfg.algo, ALGORITHMS)}; "
                           f"`refsgd train --list` shows {', '.join(ALGORITHMS)}")
-    options.resolve(args)
+    args = options.resolve(cfg)
     if args.momentum >= 1:
         raise RefsgdError(f"--momentum must be in [0, 1), got {args.momentum}")
     if getattr(args, "nesterov", False) and not args.momentum:  # checked here, before the first collective
         raise RefsgdError(f"--nesterov needs --momentum > 0 (Nesterov's look-ahead is along the momentum), got "
                           f"momentum {args.momentum:g}")
     check(args.algo, args, world)
+    return args
 
 
 def per_epoch(args, data, workers):
@@ -303,14 +255,16 @@ def per_epoch(args, data, workers):
     return n
 
 
-def prepare(args, comm):
-    """Everything that can fail on bad input, done identically on every rank before any collective."""
+def prepare(cfg, comm):
+    """Everything that can fail on bad input, done identically on every rank before any
+    collective: (the resolved configuration, the method's train function, link, net, data,
+    schedule, restorer)."""
     from refsgd import datasets
     from refsgd.algorithms import ALGORITHMS, by_gradients, check_sizes, servers
     from refsgd.nn import load_model
 
     world = comm.Get_size()
-    method(args, world)
+    args = method(cfg, world)
     link = None
     from refsgd.comm.link import Link
     if args.link is not None:  # --link '' is refused, not taken for no link
@@ -348,7 +302,7 @@ def prepare(args, comm):
                                             data_sha256=dataset_sha256(data, dtype, test=True),
                                             total=total)
         restorer = checkpoint.Restorer(folder, comm.Get_rank(), meta["t"])
-    return ALGORITHMS[args.algo][0], link, net, data, schedule, restorer
+    return args, ALGORITHMS[args.algo][0], link, net, data, schedule, restorer
 
 
 def check_outputs(args):
@@ -419,7 +373,7 @@ def fingerprint(args, net, data):
     """What every rank of a run must agree on: every option (paths of the data and a model spec
     excepted, which may differ between nodes), the model and the dataset's content."""
     from refsgd.trace import dataset_sha256
-    opts = {k: v for k, v in vars(args).items() if k not in ("data", "model", "progress")}
+    opts = {k: v for k, v in args.asdict().items() if k not in ("data", "model", "progress")}
     model = f"{net.name} ({net.num_params:,d} parameters, spec {_sha(json.dumps(net.spec, sort_keys=True))})"
     content = dataset_sha256(data, net.dtype, test=True)
     return dict(options=opts, model=model, data=f"{args.data or 'the embedded digits'} (sha256 {content[:12]})",

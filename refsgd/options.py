@@ -1,71 +1,385 @@
-"""Which options shape which method, their defaults, and the configuration a run records.
+"""Every option of a run, defined once: the table :data:`OPTIONS`, and what is derived from it.
 
-Every method reads the options every run has (``COMMON``) and its own (``APPLIES``); an option
-that does not apply to the method is refused when given (:func:`resolve`), so that a command
-line never means something it does not do, and the configuration written to every output
-(metrics, traces, golden files, checkpoints) holds only the options that apply
-(:func:`config`). ``refsgd verify`` compares only those (:func:`trajectory_keys`).
+Each :class:`Option` gives its name (``weight_decay``, the flag ``--weight-decay``, the keyword
+``weight_decay=``), its :class:`Kind` (a Python type and range: :class:`Int`, :class:`Float`,
+:class:`Choice`, :class:`Flag`, :class:`Text`), its default and each method's own default, its help
+text, its group on the command line, the methods it applies to (``ALL`` or a tuple) and what a run
+records of it (``TRAJECTORY``: recorded and compared by ``refsgd verify``; ``RUN``: recorded, never
+compared; None: neither). Derived from the table:
 
-Defaults come from the papers where the method has its own (``METHOD_DEFAULTS``): LAGA's
-momentum methods use gamma = 0.9, DC-S3GD mu = 0.9, and SSGD-NAG, PP-ASGD and ASGD mu = 0.99 with
-a learning rate lambda that multiplies a *sum* of gradients over samples, sub-batches and workers
-(Sato et al. 2017, Algorithms 1 and 4), hence a small default.
+* the argparse options of ``refsgd train``, ``golden``, ``bench ...`` and ``reproduce``
+  (:mod:`refsgd.cli.cmdoptions`);
+* :func:`from_keywords`, the check of ``refsgd.train(**kw)``'s Python values (no argparse);
+* :class:`Config`, the frozen configuration of a run (one attribute per option, named as the
+  option); :func:`resolve` refuses the options given that do not apply to the method and fills
+  the method's defaults; :func:`config` is what every output records (metrics, traces, golden
+  files, checkpoints); :func:`trajectory_keys` is what ``refsgd verify`` compares;
+* ``COMMON``, ``RUN``, ``APPLIES``, ``DEFAULTS``, ``METHOD_DEFAULTS``.
 
-No MPI here: ``verify`` and ``golden`` use this module without starting MPI.
+A new option is one entry of ``OPTIONS`` (and its name in a command's layout in
+refsgd/cli/cmdoptions.py to show it on the command line).
+
+Defaults come from the papers where the method has its own: LAGA's momentum methods use
+gamma = 0.9, DC-S3GD mu = 0.9, and SSGD-NAG, PP-ASGD and ASGD mu = 0.99 with a learning rate
+lambda that multiplies a *sum* of gradients over samples, sub-batches and workers (Sato et al.
+2017, Algorithms 1 and 4), hence a small default.
+
+No MPI and no argparse here: ``verify``, ``golden`` and the methods use this module.
 """
 
-from refsgd import RefsgdError
+import dataclasses
+import math
+import numbers
+import os
+import typing
+
+from refsgd import RefsgdError, did_you_mean
+
+#: the methods, in the order of --algo's list (refsgd.algorithms.ALGORITHMS)
+METHODS = ("ssgd", "ssgd-opt", "ssgd-nag", "dcs3gd", "dcasgd", "laga-sgd", "laga-sgdm", "laga-sgdn", "pipe-sgd",
+           "d-sync", "ps-sync", "daso", "pp-asgd", "asgd")
+ALL = None  # Option.methods: every method
+
+#: Option.record: recorded in every output and compared by verify / recorded only / neither
+TRAJECTORY, RUN_ONLY = "trajectory", "run"
+
+
+# ---------------------------------------------------------------------------- kinds: type and range
+class Kind:
+    """The type and range of an option's values: ``parse`` reads the command line's text,
+    ``check`` a Python value; both return the value or raise ValueError with the message after
+    ``--flag:`` or ``keyword=value:``."""
+
+    type = str
+    choices = None
+
+    def parse(self, text):
+        return self.check(text)
+
+    def check(self, v):
+        return v
+
+
+@dataclasses.dataclass(frozen=True)
+class Int(Kind):
+    """An integer >= ``low`` (a bool is not one)."""
+
+    low: int = 0
+    type = int
+
+    def what(self):
+        return "a positive integer" if self.low == 1 else f"an integer >= {self.low}"
+
+    def parse(self, text):
+        try:
+            return self.check(int(text))
+        except ValueError:
+            raise ValueError(f"expected {self.what()}, got {text!r}") from None
+
+    def check(self, v):
+        if isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < self.low:
+            raise ValueError(f"expected {self.what()}")
+        return int(v)
+
+
+@dataclasses.dataclass(frozen=True)
+class Float(Kind):
+    """A finite number >= ``low``; an int is taken as the float it is (a bool or a str is not)."""
+
+    low: float = 0.0
+    type = float
+
+    def parse(self, text):
+        try:
+            v = float(text)
+        except ValueError:
+            raise ValueError(f"expected a number, got {text!r}") from None
+        try:
+            return self.check(v)
+        except ValueError:
+            raise ValueError(f"expected a finite number >= {self.low:g}, got {text!r}") from None
+
+    def check(self, v):
+        if isinstance(v, bool) or not isinstance(v, numbers.Real):
+            raise ValueError("expected a number")
+        if not math.isfinite(v) or v < self.low:
+            raise ValueError(f"expected a finite number >= {self.low:g}")
+        return float(v)
+
+
+@dataclasses.dataclass(frozen=True)
+class Choice(Kind):
+    """One of ``choices`` (strings)."""
+
+    choices: tuple = ()
+
+    def check(self, v):
+        if v not in self.choices:
+            raise ValueError(f"expected one of {', '.join(self.choices)}")
+        return v
+
+
+@dataclasses.dataclass(frozen=True)
+class Flag(Kind):
+    """True or False; on the command line ``--name`` (store_true), or ``--name/--no-name`` when
+    ``negatable``."""
+
+    negatable: bool = False
+    type = bool
+
+    def check(self, v):
+        if not isinstance(v, bool):
+            raise ValueError("expected True or False (a flag)")
+        return v
+
+
+@dataclasses.dataclass(frozen=True)
+class Text(Kind):
+    """A string; ``path``: also an os.PathLike (taken as its str)."""
+
+    path: bool = False
+
+    def check(self, v):
+        if self.path and isinstance(v, os.PathLike):
+            return os.fspath(v)
+        if not isinstance(v, str):
+            raise ValueError("expected a path (str or os.PathLike)" if self.path else "expected a string")
+        return v
+
+
+class Every(Text):
+    """--eval-every: "E" epochs or "Nit" iterations, kept as text (the configuration records it);
+    from Python also a positive int E."""
+
+    def check(self, v):
+        t = str(v) if isinstance(v, numbers.Integral) and not isinstance(v, bool) else super().check(v)
+        t = t.strip()
+        n = t[:-2] if t.endswith("it") else t
+        if not n.isdigit() or int(n) < 1:
+            raise ValueError(f"expected E (epochs) or Nit (iterations), a positive integer, got {v!r}")
+        return t
+
+    def parse(self, text):
+        return self.check(text)
+
+
+# ---------------------------------------------------------------------------- the table
+@dataclasses.dataclass(frozen=True)
+class Option:
+    name: str
+    kind: Kind
+    default: object                 # where the method has none of its own (a method option: when it applies)
+    help: str                       # the command line's; "%(default)s" is the command's default
+    group: str = None               # None, "U" (the local optimizer) or "method" (method-specific)
+    methods: tuple = ALL            # the methods it applies to (ALL: every method)
+    record: str = None              # TRAJECTORY, RUN_ONLY or None (see the module docstring)
+    per_method: dict = dataclasses.field(default_factory=dict)  # method -> its own default (the papers')
+    metavar: str = None
+    flag: str = None                # the command-line flag when it is not --name (--no-progress)
+    const: str = None               # the value of the flag given without one (nargs="?")
+
+    @property
+    def flags(self):
+        return self.flag or "--" + self.name.replace("_", "-")
+
+    @property
+    def cli_default(self):
+        """The command line's default: None where the method decides it (a method option, or a
+        default per method), so that an option counts as given when it is not None."""
+        return None if self.methods is not ALL or self.per_method else self.default
+
+
+SCHEDULE_HELP = """\
+learning-rate schedule, NAME or NAME:key=value,... (lengths may be given in epochs:
+warmup_epochs, total_epochs, warmup_stop_epochs, milestone_epochs; lists with '/').
+--lr gives the lr or peak. Examples: constant; warmup-step:warmup_epochs=5,milestone_epochs=30/60/80;
+warmup-linear:warmup_epochs=2,total_epochs=20; plateau:factor=0.5,patience=2. Names: """
+
+_U = ("ssgd", "ssgd-opt", "daso")                 # the methods with the local optimizer U (refsgd.optim.SGD)
+_MU = _U + ("ssgd-nag", "dcs3gd", "laga-sgdm", "laga-sgdn", "pp-asgd", "asgd")
+_WD = _U + ("dcs3gd", "dcasgd", "laga-sgd", "laga-sgdm", "laga-sgdn")
+_SATO = {"ssgd-nag": 0.99, "pp-asgd": 0.99, "asgd": 0.99}  # Sato et al.: mu = 0.99
+
+OPTIONS = (
+    # -- every method; shapes the trajectory
+    Option("algo", Text(), "ssgd", "the method (default ssgd); --list shows them", record=TRAJECTORY),
+    Option("model", Text(path=True), "digits_mlp",
+           "bundled model name or path of a .toml spec (default: digits_mlp; `refsgd models` lists them)",
+           record=TRAJECTORY),
+    Option("data", Text(path=True), None,
+           "dataset HDF5 file made by `refsgd data convert` (default: the embedded 8x8 digits)", record=TRAJECTORY),
+    Option("batch", Int(1), 32, "micro-batch size per worker (default 32; pp-asgd and asgd: 8, each gradient "
+           "thread's sub-batch)", record=TRAJECTORY, per_method={"pp-asgd": 8, "asgd": 8}),
+    Option("tau", Int(1), 1, "micro-batches accumulated per iteration (gradient accumulation, default 1)",
+           record=TRAJECTORY),
+    Option("lr", Float(), 0.05,
+           "learning rate, or the schedule's peak. What it multiplies depends on the method: "
+           "the mean gradient over workers and samples (ssgd, ssgd-opt, dcs3gd, laga-*, daso); "
+           "one worker's mean gradient per push (dcasgd); the sum over workers of their mean "
+           "gradients (pipe-sgd, d-sync, ps-sync); the sum of the gradients over samples, "
+           "sub-batches and workers (ssgd-nag, pp-asgd, asgd). Default 0.05; 2e-5 for ssgd-nag, "
+           "3e-6 for pp-asgd and asgd", record=TRAJECTORY,
+           # Sato et al.: lambda multiplies a sum of gradients, hence small
+           per_method={"ssgd-nag": 2e-5, "pp-asgd": 3e-6, "asgd": 3e-6}),
+    Option("schedule", Text(), "constant", SCHEDULE_HELP, record=TRAJECTORY),  # + the names (refsgd.cli.cmdoptions)
+    Option("seed", Int(0), 0, "seed of the initial weights and the sampler, an integer >= 0 (default 0)",
+           record=TRAJECTORY),
+    Option("dtype", Choice(("float32", "float64")), "float32",
+           "dtype of weights, activations and gradients (default %(default)s)", record=TRAJECTORY),
+    # -- every method; the run's length and its outputs (recorded, or not, never compared)
+    Option("epochs", Int(1), 10, "passes over the training set (default 10)", record=RUN_ONLY),
+    Option("iterations", Int(1), None, "stop after this many iterations instead of --epochs", record=RUN_ONLY),
+    Option("eval_every", Every(), "1",
+           "evaluate the model on the test set every E epochs (E) or every N iterations (Nit), "
+           "and after the last iteration (default 1: every epoch)", record=RUN_ONLY),
+    Option("log_every", Int(1), 10,
+           "iterations between the progress updates and the all-rank loss check (default 10)", record=RUN_ONLY),
+    Option("progress", Flag(), True,
+           "no progress display (the bar in a terminal; status lines when the output is a file "
+           "or a pipe, as under mpiexec)", flag="--no-progress"),
+    Option("blas_threads", Int(1), None,
+           "BLAS and Numba threads per rank (default: OMP_NUM_THREADS or the like if set, else "
+           "the cores available divided by the ranks on the node)", metavar="N"),
+    Option("poll", Flag(negatable=True), True,
+           "call Test() on the requests in flight after every layer of the forward and the "
+           "backward pass, so that an MPI library without an asynchronous progress thread "
+           "(MPICH and Open MPI by default) advances them during computation; on by default, "
+           "--no-poll leaves progress to the MPI library (overlapped methods; timing only, the "
+           "numbers are the same; see README 'Overlap')", record=RUN_ONLY),
+    Option("link", Text(), None,
+           "emulated link: every all-reduce completes no earlier than the Ring-AllReduce "
+           "model (Pipe-SGD eq. 5) for its size; off by default, and every output says so",
+           record=RUN_ONLY, metavar="LATENCY_US,GBIT_S"),
+    Option("checkpoint", Text(path=True), None,
+           "folder for checkpoints (each written atomically; DIR/latest names the newest)", metavar="DIR"),
+    Option("checkpoint_every", Int(1), None,
+           "write a checkpoint every K iterations and after the last (needs --checkpoint)", metavar="K"),
+    Option("keep_checkpoints", Int(0), 3,
+           "keep the N newest checkpoints, remove older ones (default 3; 0 keeps all)", metavar="N"),
+    Option("resume", Text(path=True), None,
+           "continue from a checkpoint (DIR or DIR/ckpt-T); the continued trajectory is "
+           "identical to an uninterrupted run. Method, model, world size and every "
+           "option that changes the trajectory must match", metavar="DIR"),
+    Option("out", Text(path=True), None,
+           "write per-iteration times and losses of every rank, the evaluations and the "
+           "final model (HDF5)", metavar="RUN.h5"),
+    Option("force", Flag(), False,
+           "replace an existing --out or --trace file, or a --checkpoint folder holding another "
+           "run's checkpoints (refused otherwise)"),
+    Option("trace", Text(path=True), None,
+           "record every rank's state, loss and batch indices at every step (the golden "
+           "schema of implementers.md, installed with refsgd: --list prints where); costs 8 bytes (float64) x "
+           "parameters x state arrays per step and rank: use small models and a few hundred steps", metavar="F.h5"),
+    Option("timeline", Text(), None,
+           "record, on every rank and thread, the spans of a window of iterations (compute, idle, "
+           "each MPI call, codec, update, communication in flight, the --link model), each named by "
+           "the listing line it executes, into the --out file (needed); SPEC: START:COUNT "
+           "(iterations START..START+COUNT-1, also written it100:5), START, or :COUNT; default "
+           "3:5. Export or draw them with refsgd report --timeline / --timeline-plot", metavar="SPEC",
+           const="default"),
+    # -- the local optimizer U (refused by the methods without one)
+    Option("momentum", Float(), 0.0,
+           "momentum mu (gamma in LAGA) in [0, 1); default 0, 0.9 for dcs3gd, laga-sgdm and "
+           "laga-sgdn, 0.99 for ssgd-nag, pp-asgd and asgd (the papers')", "U", _MU, TRAJECTORY,
+           # Rigazzi 2019: MXNet momentum 0.9; Hakimi et al. 2021: gamma = 0.9
+           per_method={**_SATO, "dcs3gd": 0.9, "laga-sgdm": 0.9, "laga-sgdn": 0.9}),
+    Option("nesterov", Flag(), False, "Nesterov momentum, PyTorch semantics (ssgd, ssgd-opt, daso)",
+           "U", _U, TRAJECTORY),
+    Option("momentum_form", Choice(("pytorch", "mxnet")), "pytorch",
+           "pytorch: b = mu*b + g, w -= lr*b; mxnet: v = mu*v - lr*g, w += v (ssgd, ssgd-opt, daso; "
+           "default pytorch; dcs3gd always uses mxnet's, its paper's toolkit)", "U", _U, TRAJECTORY),
+    Option("weight_decay", Float(), 0.0, "coupled L2 weight decay (default 0); never applied to frozen layers",
+           "U", _WD, TRAJECTORY),
+    # -- method-specific (refused by the other methods)
+    Option("wd_k", Float(), 2.3,
+           "dcs3gd: factor k on the weight decay, which follows the lr schedule (default 2.3)",
+           "method", ("dcs3gd",), TRAJECTORY),
+    Option("lambda0", Float(), 0.2,
+           "dcs3gd: lambda_0 of the dynamic variance control, eq. 17 (default 0.2; 0 = no compensation)",
+           "method", ("dcs3gd",), TRAJECTORY),
+    Option("lambda_norm", Choice(("whole", "tensor")), "whole",
+           "dcs3gd: eq. 17's norms over the whole parameter vector, or per tensor (each weight and "
+           "bias its own lambda, as MXNet's KVStore updates one tensor at a time); the paper does "
+           "not say (default whole)", "method", ("dcs3gd",), TRAJECTORY),
+    Option("dc_lambda", Float(), 0.04,
+           "dcasgd: lambda of the delay compensation (default 0.04), or lambda_0 with --dc-adaptive",
+           "method", ("dcasgd",), TRAJECTORY),
+    Option("dc_adaptive", Flag(), False, "dcasgd: adaptive lambda_t = lambda_0 / sqrt(MeanSquare_t + 1e-7)",
+           "method", ("dcasgd",), TRAJECTORY),
+    Option("dc_ms_decay", Float(), 0.95, "dcasgd with --dc-adaptive: decay m of MeanSquare (default 0.95)",
+           "method", ("dcasgd",), TRAJECTORY),
+    Option("ps_order", Choice(("arrival", "round-robin")), "arrival",
+           "dcasgd: the server takes pushes as they arrive, or in the fixed order 1..N-1 "
+           "(deterministic, as the serial rendering; default arrival)", "method", ("dcasgd",), TRAJECTORY),
+    Option("dependency", Int(1), 2,
+           "pipe-sgd: iteration dependency K, each update applies the summed gradient of the "
+           "K-th last iteration (default 2, the paper's optimum; 1 is D-Sync); below the run's iterations, "
+           "and its 4 K copies of the model within the memory available", "method", ("pipe-sgd",), TRAJECTORY,
+           metavar="K"),
+    Option("warmup_epochs", Int(0), 0,
+           "pipe-sgd: the first E epochs with dependency 1 (D-Sync), as the paper trains AlexNet "
+           "and ResNet (default 0); daso: the first E epochs sync globally every batch, "
+           "blocking (default 1)", "method", ("pipe-sgd", "daso"), TRAJECTORY, metavar="E",
+           per_method={"daso": 1}),  # Coquelin et al. 2022: one epoch of blocking syncs
+    Option("cooldown_epochs", Int(0), 1, "daso: the last E epochs sync globally every batch, blocking (default 1)",
+           "method", ("daso",), TRAJECTORY, metavar="E"),
+    Option("sync_every", Int(1), 4,
+           "daso: B_max, batches between global syncs when cycling starts; the wait W "
+           "starts at max(1, B/4), and both halve at each plateau (default 4, the paper's)",
+           "method", ("daso",), TRAJECTORY, metavar="B"),
+    Option("plateau_patience", Int(1), 2,
+           "daso: epochs in a row without improvement that make a plateau (default 2)",
+           "method", ("daso",), TRAJECTORY, metavar="N"),
+    Option("plateau_threshold", Float(), 0.05,
+           "daso: an epoch's training loss improves when below best * (1 - X) (default 0.05)",
+           "method", ("daso",), TRAJECTORY, metavar="X"),
+    Option("ranks_per_node", Int(1), None,
+           "daso: virtual nodes of G consecutive ranks (default: the ranks that share memory, "
+           "MPI_COMM_TYPE_SHARED); lets 2 nodes x 2 ranks run on one machine",
+           "method", ("daso",), TRAJECTORY, metavar="G"),
+    # DASO's emulated node-local link: recorded, but timing only
+    Option("local_link", Text(), None,
+           "daso: emulated link within a node (the node-local syncs), while --link is the "
+           "link between nodes (default: the real one)", None, ("daso",), RUN_ONLY, metavar="LATENCY_US,GBIT_S"),
+    Option("threads", Int(1), 2,
+           "pp-asgd, asgd: gradient threads per process, each adding the summed gradient of "
+           "its sub-batches of --batch samples (default 2)", "method", ("pp-asgd", "asgd"), TRAJECTORY, metavar="G"),
+    Option("staleness", Int(0), None,
+           "pp-asgd, asgd: deterministic mode, update t consumes one sub-batch per thread "
+           "computed at the w^ of update t-S-1, and f_S uses S (default: threaded, measured); below "
+           "the run's iterations", "method", ("pp-asgd", "asgd"), TRAJECTORY, metavar="S"),
+    Option("compress", Choice(("none", "t16", "bf16", "fp16", "q8")), "none",
+           "ssgd, ssgd-nag, pipe-sgd, d-sync: the gradient all-reduce carries t16 (upper 16 "
+           "bits of each float32, truncated), bf16 (bfloat16), fp16 (IEEE half, as Horovod's "
+           "fp16 compression) or q8 (8 bits with a scale per block of 256), and every "
+           "reduction step decompresses, adds and compresses again (default none)",
+           "method", ("ssgd", "ssgd-nag", "pipe-sgd", "d-sync"), TRAJECTORY),
+)
+
+BY_NAME = {o.name: o for o in OPTIONS}
+_METHOD_OPTIONS = [o for o in OPTIONS if o.methods is not ALL]
 
 #: options of every method that shape its trajectory
-COMMON = ("algo", "model", "data", "batch", "tau", "lr", "schedule", "seed", "dtype")
+COMMON = tuple(o.name for o in OPTIONS if o.methods is ALL and o.record == TRAJECTORY)
 
 #: options of a run that do not change its trajectory (recorded, never compared by verify)
-RUN = ("epochs", "iterations", "eval_every", "log_every", "link", "poll")
+RUN = tuple(o.name for o in OPTIONS if o.methods is ALL and o.record == RUN_ONLY)
+
+#: method -> the options that apply to it besides COMMON
+APPLIES = {m: tuple(o.name for o in _METHOD_OPTIONS if m in o.methods) for m in METHODS}
+
+#: every method option, with its default where the method has none of its own
+DEFAULTS = {o.name: o.default for o in _METHOD_OPTIONS}
+
+#: method -> its own defaults (the papers')
+METHOD_DEFAULTS = {m: {o.name: o.per_method[m] for o in OPTIONS if m in o.per_method} for m in METHODS}
+METHOD_DEFAULTS = {m: d for m, d in METHOD_DEFAULTS.items() if d}
+
+#: the defaults of the learning rate and the batch where the method has none of its own
+LR, BATCH = BY_NAME["lr"].default, BY_NAME["batch"].default
 
 #: the methods whose backward pass has a request in flight, tested between layers unless --no-poll
 POLLED = ("ssgd-opt", "dcs3gd", "laga-sgd", "laga-sgdm", "laga-sgdn", "daso")
-
-_U = ("momentum", "nesterov", "momentum_form", "weight_decay")  # the local optimizer U (refsgd.optim.SGD)
-
-#: method -> the options that apply to it besides COMMON
-APPLIES = {
-    "ssgd": _U + ("compress",),
-    "ssgd-opt": _U,
-    "ssgd-nag": ("momentum", "compress"),
-    "dcs3gd": ("momentum", "weight_decay", "wd_k", "lambda0", "lambda_norm"),
-    "dcasgd": ("weight_decay", "dc_lambda", "dc_adaptive", "dc_ms_decay", "ps_order"),
-    "laga-sgd": ("weight_decay",),
-    "laga-sgdm": ("momentum", "weight_decay"),
-    "laga-sgdn": ("momentum", "weight_decay"),
-    "pipe-sgd": ("dependency", "warmup_epochs", "compress"),
-    "d-sync": ("compress",),
-    "ps-sync": (),
-    "daso": _U + ("warmup_epochs", "cooldown_epochs", "sync_every", "plateau_patience", "plateau_threshold",
-                  "ranks_per_node", "local_link"),
-    "pp-asgd": ("momentum", "threads", "staleness"),
-    "asgd": ("momentum", "threads", "staleness"),
-}
-
-#: the defaults of the learning rate and the batch where the method has none of its own
-LR, BATCH = 0.05, 32
-
-#: every method option, with its default where the method has none of its own
-DEFAULTS = dict(momentum=0.0, nesterov=False, momentum_form="pytorch", weight_decay=0.0,
-                lambda0=0.2, lambda_norm="whole", wd_k=2.3, dc_lambda=0.04, dc_adaptive=False, dc_ms_decay=0.95,
-                ps_order="arrival", dependency=2, warmup_epochs=0, cooldown_epochs=1, sync_every=4,
-                plateau_patience=2, plateau_threshold=0.05, ranks_per_node=None, local_link=None, threads=2,
-                staleness=None, compress="none")
-
-#: the papers' own defaults
-METHOD_DEFAULTS = {
-    "ssgd-nag": dict(lr=2e-5, momentum=0.99),       # Sato et al.: mu = 0.99; lambda times a sum of gradients
-    "pp-asgd": dict(lr=3e-6, momentum=0.99, batch=8),  # and small sub-batches (b = 1 on ImageNet)
-    "asgd": dict(lr=3e-6, momentum=0.99, batch=8),
-    "dcs3gd": dict(momentum=0.9),                   # Rigazzi 2019: MXNet momentum 0.9, lambda_0 0.2
-    "laga-sgdm": dict(momentum=0.9),                # Hakimi et al. 2021: gamma = 0.9
-    "laga-sgdn": dict(momentum=0.9),
-    "daso": dict(warmup_epochs=1),                  # Coquelin et al. 2022: one epoch of blocking syncs
-}
 
 #: what --lr multiplies, per method (shown by the header, --help and the README)
 LR_MEANING = {
@@ -79,8 +393,6 @@ LR_MEANING = {
 }
 LR_MEANING_DEFAULT = "eta, times the mean gradient over workers and samples"
 
-_FLAGS = {k: "--" + k.replace("_", "-") for k in DEFAULTS}
-
 #: why a method has fewer options than one might expect
 HINTS = {
     "daso": ": its blocking global syncs carry bf16 and its cycling syncs float32, by the method",
@@ -90,14 +402,57 @@ HINTS = {
 }
 
 
+# ---------------------------------------------------------------------------- the configuration of a run
+def _as_dict(self):
+    return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+
+
+#: The configuration of a run: frozen, one typed attribute per option of OPTIONS (``cfg.lr``,
+#: ``cfg.momentum``, ...), ``Config()`` being ``refsgd train`` without flags. None means "the
+#: method's default" until :func:`resolve` fills it; ``cfg.method_options()`` is the per-method
+#: part (the options that apply to ``cfg.algo``). Generated from the table, so that an option is
+#: defined once.
+Config = dataclasses.make_dataclass(
+    "Config", [(o.name, o.kind.type if o.cli_default is not None else typing.Optional[o.kind.type],
+                dataclasses.field(default=o.cli_default)) for o in OPTIONS],
+    frozen=True,
+    namespace={"asdict": _as_dict,
+               "method_options": lambda self: {k: getattr(self, k) for k in APPLIES[self.algo]},
+               "__doc__": "The frozen configuration of a run: one attribute per option of "
+                          "refsgd.options.OPTIONS (see there)."})
+Config.__module__ = __name__  # pickling and repr find it here
+
+
+def from_keywords(kw, spelled="keyword"):
+    """The Config of ``refsgd.train``'s keywords, each Python value checked by its option's kind
+    (an int stays an int, ``lr="0.1"`` is refused); unknown keywords get a did-you-mean. A flag
+    given False where its default is None (a method flag) counts as not given. No argparse."""
+    values = {}
+    for key, v in kw.items():
+        o = BY_NAME.get(key)
+        if o is None:
+            raise RefsgdError(f"unknown keyword {key!r}{did_you_mean(key, BY_NAME)}; the keywords are the options "
+                              "of `refsgd train --help`, with - written _")
+        if v is None or (v is False and o.cli_default is None):
+            continue
+        if key == "timeline" and v is True:
+            v = o.const
+        try:
+            values[key] = o.kind.check(v)
+        except ValueError as e:
+            raise RefsgdError(f"{key}={v!r}: {e}") from None
+    return Config(**values)
+
+
 def default(algo, name):
-    """The default of option ``name`` (a method option, "lr" or "batch") for method ``algo``."""
-    return METHOD_DEFAULTS.get(algo, {}).get(name, {"lr": LR, "batch": BATCH}.get(name) or DEFAULTS.get(name))
+    """The default of option ``name`` for method ``algo`` (its own, else the table's)."""
+    o = BY_NAME[name]
+    return o.per_method.get(algo, o.default)
 
 
 def value(cfg, name):
-    """Option ``name`` of a configuration namespace, or the method's default when it is absent or
-    None (configurations built by hand, e.g. in tests, need not list every option)."""
+    """Option ``name`` of a configuration, or the method's default when it is absent or None
+    (configurations built by hand, e.g. in tests, need not list every option)."""
     v = getattr(cfg, name, None)
     return default(getattr(cfg, "algo", None), name) if v is None else v
 
@@ -106,48 +461,47 @@ def lr_meaning(algo):
     return LR_MEANING.get(algo, LR_MEANING_DEFAULT)
 
 
-def resolve(args):
-    """Refuse the options given that do not apply to ``args.algo``, and fill the others' defaults
-    (in place; returns args). An option counts as given when it is not None (the command line's
-    defaults are None)."""
-    algo = args.algo
+def resolve(cfg):
+    """Refuse the options given that do not apply to ``cfg.algo``, and fill the others' defaults
+    (an option counts as given when it is not None; the command line's defaults are None).
+    Returns a new Config; an object of another class (a namespace built by hand in a test) is
+    filled in place and returned."""
+    algo = cfg.algo
     applies = APPLIES[algo]
-    given = [k for k in DEFAULTS if k not in applies and getattr(args, k, None) not in (None, False)]
+    given = [k for k in DEFAULTS if k not in applies and getattr(cfg, k, None) not in (None, False)]
     if given:
-        flags = ", ".join(_FLAGS[k] for k in given)
-        own = ", ".join(_FLAGS[k] for k in applies) or "none"
-        where = "; ".join(f"{_FLAGS[k]} applies to --algo {', '.join(m for m in APPLIES if k in APPLIES[m])}"
+        flags = ", ".join(BY_NAME[k].flags for k in given)
+        own = ", ".join(BY_NAME[k].flags for k in applies) or "none"
+        where = "; ".join(f"{BY_NAME[k].flags} applies to --algo {', '.join(m for m in APPLIES if k in APPLIES[m])}"
                           for k in given)
         raise RefsgdError(f"{flags} {'does' if len(given) == 1 else 'do'} not apply to --algo {algo}"
                           f"{HINTS.get(algo, '')} ({where}; the options of {algo}: {own})")
-    if algo == "dcasgd" and getattr(args, "dc_ms_decay", None) is not None and not getattr(args, "dc_adaptive", None):
+    if algo == "dcasgd" and getattr(cfg, "dc_ms_decay", None) is not None and not getattr(cfg, "dc_adaptive", None):
         raise RefsgdError("--dc-ms-decay is the decay of MeanSquare in the adaptive lambda: it needs --dc-adaptive")
-    for k in DEFAULTS:  # those that do not apply too, so that no code path meets a None
-        if getattr(args, k, None) is None:
-            setattr(args, k, default(algo, k))
-    for k in ("lr", "batch"):
-        if getattr(args, k, None) is None:
-            setattr(args, k, default(algo, k))
-    return args
+    # those that do not apply too, so that no code path meets a None
+    filled = {k: default(algo, k) for k in (*DEFAULTS, "lr", "batch") if getattr(cfg, k, None) is None}
+    if isinstance(cfg, Config):
+        return dataclasses.replace(cfg, **filled)
+    for k, v in filled.items():
+        setattr(cfg, k, v)
+    return cfg
 
 
-def config(args, extra=(), run=True):
-    """The configuration a run records: COMMON, RUN (unless not ``run``: a golden file), ``extra``
-    and the method's own options."""
-    run_keys = tuple(k for k in RUN if k != "poll" or args.algo in POLLED) if run else ()
-    keys = COMMON + run_keys + tuple(extra) + APPLIES[args.algo]
-    return {k: getattr(args, k, None) for k in keys}
-
-
-#: method options that do not change the trajectory either (DASO's emulated node-local link)
-_TIMING_ONLY = {"local_link"}
+def config(cfg, extra=None, run=True):
+    """The configuration a run records: COMMON, RUN (unless not ``run``: a golden file), the dict
+    ``extra`` and the method's own options."""
+    run_keys = tuple(k for k in RUN if k != "poll" or cfg.algo in POLLED) if run else ()
+    out = {k: getattr(cfg, k, None) for k in COMMON + run_keys}
+    out.update(extra or {})
+    out.update((k, getattr(cfg, k, None)) for k in APPLIES[cfg.algo])
+    return out
 
 
 def trajectory_keys(algo, config=None):
     """The configuration entries that shape ``algo``'s trajectory (what verify compares); given
     the recorded ``config`` (a dict), less those its other entries make irrelevant (dcasgd's
     MeanSquare decay without the adaptive lambda)."""
-    keys = (set(COMMON) | set(APPLIES.get(algo, ()))) - _TIMING_ONLY
+    keys = set(COMMON) | {k for k in APPLIES.get(algo, ()) if BY_NAME[k].record == TRAJECTORY}
     if config is not None and not config.get("dc_adaptive"):
         keys.discard("dc_ms_decay")
     return keys
