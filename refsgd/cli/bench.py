@@ -117,6 +117,10 @@ def add(sub):
     a.add_argument("--force", action="store_true", help="replace existing bench.md / .csv / .png in --out")
 
 
+# The imports inside the functions below keep `refsgd --help` and `refsgd bench step` from
+# starting MPI (mpi4py.MPI initialises it) and from loading the methods, h5py or matplotlib.
+
+
 def _prepare_overlap(args, world):
     """Check every option of `bench overlap` (every rank, before the first collective)."""
     from refsgd import bench, datasets

@@ -18,7 +18,7 @@ def add(sub):
 
 
 def run(args, parser):
-    from refsgd import datasets
+    from refsgd import datasets  # here, not above: h5py and NumPy, which `refsgd --help` does without
     if args.data_command == "convert":
         from refsgd.files import check_distinct, check_output
         check_distinct([("SRC", args.src)], [("OUT", args.out)])

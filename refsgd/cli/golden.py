@@ -28,6 +28,7 @@ def add(sub):
 
 
 def run(args, parser):
+    # here, not above: they load NumPy, Numba and h5py, which `refsgd --help` does without
     from refsgd import api, datasets, trace
     from refsgd.nn import load_model
     from refsgd.options import config

@@ -14,7 +14,7 @@ def add(sub):
 
 
 def run(args, parser):
-    from refsgd.nn import available_models, load_model, read_spec
+    from refsgd.nn import available_models, load_model, read_spec  # here: Numba, not needed by --help
     if args.name is None:
         for name in available_models():
             spec, _ = read_spec(name)

@@ -33,7 +33,7 @@ def add(sub):
 
 
 def run(args, parser):
-    from refsgd import reproduce
+    from refsgd import reproduce  # here, not above: NumPy and the claims' modules, not needed by --help
     if args.list:
         print(reproduce.list_text())
         return 0

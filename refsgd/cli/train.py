@@ -17,6 +17,7 @@ def add(sub):
 
 def run(args, parser):
     if args.list:
+        # here, not above: the methods load Numba and mpi4py (not MPI_Init), which --help does without
         from refsgd import docs
         from refsgd.algorithms import ALGORITHMS
         print(f"listings, equations and readings: {docs.path('algorithms.md')}\n"
