@@ -191,6 +191,7 @@ def test_refsgd_train_builds_no_argparse_parser():
 
 
 def test_import_refsgd_loads_neither_mpi_nor_the_parser():
-    code = "import sys, refsgd; print(sorted(m for m in ('mpi4py.MPI', 'numpy', 'argparse', 'matplotlib') if m in sys.modules))"
+    code = ("import sys, refsgd\n"
+            "print(sorted(m for m in ('mpi4py.MPI', 'numpy', 'argparse', 'matplotlib') if m in sys.modules))")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert r.stdout.strip() == "[]", r.stdout + r.stderr
