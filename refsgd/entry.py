@@ -8,11 +8,12 @@ first instruction to the last, ends the command with 130 or 143 and one line, on
 import sys
 
 from refsgd import Stopped, cli, failure  # refsgd/cli/__init__.py imports nothing: the parser comes later
+from refsgd.cli.words import is_mpi_command
 
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else list(argv)
-    mpi_command = cli.is_mpi_command(argv)
+    mpi_command = is_mpi_command(argv)
     failure.install(mpi_command=mpi_command)
     if mpi_command and (failure.launcher_size() or 1) > 1:
         failure.bound_mpi_start()  # a rank gone before MPI_Init must not leave the others there forever

@@ -16,7 +16,8 @@ import warnings
 import numpy as np
 
 from refsgd import RankFailure, RefsgdError, Stopped, __version__, did_you_mean, failure
-from refsgd.cli import bench, data, golden, is_mpi_command, models, report, reproduce, train, verify
+from refsgd.cli import bench, data, golden, models, report, reproduce, train, verify
+from refsgd.cli.words import is_mpi_command
 
 #: command -> its module, in the order of `refsgd --help`
 COMMANDS = {"train": train, "golden": golden, "verify": verify, "report": report, "models": models, "data": data,

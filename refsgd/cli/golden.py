@@ -45,21 +45,21 @@ def run(args, parser):
             raise RefsgdError("the serial rendering of dcasgd serves the workers round-robin (1, 2, ..., N-1 in "
                               "every round): --ps-order arrival has no serial rendering")
         given = dataclasses.replace(given, ps_order="round-robin")
-    args = api.method(given, workers)
-    dtype = np.dtype(args.dtype)
-    net = load_model(args.model, dtype=dtype)
-    data = datasets.load(args.data, dtype=dtype)
+    cfg = api.method(given, workers)
+    dtype = np.dtype(cfg.dtype)
+    net = load_model(cfg.model, dtype=dtype)
+    data = datasets.load(cfg.data, dtype=dtype)
     datasets.check_fits(data, net.input_shape, net.num_classes, model=net.name)
-    schedule = api.parse_schedule(args.schedule, args.lr, api.per_epoch(args, data, workers - servers(args.algo)))
+    schedule = api.parse_schedule(cfg.schedule, cfg.lr, api.per_epoch(cfg, data, workers - servers(cfg.algo)))
     from refsgd.files import check_distinct, check_output
-    check_distinct([("--data", args.data), ("--model", args.model if os.path.isfile(args.model) else None)],
+    check_distinct([("--data", cfg.data), ("--model", cfg.model if os.path.isfile(cfg.model) else None)],
                    [("--out", out_path)])
     check_output(out_path, "--out", force)
-    out = RENDERINGS[args.algo](net, data, dataclasses.replace(args, tau=micro_batches(args)), schedule, workers, steps)
-    trace.check_finite(out, f"the serial rendering of {args.algo}")
-    trace.write(out_path, method=args.algo, source="serial", net=net, data=data,
-                config=config(args, run=False, extra=dict(workers=workers, steps=steps)), **out)
-    print(f"golden trace of {args.algo}: {workers} workers x {steps} steps of {net.name} "
+    out = RENDERINGS[cfg.algo](net, data, dataclasses.replace(cfg, tau=micro_batches(cfg)), schedule, workers, steps)
+    trace.check_finite(out, f"the serial rendering of {cfg.algo}")
+    trace.write(out_path, method=cfg.algo, source="serial", net=net, data=data,
+                config=config(cfg, run=False, extra=dict(workers=workers, steps=steps)), **out)
+    print(f"golden trace of {cfg.algo}: {workers} workers x {steps} steps of {net.name} "
           f"({net.num_params:,d} parameters, {dtype.name}) written to {out_path}; final mean loss "
           f"{np.nanmean(out['loss'][-1]):.6f}")  # nan: a server computes no gradient
     return 0
