@@ -101,3 +101,33 @@ def limit_threads(n):
         pass
     import numba
     numba.set_num_threads(min(n, numba.config.NUMBA_NUM_THREADS))
+
+
+class one_thread:
+    """BLAS, Numba and torch at one thread inside the block (as one MPI rank per core runs)."""
+
+    def __enter__(self):
+        self._undo = []
+        try:
+            from threadpoolctl import threadpool_limits
+            self._undo.append(threadpool_limits(limits=1).restore_original_limits)
+        except ImportError:
+            pass
+        import numba
+        before = numba.get_num_threads()
+        numba.set_num_threads(1)
+        self._undo.append(lambda: numba.set_num_threads(before))
+        try:
+            import torch
+        except ImportError:
+            torch = None
+        if torch is not None:
+            t = torch.get_num_threads()
+            torch.set_num_threads(1)
+            self._undo.append(lambda: torch.set_num_threads(t))
+        return self
+
+    def __exit__(self, *exc):
+        for undo in reversed(self._undo):
+            undo()
+        return False
