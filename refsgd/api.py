@@ -26,8 +26,18 @@ import warnings
 
 import numpy as np
 
-from refsgd import AgreedError, RefsgdError, Stopped, __version__, busy, did_you_mean, options
-from refsgd.busy import ranks_on_node, set_threads  # noqa: F401 -- refsgd.api.set_threads, as before
+from refsgd import AgreedError, RefsgdError, Stopped, __version__, busy, checkpoint, datasets, did_you_mean, options, \
+    timeline
+from refsgd.busy import ranks_on_node, set_threads
+from refsgd.files import check_distinct, check_folder, check_output, same_path
+from refsgd.nn import load_model
+from refsgd.optim import make_schedule
+from refsgd.trace import dataset_sha256
+
+# Imported inside the functions below, never here: mpi4py.MPI and the modules that import it at
+# their top (refsgd.run, refsgd.metrics, refsgd.comm.link, the methods of refsgd.algorithms), because
+# importing mpi4py.MPI starts MPI, and `refsgd golden` and `refsgd.train`'s keyword checks use this
+# module before (or without) any MPI.
 
 
 @dataclasses.dataclass
@@ -75,7 +85,6 @@ def _run(given, comm, log):
     threads = set_threads(world_comm, cfg.blas_threads)
     unfinished = []
     if rank == 0 and cfg.checkpoint:
-        from refsgd import checkpoint
         if cfg.force and holds_other_run(cfg):
             checkpoint.clear(cfg.checkpoint)  # --force: this folder now belongs to this run
         unfinished = checkpoint.remove_unfinished(cfg.checkpoint)  # left by a kill -9 while writing one
@@ -139,7 +148,6 @@ def timeline_gather(run):
     """Collective with --timeline: every rank's spans on rank 0 (None without one)."""
     if run.timeline is None:
         return None
-    from refsgd import timeline
     return timeline.gather(run.control_comm, run.timeline)
 
 
@@ -197,7 +205,6 @@ def link_text(cfg, link):
 # ---------------------------------------------------------------------------- before the first collective
 def parse_schedule(text, lr, iters_per_epoch):
     """``NAME[:key=value,...]`` -> a schedule object; ``lr`` fills ``lr`` or ``peak``."""
-    from refsgd.optim import make_schedule
     name, _, rest = text.partition(":")
     kwargs = {}
     for item in filter(None, rest.split(",")):
@@ -259,9 +266,7 @@ def prepare(given, comm):
     """Everything that can fail on bad input, done identically on every rank before any
     collective: (the resolved configuration, the method's train function, link, net, data,
     schedule, restorer)."""
-    from refsgd import datasets
     from refsgd.algorithms import ALGORITHMS, by_gradients, check_sizes, servers
-    from refsgd.nn import load_model
 
     world = comm.Get_size()
     cfg = method(given, world)
@@ -290,14 +295,11 @@ def prepare(given, comm):
         raise RefsgdError("--trace records a run from its first step: it cannot be combined with --resume")
     check_outputs(cfg)
     if getattr(cfg, "timeline", None):
-        from refsgd import timeline
         timeline.parse_spec(cfg.timeline)
         if not cfg.out:
             raise RefsgdError("--timeline needs --out RUN.h5: the spans are written into the metrics file")
     restorer = None
     if cfg.resume:
-        from refsgd import checkpoint
-        from refsgd.trace import dataset_sha256
         folder, meta = checkpoint.read_meta(cfg.resume, options.config(cfg), world, net.num_params,
                                             data_sha256=dataset_sha256(data, dtype, test=True),
                                             total=total)
@@ -308,7 +310,6 @@ def prepare(given, comm):
 def check_outputs(cfg):
     """Every output of `train` can be written, collides with no input or other output, and
     replaces no file and no other run's checkpoints unless --force (before any work)."""
-    from refsgd.files import check_distinct, check_folder, check_output, same_path
     model_file = cfg.model if os.path.isfile(cfg.model) else None
     check_distinct([("--data", cfg.data), ("--model", model_file), ("--resume", cfg.resume)],
                    [("--out", cfg.out), ("--trace", cfg.trace)])
@@ -332,8 +333,6 @@ def check_outputs(cfg):
 
 def holds_other_run(cfg):
     """Whether --checkpoint holds checkpoints that are not the ones this run resumes from."""
-    from refsgd import checkpoint
-    from refsgd.files import same_path
     root = cfg.checkpoint
     if not root or not (checkpoint.checkpoints(root) or os.path.exists(os.path.join(root, "latest"))):
         return False
@@ -372,7 +371,6 @@ def agreed_message(errors):
 def fingerprint(cfg, net, data):
     """What every rank of a run must agree on: every option (paths of the data and a model spec
     excepted, which may differ between nodes), the model and the dataset's content."""
-    from refsgd.trace import dataset_sha256
     opts = {k: v for k, v in cfg.asdict().items() if k not in ("data", "model", "progress")}
     model = f"{net.name} ({net.num_params:,d} parameters, spec {_sha(json.dumps(net.spec, sort_keys=True))})"
     content = dataset_sha256(data, net.dtype, test=True)
