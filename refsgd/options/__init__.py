@@ -4,8 +4,8 @@ Each :class:`Option` gives its name (``weight_decay``, the flag ``--weight-decay
 ``weight_decay=``), its :class:`Kind` (a Python type and range: :class:`Int`, :class:`Float`,
 :class:`Choice`, :class:`Flag`, :class:`Text`), its default and each method's own default, its help
 text, its group on the command line, the methods it applies to (``ALL`` or a tuple) and what a run
-records of it (``TRAJECTORY``: recorded and compared by ``refsgd verify``; ``RUN``: recorded, never
-compared; None: neither). Derived from the table:
+records of it (``TRAJECTORY``: recorded and compared by ``refsgd verify``; ``RUN_ONLY``: recorded,
+never compared; None: neither). Derived from the table:
 
 * the argparse options of ``refsgd train``, ``golden``, ``bench ...`` and ``reproduce``
   (:mod:`refsgd.cli.cmdoptions`);
@@ -16,18 +16,17 @@ compared; None: neither). Derived from the table:
   files, checkpoints); :func:`trajectory_keys` is what ``refsgd verify`` compares;
 * ``COMMON``, ``RUN``, ``APPLIES``, ``DEFAULTS``, ``METHOD_DEFAULTS``.
 
-A new option is one entry of ``OPTIONS`` (refsgd/options/table.py) (and its name in a command's layout in
-refsgd/cli/cmdoptions.py to show it on the command line).
+A new option is one entry of ``OPTIONS`` in refsgd/options/table.py, and its name in a command's
+layout in refsgd/cli/cmdoptions.py to show it on that command line.
 
 Defaults come from the papers where the method has its own: LAGA's momentum methods use
 gamma = 0.9, DC-S3GD mu = 0.9, and SSGD-NAG, PP-ASGD and ASGD mu = 0.99 with a learning rate
 lambda that multiplies a *sum* of gradients over samples, sub-batches and workers (Sato et al.
 2017, Algorithms 1 and 4), hence a small default.
 
-No MPI and no argparse here: ``verify``, ``golden`` and the methods use this module.
-
 The package: :mod:`refsgd.options.kinds` (the types and ranges), :mod:`refsgd.options.table`
-(``OPTIONS``), and here what derives from them.
+(``OPTIONS``), and here what derives from them. No MPI and no argparse here: ``verify``,
+``golden`` and the methods use it.
 """
 
 import dataclasses
@@ -102,7 +101,7 @@ Config = dataclasses.make_dataclass(
                "method_options": lambda self: {k: getattr(self, k) for k in APPLIES[self.algo]},
                "__doc__": "The frozen configuration of a run: one attribute per option of "
                           "refsgd.options.OPTIONS (see there)."})
-Config.__module__ = __name__  # pickling and repr find it here
+Config.__module__ = __name__  # pickle finds it here (make_dataclass would name another module)
 
 
 def from_keywords(kw):
