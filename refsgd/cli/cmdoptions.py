@@ -10,7 +10,8 @@ command's module with the parsers below (``positive_int``, ...), which are the t
 
 import argparse
 
-from refsgd.options import BY_NAME, Config, Choice, Float, Int, Text
+from refsgd.optim import SCHEDULES
+from refsgd.options import BY_NAME, Choice, Config, Float, Int, Text
 
 #: the argparse groups of the table's option groups (train and golden)
 GROUPS = {"U": "local optimizer U (the methods that have one; others refuse these)",
@@ -31,8 +32,6 @@ def parser_of(kind):
 positive_int = parser_of(Int(1))
 nonneg_int = parser_of(Int(0))
 nonneg_float = parser_of(Float())
-
-_UNSET = object()
 
 
 def add(p, name, *, groups=None, **override):
@@ -55,8 +54,7 @@ def add(p, name, *, groups=None, **override):
             kw.update(nargs="?", const=o.const)
     if o.flag:
         kw["dest"] = o.name
-    if name == "schedule":  # its names come from refsgd.optim (imported here, not by refsgd.options)
-        from refsgd.optim import SCHEDULES
+    if name == "schedule":  # the names from refsgd.optim (refsgd.options, below the methods, does not import it)
         kw["help"] = o.help + ", ".join(SCHEDULES)
     kw.update(override)
     target = p
