@@ -111,7 +111,8 @@ def test_normal_install_finds_models_and_data(tmp_path):
     r = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(target), ROOT],
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
-    code = ("import refsgd.nn, refsgd.datasets as d; assert refsgd.nn.__file__.startswith(%r); "
+    code = ("import refsgd.nn, refsgd.datasets as d, refsgd.cli.app, refsgd.options.table; "
+            "assert refsgd.nn.__file__.startswith(%r); "
             "print(refsgd.nn.available_models(), d.load().x_train.shape)" % str(target))
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
                        cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(target)})

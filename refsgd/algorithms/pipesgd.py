@@ -114,6 +114,7 @@ from mpi4py import MPI
 
 from refsgd import RankFailure, RefsgdError
 from refsgd.comm import codecs
+from refsgd.nn.network import model_copies
 from refsgd.optim import fused_step
 from refsgd.options import value
 from refsgd.run import prompt_handover
@@ -142,7 +143,6 @@ def check_sizes(args, net, total):
     """--dependency K below the run's iterations, and its 4 K copies of the model within memory."""
     if args.algo != "pipe-sgd":
         return
-    from refsgd.algorithms import model_copies
     K = value(args, "dependency")
     if K >= total:
         raise RefsgdError(f"--dependency {K} is not below the run's {total} iterations: an update applies the summed "

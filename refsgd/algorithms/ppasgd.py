@@ -98,6 +98,7 @@ import numpy as np
 from mpi4py import MPI
 
 from refsgd import RankFailure, RefsgdError
+from refsgd.nn.network import model_copies
 from refsgd.optim import momentum_predict
 from refsgd.options import value
 from refsgd.run import prompt_handover
@@ -118,7 +119,6 @@ def check(args, world):
 def check_sizes(args, net, total):
     """--staleness S below the run's iterations; the copies of the model that S and --threads G
     keep (S + 1 versions of w^ and G gradients; threaded: 4 G buffers) within memory."""
-    from refsgd.algorithms import model_copies
     S, G = args.staleness, value(args, "threads")
     if S is not None and S >= total:
         raise RefsgdError(f"--staleness {S} is not below the run's {total} iterations: update t consumes gradients "

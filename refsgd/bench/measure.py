@@ -1,7 +1,6 @@
 """The measurements: ``bench step`` (one process) and ``bench overlap`` (in an MPI world), and
 the codecs' costs shared with ``experiments/codec_cost.py``."""
 
-import argparse
 import dataclasses
 import os
 import time
@@ -269,17 +268,12 @@ def method_config(algo, *, batch, tau, iterations, lr, seed, poll=False, ranks_p
     if algo == "daso":
         want.update(warmup_epochs=0, cooldown_epochs=0, plateau_patience=10 ** 9,
                     sync_every=sync_every or models.DASO_B, ranks_per_node=ranks_per_node, local_link=local_link)
-    ns = argparse.Namespace(algo=algo, model=None, data=None, batch=batch, tau=tau, lr=lr, schedule="constant",
-                            seed=seed, dtype=dtype, epochs=1, iterations=iterations, eval_every=10 ** 9, log_every=10,
-                            link=None, poll=poll, progress=False, trace=None, out=None, checkpoint=None, resume=None,
-                            force=False)
     from refsgd import options
     applies = options.APPLIES[algo]
-    for k, v in want.items():
-        if k in applies and v is not None:
-            setattr(ns, k, v)
-    options.resolve(ns)
-    return ns
+    return options.resolve(options.Config(
+        algo=algo, model=None, data=None, batch=batch, tau=tau, lr=lr, schedule="constant", seed=seed, dtype=dtype,
+        epochs=1, iterations=iterations, eval_every=10 ** 9, log_every=10, link=None, poll=poll, progress=False,
+        **{k: v for k, v in want.items() if k in applies and v is not None}))
 
 
 def _mean_over_ranks(comm, values, skip, servers=0):
@@ -351,7 +345,7 @@ def _cores_per_rank(comm):
     """The cores each rank of this node may use: its affinity set, or the machine's cores shared
     by the ranks on the node, whichever is fewer (the same on every rank: the minimum)."""
     from mpi4py import MPI
-    from refsgd.api import ranks_on_node, usable_cores
+    from refsgd.busy import ranks_on_node, usable_cores
     on_node = ranks_on_node(comm)
     return comm.allreduce(min(float(usable_cores()), (os.cpu_count() or 1) / on_node), op=MPI.MIN)
 
@@ -360,7 +354,7 @@ def _ranks_per_node(comm, given):
     """DASO's G: --ranks-per-node, or the ranks that share memory with this one."""
     if given:
         return given
-    from refsgd.api import ranks_on_node
+    from refsgd.busy import ranks_on_node
     return ranks_on_node(comm)
 
 
@@ -415,9 +409,7 @@ def timeline_cost(comm, cfg, net, data, schedule, skip, pairs):
     window over every timed iteration (the first ``skip`` left out, as in the means), alternating
     so that a loaded machine's drift hits both alike; (median wall per iteration off, on, the
     most spans a rank recorded per iteration), each wall the mean over ranks of a run."""
-    import copy
-    on = copy.copy(cfg)
-    on.timeline = f"{skip}:{max(1, cfg.iterations - skip)}"
+    on = dataclasses.replace(cfg, timeline=f"{skip}:{max(1, cfg.iterations - skip)}")
     off_walls, on_walls, spans = [], [], []
     for _ in range(pairs):
         off_walls.append(_run_method(comm, cfg, net, data, schedule, skip)[3])
