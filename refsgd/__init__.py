@@ -15,8 +15,10 @@ def train(algo="ssgd", **options):
         r.metrics    # {field: (ranks, iterations) array} on rank 0 (None elsewhere)
 
     Every keyword is an option of ``refsgd train`` with ``-`` written ``_`` (``weight_decay=1e-4``,
-    ``force=True``), checked as the command line checks it (its messages name the flags:
-    ``--force`` is ``force=True``); ``refsgd train --help`` lists them. Besides: ``comm``, the
+    ``force=True``); ``refsgd train --help`` lists them. Each Python value is checked against its
+    option's type and range (refsgd.options; ``epochs=0: expected a positive integer``, an unknown
+    keyword gets a did-you-mean); the checks that need the method, model or data follow with the
+    command line's messages, which name the flags (``--force`` is ``force=True``). Besides: ``comm``, the
     communicator whose ranks are the workers (default ``MPI.COMM_WORLD``); ``log``, a function
     receiving rank 0's lines (default print; None: silent); ``progress`` (default False).
     A bad input raises the same :class:`AgreedError` on every rank. Imported lazily:

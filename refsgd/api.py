@@ -7,7 +7,9 @@
     result.metrics         # {field: (ranks, iterations) array} on rank 0 (None elsewhere)
 
 Every keyword is an option of ``refsgd train`` with ``-`` written ``_`` (``weight_decay=1e-4``,
-``out="run.h5"``), checked as the command line checks it; ``comm`` is the communicator whose
+``out="run.h5"``), its Python value checked against the option's type and range in the table of
+:mod:`refsgd.options` (``epochs=0: expected a positive integer``; ``lr="0.1"`` is refused; no
+argparse is involved); ``comm`` is the communicator whose
 ranks are the workers (default ``MPI.COMM_WORLD``); ``log`` receives rank 0's lines (header,
 evaluations, summary; None: silent); ``progress`` shows the bar or the status lines.
 
@@ -24,8 +26,18 @@ import warnings
 
 import numpy as np
 
-from refsgd import AgreedError, RefsgdError, Stopped, __version__, busy, did_you_mean, options
-from refsgd.busy import usable_cores
+from refsgd import AgreedError, RefsgdError, Stopped, __version__, busy, checkpoint, datasets, did_you_mean, options, \
+    timeline
+from refsgd.busy import ranks_on_node, set_threads
+from refsgd.files import check_distinct, check_folder, check_output, same_path
+from refsgd.nn import load_model
+from refsgd.optim import make_schedule
+from refsgd.trace import dataset_sha256
+
+# Imported inside the functions below, never here: mpi4py.MPI and the modules that import it at
+# their top (refsgd.run, refsgd.metrics, refsgd.comm.link, the methods of refsgd.algorithms), because
+# importing mpi4py.MPI starts MPI, and `refsgd golden` and `refsgd.train`'s keyword checks use this
+# module before (or without) any MPI.
 
 
 @dataclasses.dataclass
@@ -44,21 +56,20 @@ class Result:
 
 def train(algo="ssgd", *, comm=None, log=print, progress=False, **opts):
     """Train with method ``algo`` (see the module docstring); returns a :class:`Result`."""
-    from refsgd.cli import train_namespace
-    args = train_namespace(algo=algo, progress=progress, **opts)
-    return run(args, comm, log)
+    return run(options.from_keywords(dict(opts, algo=algo, progress=progress)), comm, log)
 
 
-def run(args, comm=None, log=print):
-    """Train with the options of ``refsgd train`` in the namespace ``args`` (collective). NumPy's
+def run(given, comm=None, log=print):
+    """Train with the configuration ``given`` (a :class:`refsgd.options.Config`, as given: the
+    method's defaults are filled and its options checked here, on every rank; collective). NumPy's
     floating-point warnings are silenced: refsgd detects a non-finite loss or state itself and
     stops every rank with one message (NonFiniteLoss)."""
     with np.errstate(all="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
-        return _run(args, comm, log)
+        return _run(given, comm, log)
 
 
-def _run(args, comm, log):
+def _run(given, comm, log):
     from mpi4py import MPI
 
     from refsgd.algorithms import by_gradients, micro_batches, servers
@@ -69,23 +80,21 @@ def _run(args, comm, log):
     rank = world_comm.Get_rank()
     say = (lambda line: None) if log is None else log
     load_before = busy.load_average()
-    algo, link, net, data, schedule, restorer = on_every_rank(
-        world_comm, lambda: prepare(args, world_comm), lambda p: fingerprint(args, p[2], p[3]))
-    threads = set_threads(world_comm, args.blas_threads)
+    cfg, algo, link, net, data, schedule, restorer = on_every_rank(
+        world_comm, lambda: prepare(given, world_comm), lambda p: fingerprint(p[0], p[3], p[4]))
+    threads = set_threads(world_comm, cfg.blas_threads)
     unfinished = []
-    if rank == 0 and args.checkpoint:
-        from refsgd import checkpoint
-        if args.force and holds_other_run(args):
-            checkpoint.clear(args.checkpoint)  # --force: this folder now belongs to this run
-        unfinished = checkpoint.remove_unfinished(args.checkpoint)  # left by a kill -9 while writing one
+    if rank == 0 and cfg.checkpoint:
+        if cfg.force and holds_other_run(cfg):
+            checkpoint.clear(cfg.checkpoint)  # --force: this folder now belongs to this run
+        unfinished = checkpoint.remove_unfinished(cfg.checkpoint)  # left by a kill -9 while writing one
     comm = wrap(world_comm, link, traffic=Traffic())  # delayed by --link if given, its payload counted
-    cfg = options.config(args)
-    ns = _namespace(args)
-    ns.tau = micro_batches(args)  # PP-ASGD: the G threads' sub-batches of an update
-    ckpt = (args.checkpoint, args.checkpoint_every, cfg, args.keep_checkpoints) if args.checkpoint else None
-    r = Run(comm, net, data, ns, schedule, log=say, restorer=restorer, checkpoint=ckpt, servers=servers(args.algo),
-            by_gradients=by_gradients(args))
-    for line in header(args, r, net, data, schedule, link, threads):
+    recorded = options.config(cfg)
+    ckpt = (cfg.checkpoint, cfg.checkpoint_every, recorded, cfg.keep_checkpoints) if cfg.checkpoint else None
+    # PP-ASGD: an update's micro-batches are the G threads' sub-batches
+    r = Run(comm, net, data, dataclasses.replace(cfg, tau=micro_batches(cfg)), schedule, log=say, restorer=restorer,
+            checkpoint=ckpt, servers=servers(cfg.algo), by_gradients=by_gradients(cfg))
+    for line in header(cfg, r, net, data, schedule, link, threads):
         r.log(line)
     crowded = busy.note(load_before, ranks_on_node(world_comm), threads)
     if crowded:
@@ -93,7 +102,7 @@ def _run(args, comm, log):
     if restorer:
         r.log(f"  resumed from {restorer.path.rsplit(os.sep, 1)[0]} at iteration {r.t}")
     if unfinished:
-        r.log(f"  removed from {args.checkpoint} the unfinished checkpoint(s) {', '.join(unfinished)}, left by a run "
+        r.log(f"  removed from {cfg.checkpoint} the unfinished checkpoint(s) {', '.join(unfinished)}, left by a run "
               "killed while writing them")
     try:
         algo(r)
@@ -101,51 +110,45 @@ def _run(args, comm, log):
         if not stop.collective:
             raise
         # the iterations done are written as a finished run's, marked interrupted
-        _outputs(args, r, cfg, link, threads, say, load_before, summary=False)
+        _outputs(cfg, r, recorded, link, threads, say, load_before, summary=False)
         stop.saved += [f"{what} of the {r.t + 1} iterations done written to {path} (marked interrupted)"
-                       for what, path in (("metrics", args.out), ("trace", args.trace)) if path]
+                       for what, path in (("metrics", cfg.out), ("trace", cfg.trace)) if path]
         raise
-    return _outputs(args, r, cfg, link, threads, say, load_before)
+    return _outputs(cfg, r, recorded, link, threads, say, load_before)
 
 
-def _outputs(args, r, cfg, link, threads, say, load_before, summary=True):
+def _outputs(cfg, r, recorded, link, threads, say, load_before, summary=True):
     """Collective: the final model, the --trace file, the summary and the --out file."""
     from refsgd import metrics
     model = r.final_model()  # on every rank: it may be a collective (an average of the workers)
     load_after = busy.load_average()
-    if args.trace:
-        r.write_trace(args.trace, {**cfg, **r.found})
+    if cfg.trace:
+        r.write_trace(cfg.trace, {**recorded, **r.found})
         if summary:
-            r.log(f"trace written to {args.trace}")
+            r.log(f"trace written to {cfg.trace}")
     gathered = metrics.gather(r)
     spans = timeline_gather(r)
     rec = None
     if r.rank == 0:
         rec, nodes = gathered
-        shown = link_text(args, link)
+        shown = link_text(cfg, link)
         if summary:
-            say(metrics.summary(r.evals, rec, metrics.total_wall(r.segments), shown, batch=args.batch,
+            say(metrics.summary(r.evals, rec, metrics.total_wall(r.segments), shown, batch=cfg.batch,
                                 segments=r.segments))
-        if args.out:
-            metrics.write(args.out, r, rec, nodes, cfg, shown, model=model, threads=threads,
+        if cfg.out:
+            metrics.write(cfg.out, r, rec, nodes, recorded, shown, model=model, threads=threads,
                           load=(load_before, load_after), timeline=spans)
             if summary:
-                say(f"metrics written to {args.out}")
+                say(f"metrics written to {cfg.out}")
     return Result(model=None if model is None else np.array(model), net=r.net, evals=list(r.evals),
-                  events=list(r.events), metrics=rec, config=cfg, wall=r.wall, threads=threads)
+                  events=list(r.events), metrics=rec, config=recorded, wall=r.wall, threads=threads)
 
 
 def timeline_gather(run):
     """Collective with --timeline: every rank's spans on rank 0 (None without one)."""
     if run.timeline is None:
         return None
-    from refsgd import timeline
     return timeline.gather(run.control_comm, run.timeline)
-
-
-def _namespace(args):
-    import argparse
-    return argparse.Namespace(**vars(args))
 
 
 #: what an option left unset (None) means, as the header says it
@@ -153,30 +156,30 @@ UNSET = {"ranks_per_node": "from shared memory", "local_link": "the real network
          "staleness": "measured (threaded)"}
 
 
-def header(args, run, net, data, schedule, link, threads):
+def header(cfg, run, net, data, schedule, link, threads):
     """The lines that open a run: what runs, and every hyperparameter that shapes it."""
-    own = options.APPLIES[args.algo]
-    hyper = [f"lr {args.lr:g} ({options.lr_meaning(args.algo)})", f"schedule {schedule.describe()}"]
+    own = options.APPLIES[cfg.algo]
+    hyper = [f"lr {cfg.lr:g} ({options.lr_meaning(cfg.algo)})", f"schedule {schedule.describe()}"]
     for k in own:
-        v = getattr(args, k)
-        if k == "momentum_form" and not getattr(args, "momentum", 0):
+        v = getattr(cfg, k)
+        if k == "momentum_form" and not getattr(cfg, "momentum", 0):
             continue
         shown = (UNSET.get(k, "none") if v is None else ("on" if v else "off") if isinstance(v, bool)
                  else f"{v:g}" if isinstance(v, float) else v)
         hyper.append(f"{k.replace('_', ' ')} {shown}")
-    if args.algo == "dcs3gd":
+    if cfg.algo == "dcs3gd":
         hyper.append("U: MXNet momentum v = mu*v - eta*(g + wd*w)")
-    lines = [f"refsgd {__version__}: {args.algo} on {run.world} rank(s), {net.name} ({net.num_params:,d} parameters, "
+    lines = [f"refsgd {__version__}: {cfg.algo} on {run.world} rank(s), {net.name} ({net.num_params:,d} parameters, "
              f"{net.dtype.name}), {data.name} ({len(data.y_train)} train / {len(data.y_test)} test)",
-             f"  batch {args.batch} x tau {run.tau} per worker, {_length(run)}, seed {args.seed}, "
+             f"  batch {cfg.batch} x tau {run.tau} per worker, {_length(run)}, seed {cfg.seed}, "
              f"{threads} BLAS/Numba thread(s) per rank",
              "  " + "; ".join(hyper)]
-    if args.algo in options.POLLED and run.world > 1:
-        lines.append("  requests in flight tested after every layer of the forward and backward pass (--poll)" if getattr(args, "poll", False)
+    if cfg.algo in options.POLLED and run.world > 1:
+        lines.append("  requests in flight tested after every layer of the forward and backward pass (--poll)" if getattr(cfg, "poll", False)
                      else "  requests in flight left to the MPI library's own progress (--no-poll)")
     if link:
         lines.append(f"  {link} -- EMULATED, not the real network")
-    note = options.one_worker_note(args.algo, run.world)
+    note = options.one_worker_note(cfg.algo, run.world)
     if note:
         lines.append(f"  {note} (3 or more ranks give it several workers)")
     return lines
@@ -190,64 +193,18 @@ def _length(run):
             f"= {run.budget:,d} gradients, in as many iterations (updates) as they take")
 
 
-def link_text(args, link):
+def link_text(cfg, link):
     """The link as the summary and the metrics file name it (DASO: both tiers)."""
-    if not args.local_link:
+    if not cfg.local_link:
         return link
     from refsgd.comm.link import Link
     return (f"between nodes: {link or 'the real network'}; within nodes: "
-            f"{Link.parse(args.local_link, '--local-link')}")
-
-
-# ---------------------------------------------------------------------------- threads per rank
-#: environment variables that set the BLAS / OpenMP / Numba threads explicitly
-THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS")
-
-
-def set_threads(comm, explicit=None):
-    """Give this rank its share of the node's cores for BLAS and Numba; returns the count.
-
-    ``explicit`` (--blas-threads) wins, then any of THREAD_VARIABLES set in the environment (the
-    libraries read them at start-up, so they are left as they are), else the cores this process
-    may use divided by the ranks of ``comm`` on this node (a collective: MPI_COMM_TYPE_SHARED).
-    """
-    on_node = ranks_on_node(comm)
-    if explicit is None:
-        for name in THREAD_VARIABLES:
-            if os.environ.get(name, "").strip().isdigit():
-                return max(1, int(os.environ[name]))
-        n = max(1, usable_cores() // on_node)
-    else:
-        n = explicit
-    limit_threads(n)
-    return n
-
-
-def ranks_on_node(comm):
-    """The ranks of ``comm`` that share memory with this one (a collective)."""
-    from mpi4py import MPI
-    local = comm.Split_type(MPI.COMM_TYPE_SHARED)
-    try:
-        return local.Get_size()
-    finally:
-        local.Free()
-
-
-def limit_threads(n):
-    """BLAS (and OpenMP) and Numba use at most n threads in this process from now on."""
-    try:
-        from threadpoolctl import threadpool_limits
-        threadpool_limits(limits=n)
-    except ImportError:  # the kernels' own control of OpenBLAS (refsgd.nn.kernels) still applies
-        pass
-    import numba
-    numba.set_num_threads(min(n, numba.config.NUMBA_NUM_THREADS))
+            f"{Link.parse(cfg.local_link, '--local-link')}")
 
 
 # ---------------------------------------------------------------------------- before the first collective
 def parse_schedule(text, lr, iters_per_epoch):
     """``NAME[:key=value,...]`` -> a schedule object; ``lr`` fills ``lr`` or ``peak``."""
-    from refsgd.optim import make_schedule
     name, _, rest = text.partition(":")
     kwargs = {}
     for item in filter(None, rest.split(",")):
@@ -278,113 +235,109 @@ def _value(text):
     return text
 
 
-def method(args, world):
-    """Resolve and check the method's options (refsgd.options, the method's own check)."""
+def method(given, world):
+    """The configuration ``given`` resolved (refsgd.options.resolve: the method's defaults) and
+    checked (the method's own check); returns it."""
     from refsgd.algorithms import ALGORITHMS, check
-    if args.algo not in ALGORITHMS:
-        raise RefsgdError(f"unknown method --algo {args.algo!r}{did_you_mean(args.algo, ALGORITHMS)}; "
+    if given.algo not in ALGORITHMS:
+        raise RefsgdError(f"unknown method --algo {given.algo!r}{did_you_mean(given.algo, ALGORITHMS)}; "
                           f"`refsgd train --list` shows {', '.join(ALGORITHMS)}")
-    options.resolve(args)
-    if args.momentum >= 1:
-        raise RefsgdError(f"--momentum must be in [0, 1), got {args.momentum}")
-    if getattr(args, "nesterov", False) and not args.momentum:  # checked here, before the first collective
+    cfg = options.resolve(given)
+    if cfg.momentum >= 1:
+        raise RefsgdError(f"--momentum must be in [0, 1), got {cfg.momentum}")
+    if getattr(cfg, "nesterov", False) and not cfg.momentum:  # checked here, before the first collective
         raise RefsgdError(f"--nesterov needs --momentum > 0 (Nesterov's look-ahead is along the momentum), got "
-                          f"momentum {args.momentum:g}")
-    check(args.algo, args, world)
+                          f"momentum {cfg.momentum:g}")
+    check(cfg.algo, cfg, world)
+    return cfg
 
 
-def per_epoch(args, data, workers):
+def per_epoch(cfg, data, workers):
     """Iterations per epoch (RefsgdError when the training set is too small for one)."""
     from refsgd.algorithms import micro_batches
-    n = len(data.y_train) // (workers * args.batch * micro_batches(args))
+    n = len(data.y_train) // (workers * cfg.batch * micro_batches(cfg))
     if n == 0:
         raise RefsgdError(f"the training set has {len(data.y_train)} samples: too few for {workers} workers x "
-                          f"batch {args.batch} x {micro_batches(args)} micro-batches")
+                          f"batch {cfg.batch} x {micro_batches(cfg)} micro-batches")
     return n
 
 
-def prepare(args, comm):
-    """Everything that can fail on bad input, done identically on every rank before any collective."""
-    from refsgd import datasets
+def prepare(given, comm):
+    """Everything that can fail on bad input, done identically on every rank before any
+    collective: (the resolved configuration, the method's train function, link, net, data,
+    schedule, restorer)."""
     from refsgd.algorithms import ALGORITHMS, by_gradients, check_sizes, servers
-    from refsgd.nn import load_model
 
     world = comm.Get_size()
-    method(args, world)
+    cfg = method(given, world)
     link = None
     from refsgd.comm.link import Link
-    if args.link is not None:  # --link '' is refused, not taken for no link
-        link = Link.parse(args.link)
-    if args.local_link is not None:
-        Link.parse(args.local_link, "--local-link")
-    dtype = np.dtype(args.dtype)
-    net = load_model(args.model, dtype=dtype)
-    data = datasets.load(args.data, dtype=dtype)
+    if cfg.link is not None:  # --link '' is refused, not taken for no link
+        link = Link.parse(cfg.link)
+    if cfg.local_link is not None:
+        Link.parse(cfg.local_link, "--local-link")
+    dtype = np.dtype(cfg.dtype)
+    net = load_model(cfg.model, dtype=dtype)
+    data = datasets.load(cfg.data, dtype=dtype)
     datasets.check_fits(data, net.input_shape, net.num_classes, model=net.name)
     if len(data.y_test) == 0:
         raise RefsgdError(f"dataset {data.name} has no test samples: refsgd train evaluates the model on the test set")
-    ipe = per_epoch(args, data, world - servers(args.algo))
-    schedule = parse_schedule(args.schedule, args.lr, ipe)
+    ipe = per_epoch(cfg, data, world - servers(cfg.algo))
+    schedule = parse_schedule(cfg.schedule, cfg.lr, ipe)
     # the run's iterations (None: --epochs of gradients, in as many iterations as they take)
-    total = args.iterations or (None if by_gradients(args) else args.epochs * ipe)
-    check_sizes(args.algo, args, net, total)
-    if args.checkpoint_every and not args.checkpoint:
+    total = cfg.iterations or (None if by_gradients(cfg) else cfg.epochs * ipe)
+    check_sizes(cfg.algo, cfg, net, total)
+    if cfg.checkpoint_every and not cfg.checkpoint:
         raise RefsgdError("--checkpoint-every needs --checkpoint DIR")
-    if args.checkpoint and not args.checkpoint_every:
+    if cfg.checkpoint and not cfg.checkpoint_every:
         raise RefsgdError("--checkpoint DIR needs --checkpoint-every K")
-    if args.trace and args.resume:
+    if cfg.trace and cfg.resume:
         raise RefsgdError("--trace records a run from its first step: it cannot be combined with --resume")
-    check_outputs(args)
-    if getattr(args, "timeline", None):
-        from refsgd import timeline
-        timeline.parse_spec(args.timeline)
-        if not args.out:
+    check_outputs(cfg)
+    if getattr(cfg, "timeline", None):
+        timeline.parse_spec(cfg.timeline)
+        if not cfg.out:
             raise RefsgdError("--timeline needs --out RUN.h5: the spans are written into the metrics file")
     restorer = None
-    if args.resume:
-        from refsgd import checkpoint
-        from refsgd.trace import dataset_sha256
-        folder, meta = checkpoint.read_meta(args.resume, options.config(args), world, net.num_params,
+    if cfg.resume:
+        folder, meta = checkpoint.read_meta(cfg.resume, options.config(cfg), world, net.num_params,
                                             data_sha256=dataset_sha256(data, dtype, test=True),
                                             total=total)
         restorer = checkpoint.Restorer(folder, comm.Get_rank(), meta["t"])
-    return ALGORITHMS[args.algo][0], link, net, data, schedule, restorer
+    return cfg, ALGORITHMS[cfg.algo][0], link, net, data, schedule, restorer
 
 
-def check_outputs(args):
+def check_outputs(cfg):
     """Every output of `train` can be written, collides with no input or other output, and
     replaces no file and no other run's checkpoints unless --force (before any work)."""
-    from refsgd.files import check_distinct, check_folder, check_output, same_path
-    model_file = args.model if os.path.isfile(args.model) else None
-    check_distinct([("--data", args.data), ("--model", model_file), ("--resume", args.resume)],
-                   [("--out", args.out), ("--trace", args.trace)])
+    model_file = cfg.model if os.path.isfile(cfg.model) else None
+    check_distinct([("--data", cfg.data), ("--model", model_file), ("--resume", cfg.resume)],
+                   [("--out", cfg.out), ("--trace", cfg.trace)])
     # --checkpoint may be the folder --resume reads (the run goes on there)
-    check_distinct([("--data", args.data), ("--model", model_file), ("--out", args.out), ("--trace", args.trace)],
-                   [("--checkpoint", args.checkpoint)])
-    for flag, path in (("--out", args.out), ("--trace", args.trace)):
+    check_distinct([("--data", cfg.data), ("--model", model_file), ("--out", cfg.out), ("--trace", cfg.trace)],
+                   [("--checkpoint", cfg.checkpoint)])
+    for flag, path in (("--out", cfg.out), ("--trace", cfg.trace)):
         if path:
-            check_output(path, flag, args.force)
-    if args.checkpoint:
-        check_folder(args.checkpoint, "--checkpoint")
-        if holds_other_run(args) and not args.force:
-            raise RefsgdError(f"--checkpoint {args.checkpoint} holds the checkpoints of another run; continue that "
-                              f"run with --resume {args.checkpoint}, choose another folder, or give --force to "
+            check_output(path, flag, cfg.force)
+    if cfg.checkpoint:
+        check_folder(cfg.checkpoint, "--checkpoint")
+        if holds_other_run(cfg) and not cfg.force:
+            raise RefsgdError(f"--checkpoint {cfg.checkpoint} holds the checkpoints of another run; continue that "
+                              f"run with --resume {cfg.checkpoint}, choose another folder, or give --force to "
                               "replace them")
-        for flag, path in (("--data", args.data), ("--model", model_file)):
-            if path and same_path(os.path.dirname(os.path.abspath(path)), args.checkpoint):
-                raise RefsgdError(f"{flag} {path} is inside --checkpoint {args.checkpoint}, whose content refsgd "
+        for flag, path in (("--data", cfg.data), ("--model", model_file)):
+            if path and same_path(os.path.dirname(os.path.abspath(path)), cfg.checkpoint):
+                raise RefsgdError(f"{flag} {path} is inside --checkpoint {cfg.checkpoint}, whose content refsgd "
                                   "replaces")
 
 
-def holds_other_run(args):
+def holds_other_run(cfg):
     """Whether --checkpoint holds checkpoints that are not the ones this run resumes from."""
-    from refsgd import checkpoint
-    from refsgd.files import same_path
-    root = args.checkpoint
+    root = cfg.checkpoint
     if not root or not (checkpoint.checkpoints(root) or os.path.exists(os.path.join(root, "latest"))):
         return False
-    return not (args.resume and (same_path(args.resume, root) or
-                                 same_path(os.path.dirname(os.path.abspath(args.resume)), root)))
+    return not (cfg.resume and (same_path(cfg.resume, root) or
+                                 same_path(os.path.dirname(os.path.abspath(cfg.resume)), root)))
 
 
 # ---------------------------------------------------------------------------- the ranks agree
@@ -415,14 +368,13 @@ def agreed_message(errors):
     return first + ("" if len(bad) == len(errors) else f" (on rank(s) {ranges(bad)})")
 
 
-def fingerprint(args, net, data):
+def fingerprint(cfg, net, data):
     """What every rank of a run must agree on: every option (paths of the data and a model spec
     excepted, which may differ between nodes), the model and the dataset's content."""
-    from refsgd.trace import dataset_sha256
-    opts = {k: v for k, v in vars(args).items() if k not in ("data", "model", "progress")}
+    opts = {k: v for k, v in cfg.asdict().items() if k not in ("data", "model", "progress")}
     model = f"{net.name} ({net.num_params:,d} parameters, spec {_sha(json.dumps(net.spec, sort_keys=True))})"
     content = dataset_sha256(data, net.dtype, test=True)
-    return dict(options=opts, model=model, data=f"{args.data or 'the embedded digits'} (sha256 {content[:12]})",
+    return dict(options=opts, model=model, data=f"{cfg.data or 'the embedded digits'} (sha256 {content[:12]})",
                 data_sha=content, version=__version__)
 
 

@@ -7,7 +7,8 @@ one thread. The default stays (on a machine of its own, it is the fastest); ``tr
 ``bench`` say when the 1-minute load average already exceeds the cores the run leaves free, by
 a whole core or more, and suggest ``--blas-threads 1``. The load is recorded (metrics file
 attributes ``load_average_before`` / ``load_average_after``, every bench output) so that a
-slow or noisy figure can be told from a slow method. No MPI here.
+slow or noisy figure can be told from a slow method. No MPI here, except for the functions that
+take a communicator (the threads per rank: train and bench overlap).
 """
 
 import os
@@ -55,3 +56,78 @@ def text(before, after=None):
         return "unknown" if v is None else f"{v[0]:.2f}"
     after_text = "" if after is None else f", {one(after)} after"
     return f"load average (1 min) {one(before)} before{after_text}, {usable_cores()} usable core(s)"
+
+
+# ---------------------------------------------------------------------------- threads per rank
+#: environment variables that set the BLAS / OpenMP / Numba threads explicitly
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS")
+
+
+def set_threads(comm, explicit=None):
+    """Give this rank its share of the node's cores for BLAS and Numba; returns the count.
+
+    ``explicit`` (--blas-threads) wins, then any of THREAD_VARIABLES set in the environment (the
+    libraries read them at start-up, so they are left as they are), else the cores this process
+    may use divided by the ranks of ``comm`` on this node (a collective: MPI_COMM_TYPE_SHARED).
+    """
+    on_node = ranks_on_node(comm)
+    if explicit is None:
+        for name in THREAD_VARIABLES:
+            if os.environ.get(name, "").strip().isdigit():
+                return max(1, int(os.environ[name]))
+        n = max(1, usable_cores() // on_node)
+    else:
+        n = explicit
+    limit_threads(n)
+    return n
+
+
+def ranks_on_node(comm):
+    """The ranks of ``comm`` that share memory with this one (a collective)."""
+    from mpi4py import MPI  # here, not above: verify, report and bench step use this module without MPI
+    local = comm.Split_type(MPI.COMM_TYPE_SHARED)
+    try:
+        return local.Get_size()
+    finally:
+        local.Free()
+
+
+def limit_threads(n):
+    """BLAS (and OpenMP) and Numba use at most n threads in this process from now on."""
+    try:
+        from threadpoolctl import threadpool_limits
+        threadpool_limits(limits=n)
+    except ImportError:  # the kernels' own control of OpenBLAS (refsgd.nn.kernels) still applies
+        pass
+    import numba
+    numba.set_num_threads(min(n, numba.config.NUMBA_NUM_THREADS))
+
+
+class one_thread:
+    """BLAS, Numba and torch at one thread inside the block (as one MPI rank per core runs)."""
+
+    def __enter__(self):
+        self._undo = []
+        try:
+            from threadpoolctl import threadpool_limits
+            self._undo.append(threadpool_limits(limits=1).restore_original_limits)
+        except ImportError:
+            pass
+        import numba
+        before = numba.get_num_threads()
+        numba.set_num_threads(1)
+        self._undo.append(lambda: numba.set_num_threads(before))
+        try:
+            import torch
+        except ImportError:
+            torch = None
+        if torch is not None:
+            t = torch.get_num_threads()
+            torch.set_num_threads(1)
+            self._undo.append(lambda: torch.set_num_threads(t))
+        return self
+
+    def __exit__(self, *exc):
+        for undo in reversed(self._undo):
+            undo()
+        return False

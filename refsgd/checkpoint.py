@@ -94,6 +94,8 @@ def read_meta(path, config, world, num_params, data_sha256=None, total=None):
     if not isinstance(meta, dict) or not isinstance(meta.get("config"), dict) or not isinstance(meta.get("t"), int):
         raise RefsgdError(f"--resume {d}: meta.json is not a refsgd checkpoint description")
     saved = meta["config"]
+    if "allreduce" in config and "allreduce" not in saved:  # written before --allreduce: MPI's sums
+        saved = {**saved, "allreduce": "mpi"}
     if saved.get("algo") != config["algo"]:
         raise RefsgdError(f"--resume {d}: the checkpoint is of method {saved.get('algo')!r}, "
                           f"this run is {config['algo']!r}")

@@ -7,8 +7,9 @@ first instruction to the last, ends the command with 130 or 143 and one line, on
 
 import sys
 
+from refsgd import cli, failure  # refsgd/cli/__init__.py imports nothing: the parser comes later
+from refsgd.cli.words import is_mpi_command
 from refsgd.errors import Stopped
-from refsgd import failure
 
 
 def main(argv=None):
@@ -18,25 +19,13 @@ def main(argv=None):
     if mpi_command and (failure.launcher_size() or 1) > 1:
         failure.bound_mpi_start()  # a rank gone before MPI_Init must not leave the others there forever
     try:
-        from refsgd import cli
-        code = cli.main(argv)
+        code = cli.main(argv)  # imports the parser, NumPy and the rest: after the handlers
     except Stopped as e:  # a signal before the command line's own handling (during its imports)
         code = e.code
         if failure.world_rank() == 0:
             failure.say(f"refsgd: {e}")
     failure.STOP.late = True  # from here a signal exits at once (MPI finalises at interpreter exit)
     return code
-
-
-def is_mpi_command(argv):
-    """Whether ``refsgd ARGV`` initialises MPI on every rank (train, bench overlap, bench codec); from the
-    words alone, before the parser is imported."""
-    words = [a for a in argv if not a.startswith("-")]
-    if not words:
-        return False
-    if words[0] == "train":
-        return "--list" not in argv and "-h" not in argv and "--help" not in argv
-    return words[0] == "bench" and len(words) > 1 and words[1] in ("overlap", "codec")
 
 
 if __name__ == "__main__":

@@ -3,7 +3,7 @@
 A trace records a method's trajectory step by step for every worker, with everything another
 implementation needs to replay it without refsgd's code or random numbers::
 
-    attrs  format = "refsgd-trace", format_version = 2 (see FORMAT_VERSION below)
+    attrs  format = "refsgd-trace", format_version = 3 (see FORMAT_VERSION below)
            method        the --algo name (e.g. "ssgd")
            source        "mpi" (refsgd train --trace) or "serial" (refsgd golden)
            world_size    N, the number of workers
@@ -45,10 +45,15 @@ from refsgd.files import h5_written, open_h5, read_array
 from refsgd.options import trajectory_keys
 
 FORMAT = "refsgd-trace"
-#: 2: compressed all-reduces (--compress, DASO's bf16 syncs) sum in the Ring-AllReduce's order
-#: (refsgd.comm.codecs); 1: in MPICH's recursive-doubling order. Version 1 traces without a
-#: compressed all-reduce mean the same in both and are read; the others are refused.
-FORMAT_VERSION = 2
+#: 3: every sum over workers of a golden file (serial) is in the Ring-AllReduce's order, the
+#: uncompressed ones too, and an MPI trace records how it summed (config "allreduce": "mpi", the
+#: MPI library's order, or "ring", bitwise the golden's); 2: compressed all-reduces (--compress,
+#: DASO's bf16 syncs) sum in the ring's order, uncompressed sums in row order 0, 1, ..., N-1;
+#: 1: compressed all-reduces in MPICH's recursive-doubling order. Versions 2 and 3 differ only in
+#: the roundings of uncompressed sums over 3 or more workers (within verify's default tolerance):
+#: version 2 is read. Version 1 traces without a compressed all-reduce are read too; the others
+#: are refused.
+FORMAT_VERSION = 3
 #: the methods whose trajectory has a compressed all-reduce whatever --compress says
 ALWAYS_COMPRESSED = ("daso",)
 
@@ -226,6 +231,10 @@ def verify(a_path, b_path, rtol=1e-10, atol=1e-12, prefix=False):
     if diff:
         return False, lines + ["MISMATCH in the configuration: " +
                                ", ".join(f"{k} ({ca[k]!r} vs {cb[k]!r})" for k in diff)]
+    ra, rb = a.config.get("allreduce"), b.config.get("allreduce")
+    if ra != rb and ra is not None and rb is not None:  # not compared: the order of the sums only
+        lines.append(f"note: A summed over workers with --allreduce {ra}, B with {rb}: at 3 or more workers "
+                     "expect differences of round-off (bitwise only when both sum in the ring's order)")
     only = sorted(set(ca) ^ set(cb))
     if only:  # e.g. another implementation records only the options its method reads
         lines.append(f"note: options recorded on one side only (not compared): {', '.join(only)}")

@@ -35,7 +35,8 @@ def pytest_collection_modifyitems(config, items):
 
 #: the test files that launch mpiexec (each of their tests is marked mpi_launch)
 MPI_FILES = {"test_bench.py", "test_cli.py", "test_codecs_mpi.py", "test_daso_mpi.py", "test_dc_mpi.py",
-             "test_failure_mpi.py", "test_golden.py", "test_laga_mpi.py", "test_link.py", "test_pipesgd_mpi.py",
+             "test_failure_mpi.py", "test_golden.py", "test_allreduce_ring_mpi.py", "test_laga_mpi.py", "test_link.py",
+             "test_pipesgd_mpi.py",
              "test_ppasgd_mpi.py", "test_run_mpi.py", "test_ssgd_mpi.py", "test_usability.py", "test_mpilib.py",
              "test_reliability_mpi.py", "test_report.py", "test_report_comparisons.py", "test_signals_mpi.py",
              "test_timeline.py", "test_what_users_read.py", "test_reproduce.py"}

@@ -111,7 +111,8 @@ def test_normal_install_finds_models_and_data(tmp_path):
     r = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(target), ROOT],
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
-    code = ("import refsgd.nn, refsgd.datasets as d; assert refsgd.nn.__file__.startswith(%r); "
+    code = ("import refsgd.nn, refsgd.datasets as d, refsgd.cli.app, refsgd.options.table; "
+            "assert refsgd.nn.__file__.startswith(%r); "
             "print(refsgd.nn.available_models(), d.load().x_train.shape)" % str(target))
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
                        cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(target)})
@@ -177,7 +178,8 @@ def test_poll_changes_timing_not_numbers(tmp_path, algo):
 
 @pytest.mark.parametrize("n", [3])
 def test_bench_codec_times_the_ring_against_the_mpi_operator(n):
-    """bench codec under mpiexec: a row per codec, the ring's p - 1 reduction steps per call."""
+    """bench codec under mpiexec: a row per codec and one uncompressed, the ring's p - 1 reduction steps per
+    call."""
     r = mpirun(n, "bench", "codec", "--values", "1000", "--repeat", "3")
     assert r.returncode == 0, r.stderr
     assert f"1,000 float32 values on {n} rank(s)" in r.stdout
@@ -190,6 +192,9 @@ def test_bench_codec_times_the_ring_against_the_mpi_operator(n):
         assert rows[name][0] == "2,000"
     assert rows["q8"][0] == "1,040"       # 4 blocks of 256 values: a 4-byte scale and 256 int8 each
     assert rows["q8v"][0] == "1,004"      # one 4-byte scale for the vector, then 1000 int8
+    # the uncompressed ring of --allreduce ring (float32, p - 1 steps) against MPI_Allreduce, and their ratio
+    assert rows["plain"][0] == "4,000" and float(rows["plain"][2]) == n - 1
+    assert float(rows["plain"][1]) > 0 and float(rows["plain"][5]) > 0 and float(rows["plain"][8]) > 0
 
 
 def test_bench_overlap_table_and_models():

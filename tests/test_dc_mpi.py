@@ -79,7 +79,7 @@ def test_corrected_step_computes_a_float32_run_in_float32():
     lam, = corrected_step(w_i, dw_i, v, g, dw_bar, N, lambda0, eta, mu, wd)
     w0, dw0, v0 = ref
     D = dw_bar / N - dw0
-    gt = g + np.float32(lam) * g * g * D
+    gt = g + np.float32(lam) * (g * g * D)          # L9: lambda_i (g (.) g (.) D), as the serial rendering
     v_new = v0 * np.float32(mu) - np.float32(eta) * (gt + np.float32(wd) * w0)
     assert w_i.dtype == v.dtype == np.float32
     np.testing.assert_array_equal(v, v_new)

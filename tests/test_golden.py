@@ -85,9 +85,9 @@ def test_format_version_1_is_read_where_its_meaning_is_unchanged(tmp_path, name,
         assert r.returncode == 2 and r.stderr.count("refsgd: error:") == 1, r.stderr
         assert "trace format version 1 summed its compressed all-reduces in MPICH's recursive-doubling order" \
             in r.stderr and "Traceback" not in r.stderr
-    _edit_attrs(os.path.join(GOLDEN, f"{name}.h5"), old, format_version=lambda v: 3)
+    _edit_attrs(os.path.join(GOLDEN, f"{name}.h5"), old, format_version=lambda v: 4)
     r = refsgd("verify", str(old), os.path.join(GOLDEN, f"{name}.h5"))
-    assert r.returncode == 2 and "trace format version 3 is newer than this refsgd reads (2)" in r.stderr
+    assert r.returncode == 2 and "trace format version 4 is newer than this refsgd reads (3)" in r.stderr
 
 
 def _edit_attrs(src, dst, **change):

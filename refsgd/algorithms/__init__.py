@@ -7,6 +7,7 @@ method's own option checks and ``servers`` says how many ranks are parameter ser
 from refsgd.algorithms import daso, dcasgd, dcs3gd, pipesgd, ppasgd
 from refsgd.algorithms.laga import ALGORITHMS as _LAGA
 from refsgd.algorithms.ssgd import ALGORITHMS as _SSGD
+from refsgd.nn.network import model_copies
 from refsgd.options import APPLIES, value
 
 ALGORITHMS = dict(_SSGD)
@@ -41,14 +42,6 @@ def check_sizes(name, args, net, total):
         module.check_sizes(args, net, total)
     if getattr(args, "trace", None) and total:  # every state array of every iteration, kept until the end
         model_copies(total, net, f"--trace of {total} iterations keeps at least one state array per iteration")
-
-
-def model_copies(count, net, what):
-    """Refuse ``count`` copies of the model when they exceed the memory available, saying what
-    would be allocated (``what``: the option and its buffers)."""
-    from refsgd.nn.network import check_memory
-    check_memory(count * net.num_params * net.dtype.itemsize,
-                 f"{what}: {count:,d} copies of the model ({net.num_params:,d} parameters, {net.dtype.name}) per rank")
 
 
 def micro_batches(args):

@@ -55,6 +55,14 @@ Readings and deviations (docs/algorithms.md lists them too):
   float32 average on the last batch of every epoch.
 * One node (P = 1): there is no global network, so there are no global syncs (a bf16 cast of
   x every batch would only round it); DASO is then SSGD with the mean gradient of the node.
+* ``--allreduce ring``: the float sums (L2's node-local sync over the node's G ranks, L9's cycling
+  sync over the group's P ranks, and the evaluated model's average) go through refsgd's
+  uncompressed Ring-AllReduce over point-to-point messages on those communicators, in their rank
+  order (local rank; node), each blocking (:meth:`refsgd.run.Run.ring_sum`): L9's sync is then
+  complete when it starts and L10 merges it W batches later as the listing says, without a
+  request to wait for, so the cycling syncs no longer overlap the batches between (the
+  trajectory is the same). The bf16 syncs (L5) always take the ring; the Bcasts copy and sum
+  nothing. The same bits under any MPI library and as the serial rendering.
 * One micro-batch per batch (``--tau 1``). The model evaluated is the mean of every rank's x
   (during cycling the nodes differ; after a blocking sync they agree), its frozen weights
   copied, not averaged, so that they stay bitwise w0 (``Run.average_model``).
@@ -287,8 +295,11 @@ def train(run):
             # L1: forward/backward on the local batch -> g                       (compute)
             run.grad(x, g, progress=[r for r in reqs if r is not None], label="L1 forward/backward -> g")
             # L2: local sync: g <- Allreduce_local(g) / G
-            with run.idle("L2 local sync MPI_Allreduce_local(g)", g):
-                local.Allreduce(g, g_node, op=MPI.SUM)
+            if run.ring:  # --allreduce ring: refsgd's ring over the node's ranks (Deviations)
+                run.ring_sum(local, g, g_node, label="L2 local sync ring all-reduce_local(g)")
+            else:
+                with run.idle("L2 local sync MPI_Allreduce_local(g)", g):
+                    local.Allreduce(g, g_node, op=MPI.SUM)
             # L3: local optimizer step with g (U divides by G within its one pass)
             with run.update("L3 local optimizer step"):
                 U.step(x, g_node, run.lr(t), divide=G)
@@ -320,9 +331,12 @@ def train(run):
                     j = phases.open_slot(t, k, phases.W)
                     if me == k:
                         np.copyto(send[j], x)
-                        with run.idle("L9 global sync MPI_Iallreduce_group_k(x)"):  # MPI's work to start it
-                            reqs[j] = run.started(group.Iallreduce(send[j], sync_sum[j], op=MPI.SUM),
-                                                  "L9 global sync MPI_Iallreduce_group_k(x)", send[j])
+                        if run.ring:  # --allreduce ring: refsgd's ring over the group, blocking (Deviations)
+                            run.ring_sum(group, send[j], sync_sum[j], label="L9 global sync ring all-reduce_group_k(x)")
+                        else:
+                            with run.idle("L9 global sync MPI_Iallreduce_group_k(x)"):  # MPI's work to start it
+                                reqs[j] = run.started(group.Iallreduce(send[j], sync_sum[j], op=MPI.SUM),
+                                                      "L9 global sync MPI_Iallreduce_group_k(x)", send[j])
                     phases.rotate(G)
             # L10: a sync started S batches ago is due: wait, merge by eq. 1, Bcast_local
             for j, k, S in phases.due(t):                                  # (complete communication)

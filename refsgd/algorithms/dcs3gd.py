@@ -43,6 +43,14 @@ Deviations and readings:
   is the average of the workers' w_i (an all-reduce at evaluation time only); its frozen
   weights are copied, not averaged, so that they stay bitwise w0 (``Run.average_model``).
 * One micro-batch per iteration (``--tau 1``): the paper does not accumulate.
+* ``--allreduce ring``: L5's non-blocking ``MPI_Iallreduce`` becomes refsgd's uncompressed
+  Ring-AllReduce over point-to-point messages, blocking (:meth:`refsgd.run.Run.ring_sum`), and L7
+  has nothing to wait for: the same bits under any MPI library and as the serial rendering, but
+  no overlap of L5 with L6's gradient (eq. 13's cost, not eq. 14's). So is the evaluation's
+  model average. Eq. 17's two norms are then summed in index order, as the serial rendering
+  does; under the default ``--allreduce mpi`` LLVM vectorises them (``reassoc``, 5x faster in
+  float32 here), in an order of the machine's, so that a trace matches the golden file to
+  round-off even at 2 ranks. The default keeps the listing's overlap.
 * L8-L11 are element-wise; they run as one Numba loop (:func:`corrected_step`, the listing's
   lines as comments) in two passes, because eq. 17 needs the norms of whole vectors before
   L9 can be applied. The NumPy form is the serial rendering's (refsgd/serial/dc.py).
@@ -69,7 +77,8 @@ def _eq17_norms(dw_i, g_i, dw_bar, N):
     """(||g_i||^2, ||g_i (.) g_i (.) D_i||^2) with D_i = (1/N) dw_bar - dw_i, in float64.
 
     ``reassoc`` lets LLVM vectorise the two sums (it halves the time of the whole step); it
-    changes only the order of their additions, not any element-wise result.
+    changes only the order of their additions, not any element-wise result, but that order is
+    the machine's (its vector width): :func:`_eq17_norms_ordered` is the reference's.
     """
     gg = 0.0
     ggDD = 0.0
@@ -81,7 +90,22 @@ def _eq17_norms(dw_i, g_i, dw_bar, N):
     return gg, ggDD
 
 
-def corrected_step(w_i, dw_i, v, g_i, dw_bar, N, lambda0, eta, mu, wd, bounds=None, decay=None, lams=None):
+@nb.njit(cache=True, nogil=True)
+def _eq17_norms_ordered(dw_i, g_i, dw_bar, N):
+    """:func:`_eq17_norms` summed in index order j = 0, 1, ..., as the serial rendering does
+    (``--allreduce ring``: bitwise the golden file on any machine)."""
+    gg = 0.0
+    ggDD = 0.0
+    for j in range(g_i.size):
+        D = dw_bar[j] / N - dw_i[j]                     # L8: D_i = (1/N) dw_bar - dw_i
+        ggD = g_i[j] * g_i[j] * D
+        gg += g_i[j] * g_i[j]
+        ggDD += ggD * ggD
+    return gg, ggDD
+
+
+def corrected_step(w_i, dw_i, v, g_i, dw_bar, N, lambda0, eta, mu, wd, bounds=None, decay=None, lams=None,
+                   ordered=False):
     """L8-L11 (eq. 9-12, 17) in place (see :func:`_corrected_step`); returns lams, each part's lambda_i.
     Defaults: one part (the whole vector), every parameter decayed."""
     if bounds is None:
@@ -90,18 +114,19 @@ def corrected_step(w_i, dw_i, v, g_i, dw_bar, N, lambda0, eta, mu, wd, bounds=No
         decay = np.zeros(0, w_i.dtype)
     if lams is None:
         lams = np.zeros(bounds.size - 1)
-    _corrected_step(w_i, dw_i, v, g_i, dw_bar, N, lambda0, eta, mu, wd, bounds, decay, lams)
+    _corrected_step(w_i, dw_i, v, g_i, dw_bar, N, lambda0, eta, mu, wd, bounds, decay, lams, ordered)
     return lams
 
 
 @nb.njit(cache=True, nogil=True)
-def _corrected_step(w_i, dw_i, v, g_i, dw_bar, N, lambda0, eta, mu, wd, bounds, decay, lams):
+def _corrected_step(w_i, dw_i, v, g_i, dw_bar, N, lambda0, eta, mu, wd, bounds, decay, lams, ordered):
     """L8-L11 (eq. 9-12, 17) element-wise, in two passes over each part of the vectors.
 
     The parts are ``[bounds[k], bounds[k+1])``: the whole vector (``--lambda-norm whole``,
     bounds = [0, d]) or each tensor of the layout (``tensor``); each part's lambda_i goes to
     ``lams[k]``. The second pass needs eq. 17's norms over the part, which the first computes.
     ``decay`` is 1 where a parameter is decayed and 0 in frozen layers (empty: all decayed).
+    ``ordered``: eq. 17's norms in index order (:func:`_eq17_norms_ordered`), not vectorised.
     NumPy would take some fifteen passes with temporaries: on mnist_mlp that cost as much as
     the gradient and ate the overlap. The scalars (N, lambda_i, eta, mu, wd) enter the element-wise
     arithmetic in the vectors' dtype, as NumPy casts a Python float: a float32 run computes in
@@ -112,7 +137,10 @@ def _corrected_step(w_i, dw_i, v, g_i, dw_bar, N, lambda0, eta, mu, wd, bounds, 
     for k in range(bounds.size - 1):
         # views of the part: loops from 0 over a view vectorise, loops from lo do not
         p = slice(bounds[k], bounds[k + 1])
-        gg, ggDD = _eq17_norms(dw_i[p], g_i[p], dw_bar[p], c[0])
+        if ordered:
+            gg, ggDD = _eq17_norms_ordered(dw_i[p], g_i[p], dw_bar[p], c[0])
+        else:
+            gg, ggDD = _eq17_norms(dw_i[p], g_i[p], dw_bar[p], c[0])
         lam = 0.0
         if ggDD > 0 and lambda0 != 0:
             lam = lambda0 * np.sqrt(gg) / np.sqrt(ggDD)     # eq. 17
@@ -129,7 +157,7 @@ def _update(w_i, dw_i, v, g_i, dw_bar, N, lam, eta, mu, wd):
     """L8-L11 with lambda_i = lam (every weight decayed)."""
     for j in range(w_i.size):
         D = dw_bar[j] / N - dw_i[j]                         # L8: D_i = (1/N) dw_bar - dw_i
-        gt = g_i[j] + lam * g_i[j] * g_i[j] * D             # L9: g~_i = g_i + lambda_i g_i g_i D_i
+        gt = g_i[j] + lam * (g_i[j] * g_i[j] * D)           # L9: g~_i = g_i + lambda_i g_i g_i D_i
         v[j] = mu * v[j] - eta * (gt + wd * w_i[j])         # L10: dw_i = U(g~_i, eta, mu)
         dw_i[j] = v[j]
         w_i[j] = w_i[j] + D + dw_i[j]                       # L11: w_i = w_i + D_i + dw_i
@@ -140,7 +168,7 @@ def _update_masked(w_i, dw_i, v, g_i, dw_bar, N, lam, eta, mu, wd, decay):
     """:func:`_update` with the weight decay where ``decay`` is 1 only (0 in frozen layers)."""
     for j in range(w_i.size):
         D = dw_bar[j] / N - dw_i[j]                         # L8
-        gt = g_i[j] + lam * g_i[j] * g_i[j] * D             # L9
+        gt = g_i[j] + lam * (g_i[j] * g_i[j] * D)           # L9
         v[j] = mu * v[j] - eta * (gt + (wd * decay[j]) * w_i[j])   # L10
         dw_i[j] = v[j]
         w_i[j] = w_i[j] + D + dw_i[j]                       # L11
@@ -181,10 +209,10 @@ def train(run):
         """dw = U(g, eta, mu): v <- mu*v - eta*(g + wd_t*w_i), in place (no decay in frozen layers);
         returns v."""
         eta, wd = run.lr(t), wd_at(t)
+        # in the order of eq. 11 (and of the serial rendering): eta times the decayed gradient
+        decayed = g + (wd * w_i if mask is None else (wd * mask) * w_i) if wd else g
         np.multiply(v, mu, out=v)
-        np.subtract(v, eta * g, out=v)
-        if wd:
-            np.subtract(v, (eta * wd) * (w_i if mask is None else mask * w_i), out=v)
+        np.subtract(v, eta * decayed, out=v)
         return v
 
     def average():
@@ -203,16 +231,22 @@ def train(run):
             continue
         # L4: for t < max_iterations
         # L5: MPI_Iallreduce(dw_i)                                           (start communication)
-        with run.idle("L5 MPI_Iallreduce(dw_i)"):  # MPI's work to start it is communication on this path
-            req = run.started(comm.Iallreduce(dw_i, dw_bar, op=MPI.SUM), "L5 MPI_Iallreduce(dw_i)", dw_i)
+        if run.ring:  # --allreduce ring: refsgd's ring, blocking: dw_bar is complete here (Deviations)
+            run.ring_sum(comm, dw_i, dw_bar, label="L5 ring all-reduce(dw_i)")
+            req = None
+        else:
+            with run.idle("L5 MPI_Iallreduce(dw_i)"):  # MPI's work to start it is communication on this path
+                req = run.started(comm.Iallreduce(dw_i, dw_bar, op=MPI.SUM), "L5 MPI_Iallreduce(dw_i)", dw_i)
         # L6: g_i <- grad l(w_i)                                             (compute)
         run.grad(w_i, g_i, progress=req, label="L6 g_i <- grad l(w_i)")
         # L7: dw_bar <- MPI_Wait()                                           (complete communication)
-        run.wait(req, "L7 dw_bar <- MPI_Wait()")
+        if req is not None:
+            run.wait(req, "L7 dw_bar <- MPI_Wait()")
         # L8:  D_i <- (1/N) dw_bar - dw_i                                    eq. 9
         # L9:  g~_i <- g_i + lambda_i g_i (.) g_i (.) D_i                     eq. 10, 17
         # L10: dw_i <- U(g~_i, eta, mu)                                      eq. 11
         # L11: w_i <- w_i + D_i + dw_i                                       eq. 12
         with run.update("L8 D_i, g~_i, dw_i, w_i (L8-L11)"):
-            _corrected_step(w_i, dw_i, v, g_i, dw_bar, N, lambda0, run.lr(t), mu, wd_at(t), bounds, decay, lams)
+            _corrected_step(w_i, dw_i, v, g_i, dw_bar, N, lambda0, run.lr(t), mu, wd_at(t), bounds, decay, lams,
+                            run.ring)
     return w_i

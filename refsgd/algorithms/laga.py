@@ -50,6 +50,11 @@ Deviations and readings:
   resume, ``g`` already holds the completed g^{t-1}(tau) (a checkpoint completes in-flight
   requests first) and no request is waited for.
 * After the last iteration the in-flight all-reduce is waited for and not applied.
+* ``--allreduce ring``: the non-blocking AllReduce becomes refsgd's uncompressed Ring-AllReduce
+  over point-to-point messages, blocking (:meth:`refsgd.run.Run.ring_sum`), so nothing is in
+  flight during the next iteration's L1 (no overlap: LAGA's lag is kept, its speed is not); the
+  sum is the same bits under any MPI library and as the serial rendering, which sums the
+  workers' g_i^t(tau) / N in the ring's order. The default ``--allreduce mpi`` overlaps.
 * In Algorithm 5 the gradient is taken at y (the paper's listing says x; its text says y is
   "used for both computing the gradient and applying it"). The model that is evaluated and
   returned is y, not x = y + eta*gamma*m: y is the vector the method computes gradients at and
@@ -127,8 +132,12 @@ def train_laga_sgd(run):
         # L3: non-blocking AllReduce g^t(tau) <- (1/N) sum_i g_i^t(tau)
         with run.update("L3 g_i^t(tau) / N"):      # the mean's 1/N, the method's arithmetic
             g_i /= N
-        with run.idle("L3 MPI_Iallreduce(g_i^t(tau))"):  # MPI's work to start it is communication on this path
-            req = run.started(comm.Iallreduce(g_i, g, op=MPI.SUM), "L3 MPI_Iallreduce(g_i^t(tau))", g_i)
+        if run.ring:  # --allreduce ring: refsgd's ring, blocking: g is complete here (Deviations)
+            run.ring_sum(comm, g_i, g, label="L3 ring all-reduce(g_i^t(tau))")
+            req = None
+        else:
+            with run.idle("L3 MPI_Iallreduce(g_i^t(tau))"):  # MPI's work to start it is communication on this path
+                req = run.started(comm.Iallreduce(g_i, g, op=MPI.SUM), "L3 MPI_Iallreduce(g_i^t(tau))", g_i)
         g_i, g_i_sent = g_i_sent, g_i              # g_i^t stays untouched while in flight
     # the last all-reduce is completed and not applied
     if req is not None:
@@ -165,8 +174,12 @@ def train_laga_sgdm(run):
         # L4: non-blocking AllReduce g^t(tau) <- (1/N) sum_i g_i^t(tau)
         with run.update("L4 g_i^t(tau) / N"):      # the mean's 1/N, the method's arithmetic
             g_i /= N
-        with run.idle("L4 MPI_Iallreduce(g_i^t(tau))"):  # MPI's work to start it is communication on this path
-            req = run.started(comm.Iallreduce(g_i, g, op=MPI.SUM), "L4 MPI_Iallreduce(g_i^t(tau))", g_i)
+        if run.ring:  # --allreduce ring: refsgd's ring, blocking: g is complete here (Deviations)
+            run.ring_sum(comm, g_i, g, label="L4 ring all-reduce(g_i^t(tau))")
+            req = None
+        else:
+            with run.idle("L4 MPI_Iallreduce(g_i^t(tau))"):  # MPI's work to start it is communication on this path
+                req = run.started(comm.Iallreduce(g_i, g, op=MPI.SUM), "L4 MPI_Iallreduce(g_i^t(tau))", g_i)
         g_i, g_i_sent = g_i_sent, g_i
     # the last all-reduce is completed and not applied
     if req is not None:
@@ -203,8 +216,12 @@ def train_laga_sgdn(run):
         # L4: non-blocking AllReduce g^t(tau) <- (1/N) sum_i g_i^t(tau)
         with run.update("L4 g_i^t(tau) / N"):      # the mean's 1/N, the method's arithmetic
             g_i /= N
-        with run.idle("L4 MPI_Iallreduce(g_i^t(tau))"):  # MPI's work to start it is communication on this path
-            req = run.started(comm.Iallreduce(g_i, g, op=MPI.SUM), "L4 MPI_Iallreduce(g_i^t(tau))", g_i)
+        if run.ring:  # --allreduce ring: refsgd's ring, blocking: g is complete here (Deviations)
+            run.ring_sum(comm, g_i, g, label="L4 ring all-reduce(g_i^t(tau))")
+            req = None
+        else:
+            with run.idle("L4 MPI_Iallreduce(g_i^t(tau))"):  # MPI's work to start it is communication on this path
+                req = run.started(comm.Iallreduce(g_i, g, op=MPI.SUM), "L4 MPI_Iallreduce(g_i^t(tau))", g_i)
         g_i, g_i_sent = g_i_sent, g_i
     # the last all-reduce is completed and not applied
     if req is not None:

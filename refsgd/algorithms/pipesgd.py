@@ -95,6 +95,12 @@ Deviations and readings:
   that operator time (eq. 5's gamma term: D-Sync+T/+Q pay it on the critical path, Pipe-SGD's
   communication thread beside the computation). The communication thread polls MPI while it waits and takes a core of
   its own: on a machine with fewer cores than threads it slows the computation.
+* ``--allreduce ring`` (pipe-sgd, d-sync): the uncompressed all-reduces (C4, D-Sync's L2) are
+  refsgd's Ring-AllReduce over point-to-point messages too, with no codec, the sum in the run's
+  dtype: the same bits under any MPI library and as the serial rendering. Both are blocking
+  already (C4 in the communication thread), so nothing else changes. With ``--compress`` the
+  ring is the codec's whatever ``--allreduce`` says. PS-Sync has no all-reduce (its server sums
+  the gathered gradients itself, in rank order): ``--allreduce`` does not apply to it.
 * PS-Sync: the server's Gather and Bcast are MPI collectives (the tree MPI chooses); with
   ``--link`` they take no less than the parameter-server model, every message through the
   server's one link, ``(p - 1) (alpha + n beta)`` each way (docs/algorithms.md).
@@ -108,6 +114,7 @@ from mpi4py import MPI
 
 from refsgd.errors import RankFailure, RefsgdError
 from refsgd.comm import codecs
+from refsgd.nn.network import model_copies
 from refsgd.optim import fused_step
 from refsgd.options import value
 from refsgd.run import prompt_handover
@@ -136,7 +143,6 @@ def check_sizes(args, net, total):
     """--dependency K below the run's iterations, and its 4 K copies of the model within memory."""
     if args.algo != "pipe-sgd":
         return
-    from refsgd.algorithms import model_copies
     K = value(args, "dependency")
     if K >= total:
         raise RefsgdError(f"--dependency {K} is not below the run's {total} iterations: an update applies the summed "
@@ -228,7 +234,8 @@ def train_pipe_sgd(run):
         summ = [codec.empty(d) for _ in range(K)]
     pipe = _Pipeline(t0)
     comm = run.comm.Dup()                                    # the communication thread's own communicator
-    wire = codec.open() if codec is not None else None
+    # the thread's own ring: a codec's, or under --allreduce ring the uncompressed one (C4, below)
+    wire = codec.open() if codec is not None else codecs.plain(w.dtype).open() if run.ring else None
     run.set_model(lambda: w)
 
     def communicate():
@@ -244,7 +251,7 @@ def train_pipe_sgd(run):
                 with run.span("comm", "C4 AllReduce g^c_sum[t]", it=t, data=local[t % K]):
                     if wire is None:
                         comm.Allreduce(local[t % K], summ[t % K], op=MPI.SUM)
-                    else:
+                    else:  # a codec's ring, or the uncompressed one of --allreduce ring
                         wire.allreduce_wire(comm, local[t % K], summ[t % K])
                 pipe.spans.append((s, time.perf_counter()))
                 # C5: mark g^c_sum[t] ready

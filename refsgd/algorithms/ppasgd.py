@@ -56,6 +56,10 @@ Deviations and readings:
 
 * ``--lr`` is lambda and multiplies a *sum* over samples, threads and processes (as SSGD-NAG);
   ``--momentum`` is mu (the paper: 0.99). The local optimizer options do not apply.
+* ``--allreduce ring``: L5's MPI_Allreduce (blocking, as the listing) is refsgd's uncompressed
+  Ring-AllReduce over point-to-point messages instead (:meth:`refsgd.run.Run.allreduce_sum`),
+  the same bits under any MPI library and as the serial rendering. The staleness counts of L8
+  (integers, exact in any order) stay an MPI_Allreduce.
 * L3-L4 take each D_g and reset it under thread g's lock (a swap of buffers), so a gradient a
   thread adds meanwhile is never lost. w^ is replaced (a new version) under a lock; a thread
   copies it (L6) under the same lock.
@@ -94,6 +98,7 @@ import numpy as np
 from mpi4py import MPI
 
 from refsgd.errors import RankFailure, RefsgdError
+from refsgd.nn.network import model_copies
 from refsgd.optim import momentum_predict
 from refsgd.options import value
 from refsgd.run import prompt_handover
@@ -114,7 +119,6 @@ def check(args, world):
 def check_sizes(args, net, total):
     """--staleness S below the run's iterations; the copies of the model that S and --threads G
     keep (S + 1 versions of w^ and G gradients; threaded: 4 G buffers) within memory."""
-    from refsgd.algorithms import model_copies
     S, G = args.staleness, value(args, "threads")
     if S is not None and S >= total:
         raise RefsgdError(f"--staleness {S} is not below the run's {total} iterations: update t consumes gradients "

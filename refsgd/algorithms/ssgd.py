@@ -57,6 +57,13 @@ Deviations and readings:
 * The uncompressed all-reduce of L2 / L12 is the MPI library's MPI_Allreduce (MPICH: recursive
   doubling for short messages, log2(p) latencies), not the Ring-AllReduce of the papers' cost
   models (2(p-1) latencies); docs/algorithms.md, "The all-reduce's algorithm".
+* ``--allreduce ring`` (every method here): the all-reduces are refsgd's uncompressed
+  Ring-AllReduce over point-to-point messages (:meth:`refsgd.run.Run.ring_sum`), the same bits
+  under any MPI library and as the serial renderings. SSGD-OPT's per-segment ``MPI_Iallreduce``
+  then becomes one blocking ring per segment, run after the backward pass, last layer first (a
+  blocking ring inside the pass would be timed as compute); the default ``--allreduce mpi`` keeps
+  the overlap. Each segment's ring cuts the segment into the ranks' blocks, so its order is that
+  of the segment, not of the whole vector: the serial rendering sums segment by segment.
 * ``--compress NAME`` (ssgd, ssgd-nag; :mod:`refsgd.comm.codecs`): the all-reduce of L2 / L12
   carries the codec's form and every reduction step decompresses, adds and compresses again
   (the compressed Ring-AllReduce of :mod:`refsgd.comm.codecs`).
@@ -124,6 +131,7 @@ def train_ssgd_opt(run):
                 run.grad(x, g_ij, label=f"L1 grad F_i(x^t; xi_i{j + 1}^t)")
                 g_i += g_ij
         reqs = []
+        final = []  # --allreduce ring: the segments, reduced after the pass
 
         def segment_final(name, lo, hi):
             # L1 completes for this layer's segment ...
@@ -134,12 +142,17 @@ def train_ssgd_opt(run):
             else:
                 mine = g_ij[lo:hi]  # tau = 1: the micro-batch's gradient is g_i itself
             # L2, start communication: Iallreduce of the segment, last layer first
-            reqs.append(run.started(comm.Iallreduce(mine, g[lo:hi], op=MPI.SUM), f"L2 MPI_Iallreduce(g_i[{name}])",
-                                    mine))
+            if run.ring:  # --allreduce ring: a blocking ring per segment, after the pass (Deviations)
+                final.append((name, mine, lo, hi))
+            else:
+                reqs.append(run.started(comm.Iallreduce(mine, g[lo:hi], op=MPI.SUM),
+                                        f"L2 MPI_Iallreduce(g_i[{name}])", mine))
 
         # L1, last micro-batch; its backward pass starts the all-reduces     (compute)
         # (with --poll, the segments already started are tested after each later layer)
         run.grad(x, g_ij, on_segment=segment_final, progress=reqs, label=f"L1 grad F_i(x^t; xi_i{tau}^t)")
+        for name, mine, lo, hi in final:  # --allreduce ring: segment by segment, last layer first
+            run.ring_sum(comm, mine, g[lo:hi], label=f"L2 ring all-reduce(g_i[{name}])")
         # L2, complete communication: wait for every segment
         run.waitall(reqs, "L2 MPI_Waitall(segments)")
         # L3: x^{t+1} <- x^t - eta * g^t(tau)                              (U)

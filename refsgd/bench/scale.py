@@ -7,6 +7,7 @@ import os
 import numpy as np
 
 from refsgd.bench import models
+from refsgd.busy import one_thread  # in busy, not here: suite uses it too (no scale <-> suite cycle)
 
 #: the world sizes of the table when --ranks is not given
 RANKS = tuple(2 ** k for k in range(3, 13))
@@ -92,36 +93,6 @@ def measure_inputs(model, batch, link, local_link, G, B=models.DASO_B, t_c=None,
                 for a in METHODS}
     return Inputs(model=net.name, batch=batch, nbytes=n * net.dtype.itemsize, num_params=n, dtype=net.dtype.name,
                   t_c=t_c, t_c_measured=measured, gamma=gamma, t_up=t_up, link=link, local_link=local_link, G=G, B=B)
-
-
-class one_thread:
-    """BLAS, Numba and torch at one thread inside the block (as one MPI rank per core runs)."""
-
-    def __enter__(self):
-        self._undo = []
-        try:
-            from threadpoolctl import threadpool_limits
-            self._undo.append(threadpool_limits(limits=1).restore_original_limits)
-        except ImportError:
-            pass
-        import numba
-        before = numba.get_num_threads()
-        numba.set_num_threads(1)
-        self._undo.append(lambda: numba.set_num_threads(before))
-        try:
-            import torch
-        except ImportError:
-            torch = None
-        if torch is not None:
-            t = torch.get_num_threads()
-            torch.set_num_threads(1)
-            self._undo.append(lambda: torch.set_num_threads(t))
-        return self
-
-    def __exit__(self, *exc):
-        for undo in reversed(self._undo):
-            undo()
-        return False
 
 
 def predict(inputs, ranks, methods=METHODS):

@@ -127,7 +127,7 @@ def run_all(out, quick=False, force=False, log=None):
     load_before = busy.load_average()
     t0 = time.perf_counter()
     from refsgd.bench.measure import step
-    from refsgd.bench.scale import one_thread
+    from refsgd.busy import one_thread
     iterations, skip = (16, 4) if quick else (100, 10)
     steps = []
     shapes = [("mnist_mlp", 64)] if quick else [("mnist_mlp", 64), ("cifar10_cnn", 64)]

@@ -57,12 +57,17 @@ every partial sum to the wire format; the all-gather then copies the finished bl
 ends with the same bits under any MPI library, and :func:`refsgd.serial.codecs.allreduce_sum`
 reduces in the same order.
 
+Uncompressed sums (``--allreduce ring``): :func:`plain` is the same ring with no codec, values of
+the run's dtype carried as they are and each step ``mine <- received + mine`` in that dtype, so
+block b of an uncompressed sum is ``(((x_b + x_{b+1}) + x_{b+2}) + ... + x_{b-1})`` (mod p).
+
 API (one for every method)::
 
     wire = codecs.get("t16").open()
     wire.allreduce(comm, x, out)                 # blocking: out <- decode(ring sum of encode(x))
     wire.allreduce_wire(comm, send, recv)        # blocking, on wire buffers already encoded
     wire.close()                                 # frees the MPI operator, if allreduce_op made one
+    codecs.plain(np.float64).open().allreduce_wire(comm, x, out)   # uncompressed, in the ring's order
 
 ``x`` is float32 or float64 (rounded to float32 first, round to nearest); ``out`` may be either.
 ``wire.allreduce_op`` is the same reduction as an MPI user-defined operator, whose order is the
@@ -649,6 +654,40 @@ def _codecs():
 
 
 CODECS = _codecs()
+
+
+class Plain(Codec):
+    """The ring's uncompressed element: one value of ``dtype`` carried as it is, the reduction step
+    ``b <- a + b`` in that dtype (one rounding, as MPI_SUM's). ``--allreduce ring`` sends every
+    uncompressed sum over ranks through :meth:`Wire.allreduce_wire` with it, so that the sum's
+    order is the ring's (the same bits under any MPI library, and in the serial renderings)."""
+
+    def __init__(self, dtype):
+        dtype = np.dtype(dtype)
+        super().__init__("none", f"uncompressed {dtype.name}, the sum in {dtype.name}", dtype.itemsize, 1, dtype,
+                         np.copyto, lambda wire, out: np.copyto(out, wire), lambda a, b: np.add(a, b, out=b))
+
+    def encode(self, x, wire):
+        """wire <- x (no rounding)."""
+        np.copyto(wire, x)
+        return wire
+
+    def decode(self, wire, out):
+        np.copyto(out, wire)
+        return out
+
+
+_PLAIN = {}
+
+
+def plain(dtype):
+    """The uncompressed codec of ``dtype`` (:class:`Plain`): ``plain(x.dtype).open()`` is the ring
+    all-reduce of ``--allreduce ring``, ``wire.allreduce_wire(comm, x, out)`` on the arrays
+    themselves (``out <- the ring's sum of x``, blocking)."""
+    dtype = np.dtype(dtype)
+    if dtype not in _PLAIN:
+        _PLAIN[dtype] = Plain(dtype)
+    return _PLAIN[dtype]
 
 
 def get(name):

@@ -328,3 +328,11 @@ def check_memory(nbytes, what):
     if free is not None and nbytes > free:
         raise RefsgdError(f"{what} need about {nbytes / 2**30:,.1f} GiB, more than the {free / 2**30:,.1f} GiB "
                           "of memory available")
+
+
+def model_copies(count, net, what):
+    """Refuse ``count`` copies of the model when they exceed the memory available, saying what
+    would be allocated (``what``: the option and its buffers; pipe-sgd's --dependency, pp-asgd's
+    --staleness and --threads, --trace)."""
+    check_memory(count * net.num_params * net.dtype.itemsize,
+                 f"{what}: {count:,d} copies of the model ({net.num_params:,d} parameters, {net.dtype.name}) per rank")

@@ -14,6 +14,11 @@ An algorithm's ``train(run)`` receives a :class:`Run` and uses
   request's lifetime is recorded as *communication* time;
 * ``run.optimizer()`` (the local optimizer U of the command line, its state registered),
   ``run.lr(t)``, ``run.tau``, ``run.cfg``;
+* ``run.ring`` (``--allreduce ring``) and ``run.ring_sum(comm, x, out)``: every uncompressed sum
+  over ranks as refsgd's Ring-AllReduce over point-to-point messages, blocking, the serial
+  renderings' order (``run.allreduce_sum`` and ``run.average_model`` follow ``run.ring``
+  themselves; a method whose listing starts an ``MPI_Iallreduce`` writes ``if run.ring:
+  run.ring_sum(...) else: comm.Iallreduce(...)``);
 * ``with run.codec():`` times compression and decompression on the computation path (*codec*),
   ``with run.update():`` the method's update of its state and the scalings of its listing
   (*update*);

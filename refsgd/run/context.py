@@ -37,6 +37,9 @@ class Run(Timing, Bookkeeping):
         self.net = net
         self.data = data
         self.cfg = cfg
+        #: --allreduce ring: every uncompressed sum over ranks is refsgd's Ring-AllReduce (ring_sum)
+        self.ring = getattr(cfg, "allreduce", None) == "ring"
+        self._rings = {}
         self.tau = cfg.tau
         self.schedule = schedule
         self._print = log
@@ -171,7 +174,10 @@ class Run(Timing, Bookkeeping):
         """out <- the mean over the ranks of ``comm`` of their w (collective, blocking). The frozen
         parameters, the same on every rank and never moved, are copied from w: (w + w + w) / 3
         can miss w by one ulp, and a frozen weight must stay bitwise its initial value."""
-        comm.Allreduce(w, out, op=MPI.SUM)
+        if self.ring:  # --allreduce ring: the evaluated model in the ring's order too
+            self._ring(w.dtype).allreduce_wire(comm, w, out)
+        else:
+            comm.Allreduce(w, out, op=MPI.SUM)
         np.divide(out, comm.Get_size(), out=out)
         if not self.net.trainable.all():
             np.copyto(out, w, where=~self.net.trainable)

@@ -107,11 +107,33 @@ class Timing:
             return None
         return codecs.get(name).open()
 
+    def _ring(self, dtype):
+        """The uncompressed Ring-AllReduce of ``dtype`` (one per dtype, its scratch reused; the loop's
+        thread only: a method whose other thread sums opens its own, ``codecs.plain(dtype).open()``)."""
+        dtype = np.dtype(dtype)
+        if dtype not in self._rings:
+            self._rings[dtype] = codecs.plain(dtype).open()
+        return self._rings[dtype]
+
+    def ring_sum(self, comm, x, out, label=None):
+        """Blocking ``out <- sum over the ranks of comm of x`` by refsgd's Ring-AllReduce over
+        point-to-point messages, uncompressed, in x's dtype (``--allreduce ring``; the order is
+        :meth:`refsgd.comm.codecs.Wire.allreduce_wire`'s, the serial renderings'), timed as idle.
+        A method whose listing starts an ``MPI_Iallreduce`` calls this instead under ``--allreduce
+        ring`` (``if run.ring: ... else: comm.Iallreduce(...)``): the sum is complete on return."""
+        with self.idle(label, x):
+            self._ring(x.dtype).allreduce_wire(comm, x, out)
+        return out
+
     def allreduce_sum(self, comm, x, out, wire=None, label=None):
-        """Blocking ``out <- sum over ranks of x`` (idle). With a codec ``wire`` (open_wire), x is
-        compressed (codec), the all-reduce carries and adds the compressed form (idle), and the
-        result is decompressed into out (codec). label: the listing line (--timeline)."""
+        """Blocking ``out <- sum over ranks of x`` (idle): ``MPI_Allreduce`` with ``MPI_SUM``, or
+        under ``--allreduce ring`` refsgd's uncompressed ring (:meth:`ring_sum`). With a codec
+        ``wire`` (open_wire), x is compressed (codec), the ring carries and adds the compressed
+        form (idle), and the result is decompressed into out (codec). label: the listing line
+        (--timeline)."""
         if wire is None:
+            if self.ring:
+                return self.ring_sum(comm, x, out, label)
             with self.idle(label, x):
                 comm.Allreduce(x, out, op=MPI.SUM)
             return out

@@ -6,7 +6,9 @@ does (:meth:`refsgd.comm.codecs.Wire.allreduce_wire`): every row is rounded to f
 encoded; the vector is cut into N blocks of whole wire elements (values for t16, bf16 and fp16,
 blocks of 256 values for q8; :func:`refsgd.comm.codecs.ring_blocks`; q8v: see :func:`_allreduce_q8v`), and block b sums the rows
 in the order b, b + 1, ..., b + N - 1 (mod N), each step ``encode(decode(partial) + decode(row))``
-with the sum in float32; the result is decoded. The Numba kernels of the MPI code are tested
+with the sum in float32; the result is decoded. Without a codec (:func:`ring_sum`) the rows are
+summed in the same order, in their own dtype: the uncompressed sums of every serial rendering are
+the ring's (``--allreduce ring`` of the MPI code). The Numba kernels of the MPI code are tested
 against these.
 """
 
@@ -92,10 +94,26 @@ def _codec(name, n):
     raise RefsgdError(f"unknown codec {name!r}")
 
 
+def ring_sum(G):
+    """The uncompressed all-reduce of the rows of G in the ring's order (``--allreduce ring``,
+    :func:`refsgd.comm.codecs.plain`): the vector is cut into N blocks of values
+    (:func:`refsgd.comm.codecs.ring_blocks`) and block b is ``(((G[b] + G[b+1]) + G[b+2]) + ... +
+    G[b-1])`` (rows mod N), each addition in G's dtype."""
+    N, n = G.shape
+    bounds = ring_blocks(n, N)
+    out = np.empty(n, G.dtype)
+    for b in range(N):
+        lo, hi = bounds[b], bounds[b + 1]
+        out[lo:hi] = G[b, lo:hi]
+        for k in range(1, N):
+            out[lo:hi] += G[(b + k) % N, lo:hi]
+    return out
+
+
 def allreduce_sum(G, compress):
-    """The (compressed) all-reduce of the rows of G: the sum, in G's dtype."""
+    """The (compressed) all-reduce of the rows of G in the ring's order: the sum, in G's dtype."""
     if compress in (None, "none"):
-        return G.sum(axis=0)
+        return ring_sum(G)
     if compress == "q8v":
         return _allreduce_q8v(G).astype(G.dtype)
     N, n = G.shape

@@ -5,11 +5,11 @@ Written from the reconstruction of docs/algorithms.md (section DASO), not from
 nodes of G consecutive ranks, ``--ranks-per-node G``). With X[i] worker i's parameters and
 g[i] its gradient at X[i] on its batch of step t::
 
-    node sync     gbar[p] = (sum over the node's ranks of g) / G;  X[i] <- U_i(X[i], gbar[p])
+    node sync     gbar[p] = (ring sum over the node's ranks of g) / G;  X[i] <- U_i(X[i], gbar[p])
     blocking      (warm-up, cool-down; every step): with k the sending local rank,
                   xbar = AllReduce_bf16(X[p*G + k] for every node p) / P, written into every
                   rank of every node; k <- (k + 1) mod G
-    cycling       every B steps (counted from the last change of B, W): s = sum over nodes of
+    cycling       every B steps (counted from the last change of B, W): s = ring sum over nodes of
                   X[p*G + k] (float), due W steps later with S = W; k <- (k + 1) mod G;
                   when due: X[p*G + k'] <- (2S X[p*G + k'] + s) / (2S + P), k' the sender,
                   written into every rank of node p
@@ -17,7 +17,9 @@ g[i] its gradient at X[i] on its batch of step t::
 
 AllReduce_bf16 rounds every row to float32 and bfloat16 and combines them in the ring's order
 (block b of the vector from row b on), each step ``bf16(decode(a) + decode(b))`` (:func:`refsgd.serial.codecs.allreduce_sum`). Only
-the trainable parameters are written by the global syncs. The phases, B, W and the plateau rule
+the trainable parameters are written by the global syncs. The float sums (node sync, cycling)
+are :func:`refsgd.serial.codecs.ring_sum`: the ring's order over the node's local ranks, and over
+the nodes. The phases, B, W and the plateau rule
 come from :class:`refsgd.algorithms.daso.Phases`, shared as the lr schedule is; the plateau's
 measure is the mean loss of every worker's batches in the epoch.
 
@@ -30,7 +32,7 @@ import numpy as np
 from refsgd.errors import RefsgdError
 from refsgd.algorithms.daso import CYCLING, Phases, epoch_loss
 from refsgd.optim import SGD
-from refsgd.serial.codecs import allreduce_sum
+from refsgd.serial.codecs import allreduce_sum, ring_sum
 from refsgd.serial.ssgd import _grads_at, _record, _Stream
 
 
@@ -67,7 +69,7 @@ def daso(net, data, cfg, schedule, N, T):
         phases.begin(t, lambda: epoch_loss([out["loss"][t - ipe:t, i] for i in range(N)]))
         grads = _grads_at(net, stream, X, t, 1, out["batches"], out["loss"])
         for p in range(P):
-            gbar = grads[p * G:(p + 1) * G].sum(axis=0) / G
+            gbar = ring_sum(grads[p * G:(p + 1) * G]) / G      # the node's ring, local rank order
             for i in range(p * G, (p + 1) * G):
                 U[i].step(X[i], gbar, out["lr"][t])
         if P > 1 and phases.phase(t) != CYCLING:
@@ -78,7 +80,7 @@ def daso(net, data, cfg, schedule, N, T):
             phases.rotate(G)
         elif P > 1 and phases.sends():
             k = phases.k
-            sums[phases.open_slot(t, k, phases.W)] = X[k::G].sum(axis=0)
+            sums[phases.open_slot(t, k, phases.W)] = ring_sum(X[k::G])   # the group's ring, node order
             phases.rotate(G)
         for j, k, S in phases.due(t):
             for p in range(P):

@@ -8,10 +8,12 @@ independent rendering.
 
 DC-S3GD, worker i (iteration 0 is the prologue, iterations 1.. the loop):
     t = 0:  g_i = grad(w_i); dw_i = U(g_i); w_i += dw_i
-    t > 0:  g_i = grad(w_i); D_i = mean_j dw_j - dw_i; g~_i = g_i + lambda_i g_i g_i D_i;
+    t > 0:  g_i = grad(w_i); D_i = (sum_j dw_j) / N - dw_i (the sum in the ring's order);
+            g~_i = g_i + lambda_i g_i g_i D_i;
             dw_i = U(g~_i); w_i += D_i + dw_i
     U(g) = v <- mu*v - eta_t*(g + wd_t*w_i),   wd_t = k * wd * eta_t / max_s eta_s (0 in frozen layers)
-    lambda_i = lambda_0 ||g_i|| / ||g_i g_i D_i||  (eq. 17; 0 where g_i g_i D_i = 0), over the
+    lambda_i = lambda_0 ||g_i|| / ||g_i g_i D_i||  (eq. 17, squares summed in index order; 0 where
+    g_i g_i D_i = 0), over the
     whole vector or, with --lambda-norm tensor, over each tensor of the layout
 
 DC-ASGD in the deterministic order (server rank 0, workers m = 1..N-1 served round-robin):
@@ -24,15 +26,17 @@ DC-ASGD in the deterministic order (server rank 0, workers m = 1..N-1 served rou
 import numpy as np
 
 from refsgd.options import value
+from refsgd.serial.codecs import ring_sum
 from refsgd.serial.ssgd import _Stream
 
 EPS = 1e-7  # DC-ASGD's adaptive lambda: lambda_0 / sqrt(MeanSquare + EPS)
 
 
 def _lambda_eq17(lambda0, g, ggD):
-    """lambda_0 ||g|| / ||g (.) g (.) D||, and 0 where the correction term vanishes."""
-    den = np.sqrt(np.sum(ggD * ggD))
-    return 0.0 if den == 0 or lambda0 == 0 else lambda0 * np.sqrt(np.sum(g * g)) / den
+    """lambda_0 ||g|| / ||g (.) g (.) D||, and 0 where the correction term vanishes. The squared
+    norms are summed in index order, in float64 (``cumsum``: its last entry is the sequential sum)."""
+    den = np.sqrt(np.cumsum(ggD * ggD, dtype=np.float64)[-1])
+    return 0.0 if den == 0 or lambda0 == 0 else lambda0 * np.sqrt(np.cumsum(g * g, dtype=np.float64)[-1]) / den
 
 
 def _parts(net, cfg):
@@ -56,7 +60,7 @@ def dcs3gd(net, data, cfg, schedule, N, T):
     g = np.empty(d, net.dtype)
     for t in range(T):
         eta, wd = float(lr[t]), float(wd_t[t])  # Python floats keep float32 arrays float32
-        mean_dw = DW.mean(axis=0)                       # the all-reduce of the dw_i, / N
+        mean_dw = ring_sum(DW) / N                      # the all-reduce of the dw_i (the ring's order), / N
         for i in range(N):
             idx = stream.indices(i, t)
             out["batches"][t, i, 0] = idx

@@ -2,10 +2,12 @@
 
 Written from the equations of Hakimi et al. 2021, Algorithms 3-5 (docs/algorithms.md, section LAGA), not
 from ``refsgd/algorithms/laga.py``: the workers are the first axis of (N, d) arrays and the
-all-reduce is a mean over that axis. The lag is a variable holding last step's mean gradient::
+all-reduce sums the workers' G[i] / N over that axis in the ring's order
+(:func:`refsgd.serial.codecs.ring_sum`; the MPI code divides before the sum).
+The lag is a variable holding last step's mean gradient::
 
     G[i]  = (1/tau) sum_j grad F_i(X[i]; xi_ij^t)       (Algorithm 5: at Y[i])
-    gbar  = (1/N) sum_i G[i]                             g^t(tau)
+    gbar  = sum_i (G[i] / N)  (the ring's order)          g^t(tau)
     D     = g_prev + wd * X                              g^{t-1}(tau) (+ coupled weight decay)
     LAGA-SGD:   X <- X - eta_t * D
     LAGA-SGDM:  M <- gamma*M + D;  X <- X - eta_t * M
@@ -21,6 +23,7 @@ step t is g^t(tau), the all-reduce started at step t.
 import numpy as np
 
 from refsgd.errors import RefsgdError
+from refsgd.serial.codecs import ring_sum
 from refsgd.serial.ssgd import _grads_at, _Stream
 
 
@@ -49,7 +52,7 @@ def _laga(net, data, cfg, schedule, N, T, variant):
     for t in range(T):
         eta = float(out["lr"][t])  # a Python float keeps float32 arrays float32, as in the MPI code
         G = _grads_at(net, stream, X, t, tau, out["batches"], out["loss"])
-        gbar = G.mean(axis=0)                            # the all-reduce of step t (lands at t+1)
+        gbar = ring_sum(G / N)                           # the all-reduce of step t of g_i / N (lands at t+1)
         D = g_prev[None, :] + decay[None, :] * X         # the lagged average, decayed
         if variant == "sgd":
             X = X - eta * D

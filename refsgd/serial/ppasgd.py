@@ -6,7 +6,8 @@ shared with it: the network, ``randpick`` (the documented sample stream) and ``h
 coefficient of eq. 2). With V_v the w^ after v updates (V_0 = w_0)::
 
     D_A   = sum over processes r, threads g of  b * grad J(x_{r,g,t}; V_{max(t-S, 0)})
-            (x_{r,g,t} = randpick(seed, r, g, t, n, b); D_L summed over g in order, then over r)
+            (x_{r,g,t} = randpick(seed, r, g, t, n, b); D_L summed over g in order, then the
+            processes' D_L in the ring's order, refsgd.serial.codecs.ring_sum)
     M    <- mu*M - lambda_t * D_A;   w <- w + M
     V_{t+1} = w + M * sum_{s=1}^{S+1} mu^s     (PP-ASGD)   or   w   (ASGD)
 
@@ -18,6 +19,7 @@ import numpy as np
 from refsgd.errors import RefsgdError
 from refsgd.algorithms.ppasgd import horizon, randpick
 from refsgd.options import value
+from refsgd.serial.codecs import ring_sum
 
 
 def _render(net, data, cfg, schedule, N, T, predict):
@@ -35,7 +37,7 @@ def _render(net, data, cfg, schedule, N, T, predict):
     g = np.empty(d, net.dtype)
     for t in range(T):
         at = V[max(t - S, 0)]
-        D_A = np.zeros(d, net.dtype)
+        D_L_of = np.empty((N, d), net.dtype)            # each process's D_L, summed by the all-reduce
         for r in range(N):
             D_L = None
             for th in range(G):
@@ -44,8 +46,9 @@ def _render(net, data, cfg, schedule, N, T, predict):
                 out["loss"][t, r] += net.loss_and_grad(at, data.x_train[idx], data.y_train[idx], out=g)
                 D_g = g * b
                 D_L = D_g if D_L is None else D_L + D_g
-            D_A = D_L if r == 0 else D_A + D_L
+            D_L_of[r] = D_L
             out["loss"][t, r] /= G
+        D_A = ring_sum(D_L_of)                          # L5: the all-reduce, in the ring's order
         M = mu * M - float(lr[t]) * D_A
         w = w + M
         V[t + 1] = w + horizon(mu, S) * M if predict else w.copy()

@@ -1,7 +1,8 @@
 """Serial renderings of the SSGD baselines: N workers in one process, no MPI.
 
 Written from the equations (docs/algorithms.md, section SSGD), not from the MPI code: the workers
-are the first axis of (N, d) arrays and an all-reduce is a sum over that axis. They share only
+are the first axis of (N, d) arrays and an all-reduce is a sum over that axis, in the order of the
+MPI code's Ring-AllReduce (:mod:`refsgd.serial.codecs`, ``--allreduce ring``). They share only
 the network, the sampler and the local optimizer with ``refsgd/algorithms/ssgd.py``
 (``--compress``: the codecs' NumPy twins, :mod:`refsgd.serial.codecs`); when the
 two agree, both are right, and these produce the golden trajectories (``refsgd golden``).
@@ -18,7 +19,7 @@ import numpy as np
 
 from refsgd.datasets import epoch_batches
 from refsgd.optim import SGD
-from refsgd.serial.codecs import allreduce_sum
+from refsgd.serial.codecs import allreduce_sum, ring_sum
 
 
 class _Stream:
@@ -53,10 +54,13 @@ def _record(T, N, d, dtype, names):
     return {name: np.empty((T, N, d), dtype=dtype) for name in names}
 
 
-def ssgd(net, data, cfg, schedule, N, T):
+def ssgd(net, data, cfg, schedule, N, T, segments=None):
     """SSGD with accumulation (LAGA Algorithms 1-2); U = the local optimizer of ``cfg``.
 
         g_i^t = (1/tau) sum_j grad F_i(x^t; xi_ij^t);  g^t = (1/N) sum_i g_i^t;  x^{t+1} = U(x^t, g^t)
+
+    The sum is the ring's (:func:`refsgd.serial.codecs.allreduce_sum`) over the whole vector, or
+    with ``segments`` [(name, lo, hi)] one ring per segment (SSGD-OPT).
     """
     stream, tau, d = _Stream(data, cfg, N), cfg.tau, net.num_params
     x0 = net.init_params(cfg.seed)
@@ -69,7 +73,13 @@ def ssgd(net, data, cfg, schedule, N, T):
                lr=np.array([schedule.lr(t) for t in range(T)]), states=_record(T, N, d, net.dtype, names))
     for t in range(T):
         G = _grads_at(net, stream, X, t, tau, out["batches"], out["loss"])
-        g = allreduce_sum(G, getattr(cfg, "compress", "none")) / N   # the all-reduce: a sum over workers
+        if segments is None:
+            g = allreduce_sum(G, getattr(cfg, "compress", "none")) / N   # the all-reduce: a sum over workers
+        else:                                            # one all-reduce per segment
+            g = np.empty(d, X.dtype)
+            for _, lo, hi in segments:
+                g[lo:hi] = ring_sum(G[:, lo:hi])
+            g /= N
         for i in range(N):
             U[i].step(X[i], g, out["lr"][t])
         out["states"]["x"][t] = X
@@ -79,9 +89,11 @@ def ssgd(net, data, cfg, schedule, N, T):
 
 
 def ssgd_opt(net, data, cfg, schedule, N, T):
-    """SSGD-OPT computes the same iterates as SSGD: reducing layer by layer, as soon as each
-    segment is final, changes when bytes move, not which numbers are added."""
-    return ssgd(net, data, cfg, schedule, N, T)
+    """SSGD-OPT computes the iterates of SSGD with one all-reduce per layer's segment
+    (``net.segments``): reducing layer by layer, as soon as each segment is final, changes when
+    bytes move, and the ring's order within each segment (its blocks are the segment's), not
+    which numbers are added."""
+    return ssgd(net, data, cfg, schedule, N, T, segments=net.segments)
 
 
 def ssgd_nag(net, data, cfg, schedule, N, T):

@@ -49,8 +49,11 @@ def codec_costs(comm, n, repeat=20, names=CODEC_NAMES):
     x = np.random.default_rng(comm.Get_rank()).standard_normal(n).astype(np.float32) * np.float32(1e-2)
     out = np.empty_like(x)
     plain = timed_collective(comm, lambda: comm.Allreduce(x, out, op=MPI.SUM), repeat)[0]
+    # the uncompressed ring of --allreduce ring (codecs.plain), the same float32 values
+    ring = codecs.plain(x.dtype).open()
+    ring_t, ring_step, ring_calls = timed_collective(comm, lambda: ring.allreduce_wire(comm, x, out), repeat, wire=ring)
     rows = [dict(codec="plain f32", wire_bytes=4 * n, encode=None, allreduce=plain, decode=None, op=None,
-                 calls=None)]
+                 calls=None, ring=ring_t, ring_op=ring_step, ring_calls=ring_calls)]
     for name in names:
         codec = codecs.get(name)
         wire = codec.open()
@@ -72,22 +75,28 @@ def codec_costs(comm, n, repeat=20, names=CODEC_NAMES):
 
 
 def format_ring(rows, world, n):
-    """``bench codec``'s table: per codec, the ring's all-reduce against the MPI operator's."""
-    lines = [f"compressed all-reduce of {n:,} float32 values on {world} rank(s): the ring (Sendrecv, refsgd's "
-             "order, the same bits under any MPI library) against an MPI user-defined operator (the library's "
-             "order); median of the slowest rank, shared memory on one machine",
+    """``bench codec``'s table: per codec, the ring's all-reduce against the MPI operator's; first
+    the uncompressed ring (``--allreduce ring``) against ``MPI_Allreduce`` with ``MPI_SUM``
+    (``--allreduce mpi``)."""
+    lines = [f"all-reduce of {n:,} float32 values on {world} rank(s): the ring (Sendrecv, refsgd's "
+             "order, the same bits under any MPI library) against MPI's (the library's order: MPI_Allreduce "
+             "uncompressed, an MPI user-defined operator per codec); median of the slowest rank, shared memory "
+             "on one machine",
              f"  {'codec':<6} {'wire bytes':>11} {'ring ms':>9} {'steps':>5} {'step ms':>8} {'ring-steps ms':>13} "
              f"{'MPI op ms':>10} {'calls':>5} {'op/call ms':>10} {'ring/op':>7}"]
     for c in rows:
-        if c["encode"] is None:
-            lines.append(f"  {'plain':<6} {c['wire_bytes']:>11,} {'-':>9} {'-':>5} {'-':>8} {'-':>13} "
-                         f"{1e3 * c['allreduce']:10.3f} {'-':>5} {'-':>10} {'-':>7}   (MPI_SUM of float32)")
+        if c["encode"] is None:  # uncompressed: --allreduce ring against --allreduce mpi (MPI_Allreduce, MPI_SUM)
+            rest = c["ring"] - c["ring_calls"] * c["ring_op"]
+            lines.append(f"  {'plain':<6} {c['wire_bytes']:>11,} {1e3 * c['ring']:9.3f} {c['ring_calls']:5.0f} "
+                         f"{1e3 * c['ring_op']:8.3f} {1e3 * rest:13.3f} {1e3 * c['allreduce']:10.3f} {'-':>5} "
+                         f"{'-':>10} {c['ring'] / c['allreduce']:7.2f}   (float32; MPI op: MPI_Allreduce with MPI_SUM)")
             continue
         rest = c["allreduce"] - c["calls"] * c["op"]
         lines.append(f"  {c['codec']:<6} {c['wire_bytes']:>11,} {1e3 * c['allreduce']:9.3f} {c['calls']:5.0f} "
                      f"{1e3 * c['op']:8.3f} {1e3 * rest:13.3f} {1e3 * c['allreduce_op']:10.3f} "
                      f"{c['calls_op']:5.1f} {1e3 * c['op_op']:10.3f} {c['allreduce'] / c['allreduce_op']:7.2f}")
-    lines.append("'steps' are the ring's reduction steps per call (p - 1, each on 1/p of the buffer), 'ring-steps' "
+    lines.append("'plain': the uncompressed ring of --allreduce ring against MPI_Allreduce (--allreduce mpi). "
+                 "'steps' are the ring's reduction steps per call (p - 1, each on 1/p of the buffer), 'ring-steps' "
                  "the ring's time besides them (its 2 (p - 1) Sendrecv calls and Python); 'calls' are the MPI "
                  "operator's calls per all-reduce.")
     return "\n".join(lines)

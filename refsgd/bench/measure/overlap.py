@@ -1,7 +1,6 @@
 """``bench overlap``: each method's iteration on synthetic data at a range of emulated links,
 against the model of its overlap of computation and communication; its JSON and text."""
 
-import argparse
 import dataclasses
 import time
 
@@ -71,17 +70,12 @@ def method_config(algo, *, batch, tau, iterations, lr, seed, poll=False, ranks_p
     if algo == "daso":
         want.update(warmup_epochs=0, cooldown_epochs=0, plateau_patience=10 ** 9,
                     sync_every=sync_every or models.DASO_B, ranks_per_node=ranks_per_node, local_link=local_link)
-    ns = argparse.Namespace(algo=algo, model=None, data=None, batch=batch, tau=tau, lr=lr, schedule="constant",
-                            seed=seed, dtype=dtype, epochs=1, iterations=iterations, eval_every=10 ** 9, log_every=10,
-                            link=None, poll=poll, progress=False, trace=None, out=None, checkpoint=None, resume=None,
-                            force=False)
     from refsgd import options
     applies = options.APPLIES[algo]
-    for k, v in want.items():
-        if k in applies and v is not None:
-            setattr(ns, k, v)
-    options.resolve(ns)
-    return ns
+    return options.resolve(options.Config(
+        algo=algo, model=None, data=None, batch=batch, tau=tau, lr=lr, schedule="constant", seed=seed, dtype=dtype,
+        epochs=1, iterations=iterations, eval_every=10 ** 9, log_every=10, link=None, poll=poll, progress=False,
+        **{k: v for k, v in want.items() if k in applies and v is not None}))
 
 
 def _run_method(comm, cfg, net, data, schedule, skip, spans=None):
@@ -124,9 +118,7 @@ def timeline_cost(comm, cfg, net, data, schedule, skip, pairs):
     window over every timed iteration (the first ``skip`` left out, as in the means), alternating
     so that a loaded machine's drift hits both alike; (median wall per iteration off, on, the
     most spans a rank recorded per iteration), each wall the mean over ranks of a run."""
-    import copy
-    on = copy.copy(cfg)
-    on.timeline = f"{skip}:{max(1, cfg.iterations - skip)}"
+    on = dataclasses.replace(cfg, timeline=f"{skip}:{max(1, cfg.iterations - skip)}")
     off_walls, on_walls, spans = [], [], []
     for _ in range(pairs):
         off_walls.append(_run_method(comm, cfg, net, data, schedule, skip)[3])

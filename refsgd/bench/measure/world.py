@@ -79,7 +79,7 @@ def _cores_per_rank(comm):
     """The cores each rank of this node may use: its affinity set, or the machine's cores shared
     by the ranks on the node, whichever is fewer (the same on every rank: the minimum)."""
     from mpi4py import MPI
-    from refsgd.api import ranks_on_node, usable_cores
+    from refsgd.busy import ranks_on_node, usable_cores
     on_node = ranks_on_node(comm)
     return comm.allreduce(min(float(usable_cores()), (os.cpu_count() or 1) / on_node), op=MPI.MIN)
 
@@ -88,7 +88,7 @@ def _ranks_per_node(comm, given):
     """DASO's G: --ranks-per-node, or the ranks that share memory with this one."""
     if given:
         return given
-    from refsgd.api import ranks_on_node
+    from refsgd.busy import ranks_on_node
     return ranks_on_node(comm)
 
 

@@ -1,0 +1,92 @@
+"""The argparse options of every command, derived from the table of refsgd.options.
+
+:func:`add` turns one :class:`refsgd.options.Option` into an argparse argument (its flag, its
+parser from the option's kind, its default, help, metavar and group), with a command's own
+default or help where it has one (``bench overlap --batch`` defaults to 64). :func:`add_method_options`
+and :func:`add_training_options` are the layouts of ``golden`` and ``train``: the options in the
+order ``--help`` shows them. A command-only option (``bench overlap --skip``) is written in its
+command's module with the parsers below (``positive_int``, ...), which are the table's kinds.
+"""
+
+import argparse
+
+from refsgd.optim import SCHEDULES
+from refsgd.options import BY_NAME, Choice, Config, Float, Int, Text
+
+#: the argparse groups of the table's option groups (train and golden)
+GROUPS = {"U": "local optimizer U (the methods that have one; others refuse these)",
+          "method": "method-specific options (refused by the other methods)"}
+
+
+def parser_of(kind):
+    """An argparse ``type``: the command line's text through the kind's parse (its message after
+    ``argument --flag:``)."""
+    def parse(text):
+        try:
+            return kind.parse(text)
+        except ValueError as e:
+            raise argparse.ArgumentTypeError(str(e)) from None
+    return parse
+
+
+positive_int = parser_of(Int(1))
+nonneg_int = parser_of(Int(0))
+nonneg_float = parser_of(Float())
+
+
+def add(p, name, *, groups=None, **override):
+    """Add option ``name`` of the table to parser ``p`` (into its group's argument group, created
+    once per parser in ``groups``); ``override`` replaces any of argparse's keywords (help,
+    default, metavar, required)."""
+    o = BY_NAME[name]
+    kw = dict(help=o.help, default=o.cli_default)
+    if o.kind.type is bool:  # a flag
+        kw["action"] = argparse.BooleanOptionalAction if o.kind.negatable else \
+            "store_false" if o.flag and o.flag.startswith("--no-") else "store_true"
+    else:
+        if isinstance(o.kind, Choice):
+            kw["choices"] = o.kind.choices
+        elif type(o.kind) is not Text:  # a plain string needs no parser
+            kw["type"] = parser_of(o.kind)
+        if o.metavar:
+            kw["metavar"] = o.metavar
+        if o.const is not None:
+            kw.update(nargs="?", const=o.const)
+    if o.flag:
+        kw["dest"] = o.name
+    if name == "schedule":  # the names from refsgd.optim (refsgd.options, below the methods, does not import it)
+        kw["help"] = o.help + ", ".join(SCHEDULES)
+    kw.update(override)
+    target = p
+    if o.group and groups is not None:
+        if o.group not in groups:
+            groups[o.group] = p.add_argument_group(GROUPS[o.group])
+        target = groups[o.group]
+    return target.add_argument(o.flags, **kw)
+
+
+def add_method_options(p, dtype, groups):
+    """The options that shape a trajectory (train and golden), in --help's order."""
+    for name in ("model", "data", "batch", "tau", "lr", "schedule", "momentum", "nesterov", "momentum_form",
+                 "weight_decay", "seed", "lambda0", "lambda_norm", "wd_k", "dc_lambda", "dc_adaptive", "dc_ms_decay",
+                 "ps_order", "dependency", "warmup_epochs", "cooldown_epochs", "sync_every", "plateau_patience",
+                 "plateau_threshold", "ranks_per_node", "threads", "staleness", "compress", "allreduce"):
+        add(p, name, groups=groups)
+    add(p, "dtype", default=dtype)
+
+
+def add_training_options(p):
+    """The options of `refsgd train`: the method's (shared with golden) and the run's."""
+    add(p, "algo")
+    p.add_argument("--list", action="store_true", help="list the methods with their paper and listing, and exit")
+    add_method_options(p, "float32", {})
+    for name in ("epochs", "iterations", "eval_every", "log_every", "progress", "blas_threads", "poll", "link",
+                 "local_link", "checkpoint", "checkpoint_every", "keep_checkpoints", "resume", "out", "force",
+                 "trace", "timeline"):
+        add(p, name)
+
+
+def config_of(args, leave=()):
+    """The frozen configuration of a run from a command's Namespace: its options of the table
+    (less those named in ``leave``). The Namespace goes no further than the command line."""
+    return Config(**{k: v for k, v in vars(args).items() if k in BY_NAME and k not in leave})

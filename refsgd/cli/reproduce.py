@@ -1,0 +1,54 @@
+"""``refsgd reproduce NAME | all | --list``: the papers' claims at small scale (refsgd.reproduce)."""
+
+from refsgd import failure
+from refsgd.cli import cmdoptions
+from refsgd.cli.cmdoptions import positive_int
+
+
+def add(sub):
+    r = sub.add_parser("reproduce", help="the papers' claims, run at small scale: the paper's number beside ours",
+                       description="Run a claim of one of the five papers (or all of them) at small scale: its "
+                                   "variants with one shared set of hyperparameters, once per seed, as `mpiexec -n "
+                                   "RANKS refsgd train` runs (launched here: run it without mpiexec). Writes "
+                                   "OUT_DIR/NAME.md (the paper's numbers beside refsgd's, mean and min-max over "
+                                   "the seeds, a verdict computed from them), NAME.json (every number, the "
+                                   "commands, versions, machine and load) and NAME.png, and rewrites OUT_DIR.md "
+                                   "beside the folder: the index, one line per claim. --list shows the claims.",
+                       epilog="example: refsgd reproduce laga-table1 --seeds 3 --out-dir results")
+    r.add_argument("name", nargs="?", metavar="NAME", help="a claim (--list) or all")
+    r.add_argument("--list", action="store_true", help="list the claims: name, paper, figure, claim, the paper's number")
+    r.add_argument("--seeds", type=positive_int, default=None, help="seeds per claim (default 3; 1 with --quick)")
+    r.add_argument("--quick", action="store_true",
+                   help="fewer epochs and iterations and one seed: a smoke test (all claims in minutes), not a result")
+    cmdoptions.add(r, "data", help="MNIST or CIFAR-10 from `refsgd data convert` (default: the embedded digits)")
+    r.add_argument("--ranks", type=positive_int, default=2,
+                   help="MPI ranks of each run (default 2; one per core, or timing claims mean nothing)")
+    cmdoptions.add(r, "link", default=None,
+                   help="the emulated link of the timing claims (default: chosen from the measured compute, "
+                        "as each claim says)")
+    r.add_argument("--out-dir", default="reproduce", metavar="D", help="output folder (default ./reproduce)")
+    r.add_argument("--force", action="store_true", help="replace existing outputs in --out-dir")
+
+
+
+
+def run(args, parser):
+    from refsgd import reproduce  # here, not above: NumPy and the claims' modules, not needed by --help
+    if args.list:
+        print(reproduce.list_text())
+        return 0
+    if not args.name:
+        parser._innermost(args).error("give a claim's NAME, all, or --list")
+    reproduce.names(args.name)  # an unknown name before anything runs
+    if args.link:
+        from refsgd.comm.link import Link
+        Link.parse(args.link)
+    setup = reproduce.Setup(ranks=args.ranks, data=args.data, link=args.link, quick=args.quick,
+                            seeds=args.seeds or (1 if args.quick else 3))
+    setup.kind  # a dataset reproduce cannot use is refused before anything runs
+    results = reproduce.reproduce(args.name, setup, args.out_dir, force=args.force,
+                                  log=lambda line: failure.say(f"reproduce: {line}"))
+    for r in results:
+        print(f"{r['name']:<18} {r['verdict']:<18} {r['why']}")
+    return 0
+

@@ -1,0 +1,31 @@
+"""``refsgd train``: train a model with a distributed method (refsgd.api.run)."""
+
+from refsgd.cli import cmdoptions
+
+
+def add(sub):
+    p = sub.add_parser("train", help="train a model with a distributed method (mpiexec -n N refsgd train ...)",
+                       description="Train a model with a distributed SGD method, one worker per MPI "
+                                   "rank: `mpiexec -n 4 refsgd train --algo ssgd`. Rank 0 shows "
+                                   "progress, the evaluations and a summary with each rank's split of "
+                                   "time into compute, idle (blocked on communication), update (the "
+                                   "method's step) and other, beside the time with communication in "
+                                   "flight. "
+                                   "Defaults train the embedded digits dataset in seconds.")
+    cmdoptions.add_training_options(p)
+
+
+def run(args, parser):
+    if args.list:
+        # here, not above: the methods load Numba and mpi4py (not MPI_Init), which --help does without
+        from refsgd import docs
+        from refsgd.algorithms import ALGORITHMS
+        print(f"listings, equations and readings: {docs.path('algorithms.md')}\n"
+              f"each method's exact step: {docs.path('implementers.md')}")
+        for name, (_, what) in ALGORITHMS.items():
+            print(f"{name:<10} {what}")
+        return 0
+    from refsgd import api  # here, not above: api loads NumPy and the methods; `refsgd train --help` needs neither
+    api.run(cmdoptions.config_of(args))  # the Namespace stops here: below it, a frozen refsgd.options.Config
+    return 0
+
