@@ -44,7 +44,8 @@ class Inputs:
 def prepare_args(args):
     """Check every option of ``bench scale`` (parsed by the command line) before anything is
     measured; links become Link objects and --ranks a list. RefsgdError on bad input."""
-    from refsgd import RefsgdError, failure
+    from refsgd import failure
+    from refsgd.errors import RefsgdError
     from refsgd.comm.link import Link
     from refsgd.nn import load_model
     if (failure.launcher_size() or 1) > 1:

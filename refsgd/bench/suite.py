@@ -17,7 +17,8 @@ import sys
 import tempfile
 import time
 
-from refsgd import RefsgdError, mpilib
+from refsgd import mpilib
+from refsgd.errors import RefsgdError
 
 #: the methods of the iteration table, at 2 ranks, as train runs them (--poll on); dcs3gd and
 #: laga-sgdm also with --no-poll (+nopoll)
@@ -88,11 +89,11 @@ def _blas():
 def machine(mpi_library=None):
     """The machine, the libraries and their versions, as (key, value) pairs."""
     affinity = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    import refsgd
+    from refsgd.version import __version__
     return [("machine", f"{_cpu_model()}, {os.cpu_count()} logical CPUs ({affinity} usable)"),
             ("OS", platform.platform()),
             ("Python", f"{platform.python_implementation()} {platform.python_version()}"),
-            ("refsgd", getattr(refsgd, "__version__", "?")),
+            ("refsgd", __version__),
             ("numpy / numba / mpi4py", " / ".join(str(_version(p)) for p in ("numpy", "numba", "mpi4py"))),
             ("MPI library", mpi_library or "unknown"),
             ("torch", _version("torch") or "not installed"),

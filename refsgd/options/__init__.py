@@ -33,7 +33,7 @@ The package: :mod:`refsgd.options.kinds` (the types and ranges), :mod:`refsgd.op
 import dataclasses
 import typing
 
-from refsgd import RefsgdError, did_you_mean
+from refsgd.errors import RefsgdError, did_you_mean
 from refsgd.options.kinds import Choice, Every, Flag, Float, Int, Kind, Text  # noqa: F401 -- the table's words
 from refsgd.options.table import (ALL, METHODS, OPTIONS, ROUNDING, RUN_ONLY, SCHEDULE_HELP,  # noqa: F401
                                   TRAJECTORY, Option)

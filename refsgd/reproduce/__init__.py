@@ -26,7 +26,7 @@ import os
 import tempfile
 import time
 
-from refsgd import RefsgdError
+from refsgd.errors import RefsgdError
 from refsgd.reproduce import claims as _claims
 from refsgd.reproduce import outputs
 from refsgd.reproduce.measure import fmt  # noqa: F401 -- what the markdown prints (the tests use it)

@@ -5,7 +5,7 @@ import glob
 import json
 import os
 
-from refsgd import RefsgdError
+from refsgd.errors import RefsgdError
 from refsgd.reproduce import claims as _claims
 from refsgd.reproduce.measure import fmt
 

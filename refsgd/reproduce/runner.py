@@ -9,7 +9,7 @@ import functools
 import os
 import time
 
-from refsgd import RefsgdError
+from refsgd.errors import RefsgdError
 from refsgd.busy import load_average
 from refsgd.busy import usable_cores as cores  # noqa: F401 -- refsgd.reproduce's warnings use it
 
