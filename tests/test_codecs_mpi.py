@@ -345,7 +345,7 @@ def test_the_link_holds_the_ring_for_transfer_plus_its_operator(name):
     lc = wrap(comm, Link(100.0, 0.01))              # 1000 values: t16 2000 bytes, >= 1.6 ms at p = 2
     wire = codecs.Wire(base)
     if name == "q8v":                               # the ring of q8v times its own kernel: slow it there
-        import refsgd.comm.codecs as mod
+        import refsgd.comm.codecs.ring as mod      # where the ring looks its kernel up
         real = mod._q8v_step
 
         def step(*args):

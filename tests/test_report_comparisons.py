@@ -147,15 +147,12 @@ def test_one_worker_makes_dcasgd_and_ps_sync_plain_sgd_and_says_so(runs):
 
 def test_bench_scale_plot_ticks_do_not_overlap(tmp_path):
     pytest.importorskip("matplotlib")
-    import argparse
 
     from refsgd.bench import scale
-    args = argparse.Namespace(model="digits_mlp", batch=16, dtype="float32", link="50,10", ranks_per_node=4,
-                              local_link="5,100", sync_every=4, t_c=0.002, ranks="8,16,32,64", plot=None,
-                              force=False)
-    scale.prepare_args(args)
-    inputs = scale.measure_inputs(args.model, args.batch, args.link, args.local_link, 4, 4, args.t_c)
-    fig = scale.plot(inputs, args.ranks, scale.predict(inputs, args.ranks), str(tmp_path / "s.png"))
+    link, local_link, ranks = scale.prepare("digits_mlp", "float32", "50,10", "5,100", 0.002, 4, "8,16,32,64")
+    assert ranks == [8, 16, 32, 64]
+    inputs = scale.measure_inputs("digits_mlp", 16, link, local_link, 4, 4, 0.002)
+    fig = scale.plot(inputs, ranks, scale.predict(inputs, ranks), str(tmp_path / "s.png"))
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     canvas = FigureCanvasAgg(fig)
     canvas.draw()

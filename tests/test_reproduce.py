@@ -97,6 +97,10 @@ def test_more_ranks_than_cores_or_a_busy_machine_say_timing_is_meaningless(monke
     monkeypatch.setattr(rep, "load_average", lambda: [cores() + 0.5, 1.0, 1.0])
     assert any("the machine is busy" in w for w in warnings_for(Setup(ranks=1)))
     assert any("meaningless" in w for w in warnings_for(Setup(ranks=cores() + 1)))
+    # within `reproduce all` the load is the one at the command's start, not the one its own earlier
+    # claims left behind
+    assert warnings_for(Setup(ranks=1, load_at_start=[0.1, 0.1, 0.1])) == []
+    assert any("the machine is busy" in w for w in warnings_for(Setup(ranks=1, load_at_start=[cores() + 1, 1, 1])))
 
 
 def test_first_reach_interpolates():

@@ -41,36 +41,37 @@ class Inputs:
         return models.Network(self.nbytes, "model", link=self.link, local_link=self.local_link, gamma=self.gamma)
 
 
-def prepare_args(args):
-    """Check every option of ``bench scale`` (parsed by the command line) before anything is
-    measured; links become Link objects and --ranks a list. RefsgdError on bad input."""
+def prepare(model, dtype, link, local_link, t_c, ranks_per_node, ranks, plot=None, force=False):
+    """Check every option of ``bench scale`` before anything is measured (the links and --ranks as
+    given on the command line, text or None); returns ``(link, local_link, ranks)``: the links as
+    :class:`refsgd.comm.link.Link` objects and the world sizes as a list. RefsgdError on bad input."""
     from refsgd import failure
     from refsgd.errors import RefsgdError
     from refsgd.comm.link import Link
     from refsgd.nn import load_model
     if (failure.launcher_size() or 1) > 1:
         raise RefsgdError("bench scale runs in one process (--check launches its own mpiexec): run it without mpiexec")
-    args.link = Link.parse(args.link)
-    args.local_link = Link.parse(args.local_link, "--local-link")
-    if args.t_c is not None and not (np.isfinite(args.t_c) and args.t_c > 0):
-        raise RefsgdError(f"--t-c expects seconds > 0, got {args.t_c:g}")
-    G = args.ranks_per_node
-    if args.ranks is None:
-        args.ranks = [p for p in RANKS if p % G == 0]
+    link = Link.parse(link)
+    local_link = Link.parse(local_link, "--local-link")
+    if t_c is not None and not (np.isfinite(t_c) and t_c > 0):
+        raise RefsgdError(f"--t-c expects seconds > 0, got {t_c:g}")
+    G = ranks_per_node
+    if ranks is None:
+        ranks = [p for p in RANKS if p % G == 0]
     else:
         try:
-            args.ranks = [int(t) for t in args.ranks.split(",")]
+            ranks = [int(t) for t in ranks.split(",")]
         except ValueError:
-            raise RefsgdError(f"--ranks expects integers separated by commas, got {args.ranks!r}") from None
-    bad = [p for p in args.ranks if p < 2 or p % G]
-    if bad or not args.ranks:
+            raise RefsgdError(f"--ranks expects integers separated by commas, got {ranks!r}") from None
+    bad = [p for p in ranks if p < 2 or p % G]
+    if bad or not ranks:
         raise RefsgdError(f"--ranks: every world size must be >= 2 and a multiple of --ranks-per-node {G}, "
                           f"got {', '.join(map(str, bad)) or 'none'}")
-    if args.plot:
+    if plot:
         from refsgd.files import check_output
-        check_output(args.plot, "--plot", args.force)
-    load_model(args.model, dtype=np.dtype(args.dtype))  # an unknown model: one line, before measuring
-    return args
+        check_output(plot, "--plot", force)
+    load_model(model, dtype=np.dtype(dtype))  # an unknown model: one line, before measuring
+    return link, local_link, ranks
 
 
 def measure_inputs(model, batch, link, local_link, G, B=models.DASO_B, t_c=None, dtype=np.float32, repeat=20):

@@ -125,7 +125,8 @@ def add(sub):
 
 
 def _prepare_overlap(args, world):
-    """Check every option of `bench overlap` (every rank, before the first collective)."""
+    """Check every option of `bench overlap` (every rank, before the first collective); returns what
+    it measures, a frozen :class:`refsgd.bench.measure.OverlapSpec` (the Namespace stops here)."""
     from refsgd import bench, datasets
     from refsgd.algorithms import check
     from refsgd.comm.link import Link
@@ -172,7 +173,11 @@ def _prepare_overlap(args, world):
     else:
         args.dataset = bench.synthetic_data(args.net, bench.synthetic_size(args.net, world, args.batch, args.tau,
                                                                            args.iterations))
-    return args
+    spec = bench.measure.OverlapSpec
+    values = {k: getattr(args, k) for k in spec.fields()}
+    values["algos"] = tuple(values["algos"])
+    values["ratios"] = tuple(values["ratios"]) if values["ratios"] is not None else None
+    return spec(**values)
 
 
 def run(args, parser):
@@ -186,8 +191,8 @@ def run(args, parser):
 
         from refsgd import api
         comm = MPI.COMM_WORLD
-        api.on_every_rank(comm, lambda: _prepare_overlap(args, comm.Get_size()))
-        result = bench.overlap(comm, args)
+        spec = api.on_every_rank(comm, lambda: _prepare_overlap(args, comm.Get_size()))
+        result = bench.overlap(comm, spec)
         if comm.Get_rank() == 0:
             print(bench.format_overlap(result))
             if args.json:
@@ -210,14 +215,16 @@ def run(args, parser):
     if args.bench_command == "scale":
         from refsgd import busy
         from refsgd.bench import scale
-        scale.prepare_args(args)
+        # the Namespace stops here: the checked links and world sizes as values
+        link, local_link, ranks = scale.prepare(args.model, args.dtype, args.link, args.local_link, args.t_c,
+                                                args.ranks_per_node, args.ranks, args.plot, args.force)
         load_before = busy.load_average()
-        inputs = scale.measure_inputs(args.model, args.batch, args.link, args.local_link, args.ranks_per_node,
+        inputs = scale.measure_inputs(args.model, args.batch, link, local_link, args.ranks_per_node,
                                       args.sync_every, args.t_c, np.dtype(args.dtype))
-        table = scale.predict(inputs, args.ranks)
-        print(scale.format_scale(inputs, args.ranks, table), flush=True)
+        table = scale.predict(inputs, ranks)
+        print(scale.format_scale(inputs, ranks, table), flush=True)
         if args.plot:
-            scale.plot(inputs, args.ranks, table, args.plot)
+            scale.plot(inputs, ranks, table, args.plot)
             print(f"plot written to {args.plot}")
         if args.check:
             print("", flush=True)

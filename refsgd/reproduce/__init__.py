@@ -68,7 +68,8 @@ def warnings_for(setup, records=()):
     if setup.ranks > cores():
         out.append(f"{setup.ranks} ranks on {cores()} cores: the ranks share cores, so the timing claims "
                    "(iteration times, idle, speed-ups) are meaningless in this run; the accuracy claims hold")
-    load = load_average()
+    # the load when the command started (its own runs raise the load average for a minute after)
+    load = setup.load_at_start if setup.load_at_start is not None else load_average()
     if load and load[0] >= cores():
         out.append(f"the machine is busy (1-minute load average {load[0]:g} on {cores()} cores) before this "
                    "reproduce starts: the timing claims measure that load as much as the methods")
@@ -136,6 +137,7 @@ def reproduce(name, setup, out_dir, force=False, log=None):
     _claims.check_matplotlib()
     os.makedirs(out_dir, exist_ok=True)
     say = log or (lambda line: None)
+    setup.load_at_start = load_average()
     for w in warnings_for(setup):
         say(f"warning: {w}")
     results = []

@@ -154,7 +154,7 @@ CLAIMS = [
                                                              "final_err_gap_S27": "much lower (Fig. 2c)"},
           tuning="the paper gives one momentum (0.99) for every run and no learning rates for CIFAR-10; here "
                  "PP-ASGD and ASGD share one set at every S",
-          discussion=_fig2_discussion, budget=(15, 50)),
+          discussion=_fig2_discussion, budget=(15, 25)),
     Claim("ppasgd-fig3", "Sato et al. 2017 (PP-ASGD)", "Figure 3 (right)",
           "The prediction error is smallest at the true staleness, well below naive ASGD's.",
           "at S = 7 the discrepancy is 42 % of ASGD's",
@@ -162,7 +162,7 @@ CLAIMS = [
            Check("argmin_minus_S0", "<=", 0.0, 1.0, "|argmin_S E(S) - S0|"),
            Check("E_S0_over_E_asgd", "<=", 0.42, 0.8, "E(S0) / E_ASGD")),
           _fig3_hyper, _fig3_measure, "lines", paper_values={"E_S0_over_E_asgd": "0.42", "S0": "7"},
-          tuning="one run (the prediction error is read from PP-ASGD's own trajectory)", budget=(10, 60),
+          tuning="one run (the prediction error is read from PP-ASGD's own trajectory)", budget=(10, 20),
           at_scale="the staleness is what the G gradient threads of one process make on this machine: on the "
                    "embedded digits a gradient is so cheap that S_bar stays near 1 (Python's GIL); with --data "
                    "MNIST a 9,098-parameter CNN gives S_bar of about 6 on 2 cores"),
@@ -173,7 +173,7 @@ CLAIMS = [
           _sync_hyper, _sync_measure, "curves", paper_values={"time_ratio": "1.9"},
           tuning="the paper tunes per method (\"we ran each training a couple of times with different learning "
                  "rates, and show the best performing results\", 1e-4 to 8e-4); here both share one lambda, untuned",
-          budget=(8, 15),
+          budget=(8, 8),
           at_scale="the paper's gain comes from 256 GPUs, where a synchronous update waits for the slowest of "
                    "them; at 2 processes on a laptop the asynchronous update rate has little to win; `refsgd bench "
                    "scale` has no model of an asynchronous method's time to accuracy (it depends on the staleness "

@@ -26,6 +26,9 @@ class Setup:
     workdir: str = "."
     timeout: int = 900
     log: object = None
+    #: the 1/5/15-minute load averages when the command started (before its first run): a claim's
+    #: own earlier runs keep the load average up for a minute, so the load is judged here once
+    load_at_start: list = None
 
     def say(self, line):
         if self.log:

@@ -29,6 +29,7 @@ from .overlap import (  # noqa: F401
     span_seconds,
     timeline_cost,
     _ratio_link,
+    OverlapSpec,
     overlap,
     parse_ratios,
     str_link,

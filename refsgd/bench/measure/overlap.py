@@ -138,6 +138,37 @@ def _ratio_link(seconds, nbytes, p, latency_us):
     return Link.for_time(seconds, nbytes, p, latency_us)
 
 
+@dataclasses.dataclass(frozen=True)
+class OverlapSpec:
+    """What ``bench overlap`` measures, checked by the command line (refsgd.cli.bench): the
+    methods (``algos``: names with +nopoll or +CODEC), the model ``net`` and its data set
+    ``dataset`` (real or synthetic), the timed runs' options, and the links (``link`` a
+    :class:`refsgd.comm.link.Link` or None, or ``ratios`` with ``latency_us``)."""
+
+    algos: tuple
+    net: object
+    dataset: object
+    batch: int = 64
+    tau: int = 1
+    iterations: int = 60
+    skip: int = 10
+    lr: float = 0.001
+    seed: int = 0
+    link: object = None
+    ratios: tuple = None
+    latency_us: float = 50.0
+    ranks_per_node: int = None
+    local_link: object = None
+    sync_every: int = None
+    codecs: bool = False
+    codec_repeat: int = 20
+    timeline_cost: int = 0
+
+    @classmethod
+    def fields(cls):
+        return tuple(f.name for f in dataclasses.fields(cls))
+
+
 def overlap(comm, args):
     """Iteration time of each method against its timing model, in this MPI world (collective).
 
@@ -157,6 +188,7 @@ def overlap(comm, args):
        parameter server's update stays t_up) and with t_C and t_up
        (``model_at_t_c``: the compute of a quiet SSGD run; the gap shows how much the method's
        own threads or waits slow its compute on this machine). Returns a dict (rank 0 prints it).
+    ``args`` is an :class:`OverlapSpec`.
     """
     from refsgd.comm.link import wrap
     from refsgd.optim import Constant
@@ -165,13 +197,13 @@ def overlap(comm, args):
     schedule = Constant(args.lr)
     # SSGD-NAG's lambda multiplies a sum over all samples of all workers (Sato Alg. 4)
     nag_schedule = Constant(args.lr / (P * args.batch * tau))
-    sync_every = getattr(args, "sync_every", None) or models.DASO_B
-    G = _ranks_per_node(comm, getattr(args, "ranks_per_node", None))
-    local_link = getattr(args, "local_link", None)
+    sync_every = args.sync_every or models.DASO_B
+    G = _ranks_per_node(comm, args.ranks_per_node)
+    local_link = args.local_link
 
     def cfg(algo, poll=True, compress="none"):
         return method_config(algo, batch=args.batch, tau=tau, iterations=args.iterations, lr=args.lr,
-                             seed=args.seed, poll=poll, ranks_per_node=getattr(args, "ranks_per_node", None),
+                             seed=args.seed, poll=poll, ranks_per_node=args.ranks_per_node,
                              local_link=str_link(local_link), sync_every=sync_every, dtype=net.dtype.name,
                              compress=compress)
 
@@ -202,7 +234,7 @@ def overlap(comm, args):
                          cores_per_rank=_cores_per_rank(comm))
 
     links = []
-    if getattr(args, "ratios", None):
+    if args.ratios:
         for ratio in args.ratios:
             links.append((ratio, None if ratio == 0 else _ratio_link(ratio * t_c, nbytes, P, args.latency_us)))
     else:
@@ -249,7 +281,7 @@ def overlap(comm, args):
             # and its update as timed in the run (a server's per-push update stays t_up)
             own = compute / (tau if model.tau else 1)
             in_run = dataclasses.replace(costs, t_c=own, t_up=costs.t_up if model.servers else {algo: update})
-            if getattr(args, "timeline_cost", 0):
+            if args.timeline_cost:
                 cost = timeline_cost(lcomm, cfg(algo, poll, compress), net, data,
                                      nag_schedule if algo == "ssgd-nag" else schedule, args.skip, args.timeline_cost)
             else:
@@ -268,10 +300,10 @@ def overlap(comm, args):
                              samples=models.samples_per_iteration(algo, P, args.batch, tau)))
         runs.append(dict(ratio=ratio, link=link, t_comm=t_comm, transfer=network.transfer(P),
                          reduce=network.reduce_cpu(P), t_ar_model=network.allreduce(P), rows=rows, holds=holds))
-    codecs = codec_costs(comm, n, repeat=getattr(args, "codec_repeat", 20)) \
-        if getattr(args, "codecs", False) else None
+    codecs = codec_costs(comm, n, repeat=args.codec_repeat) \
+        if args.codecs else None
     return dict(t_c=t_c, cpu_real=cpu_real, p2p=p2p, gamma=gamma, t_up=t_up, nbytes=nbytes, num_params=n, world=P,
-                span_seconds=span_seconds() if getattr(args, "timeline_cost", 0) else None,
+                span_seconds=span_seconds() if args.timeline_cost else None,
                 G=G, B=costs.B, W=costs.W, cores_per_rank=costs.cores_per_rank, local_link=local_link, runs=runs,
                 real_link=real_link, real_link_nodes=real_pair,
                 codecs=codecs,
