@@ -26,8 +26,9 @@ import warnings
 
 import numpy as np
 
-from refsgd import AgreedError, RefsgdError, Stopped, __version__, busy, checkpoint, datasets, did_you_mean, options, \
-    timeline
+from refsgd import busy, checkpoint, datasets, options, timeline
+from refsgd.errors import AgreedError, RefsgdError, Stopped, did_you_mean
+from refsgd.version import __version__
 from refsgd.busy import ranks_on_node, set_threads
 from refsgd.files import check_distinct, check_folder, check_output, same_path
 from refsgd.nn import load_model

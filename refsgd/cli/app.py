@@ -15,7 +15,9 @@ import warnings
 
 import numpy as np
 
-from refsgd import RankFailure, RefsgdError, Stopped, __version__, did_you_mean, failure
+from refsgd import failure
+from refsgd.errors import RankFailure, RefsgdError, Stopped, did_you_mean
+from refsgd.version import __version__
 from refsgd.cli import bench, data, golden, models, report, reproduce, train, verify
 from refsgd.cli.words import is_mpi_command
 

@@ -2,7 +2,8 @@
 
 import numpy as np
 
-from refsgd import RefsgdError, failure, options
+from refsgd import failure, options
+from refsgd.errors import RefsgdError
 from refsgd.cli import cmdoptions
 from refsgd.cli.cmdoptions import nonneg_float, nonneg_int, positive_int
 

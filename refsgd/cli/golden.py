@@ -5,7 +5,7 @@ import os
 
 import numpy as np
 
-from refsgd import RefsgdError
+from refsgd.errors import RefsgdError
 from refsgd.cli import cmdoptions
 from refsgd.cli.cmdoptions import positive_int
 
