@@ -117,16 +117,17 @@ def test_overlap_json_rows_for_the_new_methods(tmp_path):
     for row in rows.values():
         assert row["compute"] > 0 and row["idle"] >= 0 and row["wall"] > 0
         assert row["other"] == pytest.approx(row["wall"] - row["compute"] - row["idle"])
-    T_AR = max(X, C)
+    R = (2 - 1) / 2 * n * res["gamma"]               # eq. 5's reduction: (p-1)/p n gamma
+    T_AR = max(X + R, C)                              # the link holds transfer plus reduction
     T_msg = max(link.message_time(n), res["p2p"])     # a Send/Recv through the link
 
     def pipe(compute, update=up["pipe-sgd"]):  # eq. 4; one core per rank: the reduction takes compute's time
         if res["cores_per_rank"] < 2:
-            return max(update + compute + C, X)
+            return max(update + compute + C, T_AR)
         return max(update + compute, T_AR)
     expect = {"ssgd": t_c + T_AR + up["ssgd"], "d-sync": t_c + T_AR + up["d-sync"],
               "pipe-sgd": pipe(t_c),
-              "daso": t_c + up["daso"] + max(C, X - (t_c + up["daso"])) / 4,
+              "daso": t_c + up["daso"] + max(C, T_AR - (t_c + up["daso"])) / 4,
               "ps-sync": t_c + 2 * max(link.ps_time(n, 2), res["p2p"]) + up["ps-sync"],
               "dcasgd": max(t_c + 2 * T_msg + up["dcasgd"], 2 * T_msg + up["dcasgd"])}
     for name, value in expect.items():
