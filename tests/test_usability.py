@@ -47,7 +47,7 @@ def test_the_configuration_records_only_the_options_that_apply(tmp_path):
     with h5py.File(out) as f:
         cfg = json.loads(f.attrs["config"])
     assert set(cfg) == {"algo", "model", "data", "batch", "tau", "lr", "schedule", "seed", "dtype", "workers",
-                        "steps", "momentum", "compress", "allreduce"}
+                        "steps", "momentum", "compress", "threads", "allreduce"}
     assert cfg["allreduce"] == "ring"  # a golden file sums in the ring's order
     assert cfg["momentum"] == 0.99 and cfg["lr"] == 2e-5  # Sato et al.'s mu; lambda times a sum
 

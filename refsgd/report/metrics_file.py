@@ -38,7 +38,9 @@ def summary(evals, rec, wall, link, batch=None, segments=None, version=FORMAT_VE
         lines.append(f"final: train loss {e['train_loss']:.4f}, test loss {e['test_loss']:.4f}, "
                      f"test accuracy {100 * e['test_acc']:.2f}% after {int(e['iteration'])} iterations "
                      f"({e['epoch']:.2f} epochs)")
-    if grads is not None and n and grads.min() != grads.max():   # PP-ASGD's threaded mode
+    # PP-ASGD's / ASGD's threaded mode (S_bar recorded): an update takes the gradients that have arrived,
+    # at most G x N, so every update may take the same number
+    if grads is not None and n and (grads.min() != grads.max() or "S_bar" in rec):
         lines.append(f"{n} iterations (updates) consumed {grads.sum():,.0f} micro-batch gradients of {batch or '?'} "
                      f"samples over all workers, {grads.sum() / n:,.1f} per update (min {grads.min():,.0f}, "
                      f"max {grads.max():,.0f})")

@@ -62,7 +62,7 @@ CLAIMS = [
           tuning="the paper tunes its own runs (\"for each combination ... the run which reached the lowest "
                  "validation error\") and takes SSGD's numbers from other papers at the same batch; here all "
                  "three share one set, untuned",
-          budget=(8, 8)),
+          budget=(6, 8)),
     Claim("dcs3gd-iteration", "Rigazzi et al. 2019 (DC-S3GD)", "eq. 13 and 14",
           "An iteration of DC-S3GD takes max(compute, all-reduce) where SSGD's takes their sum.",
           "t_SSGD = t_C + t_ARed (eq. 13), t_DC-S3GD = max(t_C, t_ARed) (eq. 14): 2x at t_C = t_ARed",

@@ -97,7 +97,7 @@ CLAIMS = [
                         "sgdm_drop_tau1_to_4": "0.81"},
           tuning="shared, as the paper (\"the same schedule and hyperparameters as [17]\" for every method, the "
                  "learning rate scaled linearly with tau)",
-          budget=(10, 8)),
+          budget=(6, 8)),
     Claim("laga-idle", "Hakimi et al. 2021 (LAGA)", "section 5.1 (Figure 4, eq. 3 and 6)",
           "At tau = 4 LAGA's idle time is several times smaller than SSGD's.",
           "5.24x less idle time than SSGD (4.54x less than SSGD-OPT) at tau = 4",

@@ -173,7 +173,7 @@ CLAIMS = [
           _sync_hyper, _sync_measure, "curves", paper_values={"time_ratio": "1.9"},
           tuning="the paper tunes per method (\"we ran each training a couple of times with different learning "
                  "rates, and show the best performing results\", 1e-4 to 8e-4); here both share one lambda, untuned",
-          budget=(8, 8),
+          budget=(6, 8),
           at_scale="the paper's gain comes from 256 GPUs, where a synchronous update waits for the slowest of "
                    "them; at 2 processes on a laptop the asynchronous update rate has little to win; `refsgd bench "
                    "scale` has no model of an asynchronous method's time to accuracy (it depends on the staleness "
