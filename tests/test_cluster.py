@@ -130,12 +130,19 @@ def test_flat_methods_across_the_nodes_verify_against_their_goldens(cluster, tmp
     assert r.returncode == 0 and "OK: 10 steps x 4 workers agree" in r.stdout, r.stdout + r.stderr
 
 
+def _default_sigint():
+    """In the child, before exec: SIGINT at its default, as under a terminal. A shell started with
+    SIGINT ignored (the tests run from a background job: `cmd &` ignores it) can never trap it, so
+    scripts/cluster's Ctrl-C handling could not be tested."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _start_long_run(cluster, *extra):
     """A run that trains until stopped; returns the process once every rank has evaluated."""
     p = subprocess.Popen(cluster.command("train", "--algo", "ssgd", "--iterations", "1000000", "--eval-every",
                                          "20it", "--no-progress", *extra), stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True, cwd=ROOT, env={**os.environ, **ONE_THREAD},
-                         start_new_session=True)
+                         start_new_session=True, preexec_fn=_default_sigint)
     for line in p.stdout:
         if "test acc" in line:
             return p
@@ -234,7 +241,7 @@ def test_up_refuses_a_leftover_and_two_clusters_coexist(cluster):
 def test_an_interrupted_up_removes_what_it_made():
     name = f"rt{os.getpid() % 100000}x{next(_names)}"
     p = subprocess.Popen([SCRIPT, "up", "--name", name, "--nodes", "200"], stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True)
+                         stderr=subprocess.PIPE, text=True, preexec_fn=_default_sigint)
     try:
         time.sleep(1.0)
         p.send_signal(signal.SIGINT)
