@@ -276,13 +276,13 @@ def test_a_damaged_converted_file_is_not_replaced(tmp_path, server):
 # -- CIFAR-10: only a genuine subset is here, so the tarball built from it is not the published one
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def cifar_tarball():
     subset = DATA / "cifar10-subset" / "cifar-10-batches-py"
     if not subset.is_dir():
         pytest.skip(f"the CIFAR-10 subset is not in {subset.parent}")
     buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+    with tarfile.open(fileobj=buf, mode="w:gz", compresslevel=1) as tar:
         tar.add(subset, arcname="cifar-10-batches-py")
     return subset, buf.getvalue()
 

@@ -26,7 +26,7 @@ def cache_dir() -> Path:
 
 def h5_path(name, cache=None) -> Path:
     """``<cache>/<name>.h5``, whether it exists or not."""
-    return Path(cache if cache is not None else cache_dir()) / f"{name}.h5"
+    return Path(cache).expanduser() / f"{name}.h5" if cache is not None else cache_dir() / f"{name}.h5"
 
 
 def named(name) -> str:
