@@ -86,7 +86,9 @@ def download(name, cache_dir=None, mirror=None, log=print) -> Path:
     _make_folder(raw)
     with _locked(raw, name):
         for fname, size, md5 in files(name):
-            _fetch(name, raw / fname, size, md5, [base + fname for base in bases], log)
+            _fetch(name, raw / fname, size, md5, [base + fname for base in bases], log,
+                   hint=("check the mirror (--mirror URL, env REFSGD_DATA_MIRROR)" if mirror else
+                         "check the network, or give a mirror with --mirror URL (env REFSGD_DATA_MIRROR)"))
         log(f"{name}: converting to {out}")
         convert(name, str(raw / _CIFAR10_TARBALL[0] if name == "cifar10" else raw), str(out))
     log(info(str(out)))
@@ -135,7 +137,7 @@ def _locked(folder, name):
         yield
 
 
-def _fetch(name, dest, size, md5, urls, log):
+def _fetch(name, dest, size, md5, urls, log, hint):
     """``dest``: checked if present, else downloaded (resuming ``dest.part``), checked, renamed."""
     redo = f"delete it and re-run `refsgd data download {name}`"
     if dest.exists():
@@ -156,8 +158,7 @@ def _fetch(name, dest, size, md5, urls, log):
             except _Unreachable as e:
                 failed.append(f"{url}: {e}")
         else:
-            raise RefsgdError(f"{name}: could not download {dest.name} ({'; '.join(failed)}); check the network, "
-                              "or give a mirror with --mirror URL (env REFSGD_DATA_MIRROR)")
+            raise RefsgdError(f"{name}: could not download {dest.name} ({'; '.join(failed)}); {hint}")
     _verify(part, size, md5, redo)
     os.replace(part, dest)
 
