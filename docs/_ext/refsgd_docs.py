@@ -39,6 +39,10 @@ ROOT = DOCS.parent
 GOLDEN = ROOT / "tests" / "golden"
 TIMELINES = DOCS / "timelines"
 
+#: whole files of docs/ shown as a page of a door (their links rewritten): file -> page
+WHOLE = {"conformance.md": "implementers/conformance", "contributing.md": "contributing/adding-a-method",
+         "architecture.md": "contributing/architecture"}
+
 #: the pages of the implementer's door: (page, title, the sections of docs/implementers.md it
 #: holds); every other section (one per method's exact step) goes to implementers/steps
 IMPLEMENTERS = [
@@ -347,8 +351,9 @@ def implementer_pages(splits):
         if page == "index":
             intro = "\n".join(imp.lines[1:imp.top()[0].start])
             intro = re.sub(r"\nContents:.*", "", intro, flags=re.S)   # the toctree below says it
+            first = ["golden-trajectories"] + (["conformance"] if (DOCS / "conformance.md").exists() else [])
             body += [relink(intro.strip(), "implementers.md", splits), "",
-                     "```{toctree}", ":maxdepth: 1", ""] + [p for p, _, _ in plan if p != "index"] + ["```", ""]
+                     "```{toctree}", ":maxdepth: 1", ""] + first + [p for p, _, _ in plan if p != "index"] + ["```", ""]
         for s in secs:
             body += [relink(imp.take(s, f"implementers/{page}", as_title=len(secs) == 1), "implementers.md", splits), ""]
         pages.append((page, "\n".join(body)))
@@ -415,10 +420,10 @@ def golden_page():
 # ---------------------------------------------------------------------------------------------
 # the timeline pictures
 
-#: the options of every method's timeline run besides its registry example: a slow emulated link
-#: (2 ms, 50 Mbit/s) so that the communication and the timing model's rows show at the scale of
-#: digits_mlp's gradient
-TIMELINE_RUN = ("--link", "2000,0.05", "--iterations", "10", "--eval-every", "100it", "--no-progress",
+#: the options of every method's timeline run besides its registry example: the digits CNN (a
+#: gradient long enough to see) and a slow emulated link (2 ms, 50 Mbit/s) so that the
+#: communication and the timing model's rows show at the scale of its gradient
+TIMELINE_RUN = ("--model", "digits_cnn", "--batch", "64", "--lr", "0.05", "--link", "2000,0.05", "--iterations", "10", "--eval-every", "100it", "--no-progress",
                 "--timeline", "3:4")
 
 
@@ -430,14 +435,14 @@ def make_timelines(names):
     for name in names or list(methods):
         m = methods[name]
         with tempfile.TemporaryDirectory() as tmp:
-            h5 = Path(tmp) / f"{name}.h5"
+            h5 = f"{name}.h5"     # relative: the chart's title names the file
             cmd = [sys.executable, "-m", "refsgd.mpilib", "-n", "2", str(venv / "refsgd"), "train", "--algo", name,
-                   *TIMELINE_RUN, *m.example, "--out", str(h5)]
+                   *TIMELINE_RUN, *m.example, "--out", h5]
             print("docs:", " ".join(cmd[3:]), flush=True)
-            subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, timeout=600)
-            subprocess.run([str(venv / "refsgd"), "report", str(h5), "--timeline-plot",
+            subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, timeout=600, cwd=tmp)
+            subprocess.run([str(venv / "refsgd"), "report", h5, "--timeline-plot",
                             str(TIMELINES / f"{name}.png"), "--force"], check=True,
-                           stdout=subprocess.DEVNULL, timeout=600)
+                           stdout=subprocess.DEVNULL, timeout=600, cwd=tmp)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -446,6 +451,10 @@ def make_timelines(names):
 
 def generate(app=None):
     splits = {"algorithms.md": Split("algorithms.md"), "implementers.md": Split("implementers.md")}
+    for name, page in WHOLE.items():   # a link to a whole file goes to its page
+        if (DOCS / name).exists():
+            splits[name] = Split(name)
+            splits[name].pages = {slug(s.title): page for s in splits[name].sections} | {"": page}
     # where every section goes first (links from one file to the other need both maps), then the pages
     global COLLECTING
     COLLECTING = True
@@ -456,6 +465,9 @@ def generate(app=None):
         COLLECTING = False
     method_pages(splits)
     implementer_pages(splits)
+    for name, page in WHOLE.items():
+        if (DOCS / name).exists():
+            write(DOCS / (page + ".md"), relink((DOCS / name).read_text(), name, splits))
     cli_page()
     golden_page()
 
