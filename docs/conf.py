@@ -19,7 +19,7 @@ author = "the refsgd authors"
 copyright = "refsgd authors, BSD-3-Clause"
 version = release = __version__
 
-extensions = ["myst_parser", "sphinx.ext.autodoc", "refsgd_docs"]
+extensions = ["myst_parser", "sphinx_design", "sphinx.ext.autodoc", "refsgd_docs"]
 source_suffix = {".md": "markdown"}
 root_doc = "index"
 # docs/algorithms.md and docs/implementers.md stay where refsgd's code points (installed with it as

@@ -183,8 +183,16 @@ def write(path, text):
         path.write_text(text)
 
 
+def _cell(text):
+    """A table cell: one line, its pipes escaped, and outside code its asterisks (``eta*gamma``
+    is a product, not emphasis)."""
+    parts = text.replace("\n", " ").split("`")
+    return "`".join(p.replace("|", "\\|") if i % 2 else p.replace("|", "\\|").replace("*", "\\*")
+                    for i, p in enumerate(parts))
+
+
 def table(header, rows):
-    esc = [[str(c).replace("|", "\\|").replace("\n", " ") for c in row] for row in rows]
+    esc = [[_cell(str(c)) for c in row] for row in rows]
     return "\n".join(["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
                      + ["| " + " | ".join(r) + " |" for r in esc])
 
@@ -314,7 +322,7 @@ def method_pages(splits):
             text.append("No claim of `refsgd reproduce` runs these methods.")
         for n, c in mine:
             text += [f"### [{n}](/{c['page']}.md): {c['paper']}, {c['where']}", "", f"{c['claim']}", "",
-                     f"**{c['verdict'] or 'not run yet'}.**" if c["verdict"] else "Not run yet.", ""]
+                     f"Verdict: **{c['verdict']}**." if c["verdict"] else "Not run yet.", ""]
             if c["png"].exists():
                 text += [f"![{n}](/results/{c['png'].name})", ""]
         text += ["", "## The code", ""]
@@ -376,6 +384,7 @@ def _command_page(parser, name, depth, out):
         out += [parser.description, ""]
     out += ["```text", parser.format_usage().strip(), "```", ""]
     subs = []
+    epilog = ["```text", parser.epilog.strip(), "```", ""] if parser.epilog else []
     for group in parser._action_groups:
         rows = []
         for a in group._group_actions:
@@ -389,6 +398,7 @@ def _command_page(parser, name, depth, out):
         if rows:
             out += [f"**{group.title}**" + (f": {group.description}" if group.description else ""), "",
                     table(["option", "what it does"], rows), ""]
+    out += epilog
     for a in subs:
         helps = {c.dest: c.help for c in a._choices_actions}
         for sub_name, sub in a.choices.items():
@@ -399,6 +409,7 @@ def _command_page(parser, name, depth, out):
 
 def cli_page():
     from refsgd.cli.app import build_parser
+    os.environ["COLUMNS"] = "100"   # argparse wraps the usage at the terminal's width: the page's is fixed
     parser = build_parser()
     out = ["# Command-line reference", "",
            "Every command of `refsgd` and every option, generated from refsgd's argparse parsers "
@@ -423,7 +434,7 @@ def golden_page():
 #: the options of every method's timeline run besides its registry example: the digits CNN (a
 #: gradient long enough to see) and a slow emulated link (2 ms, 50 Mbit/s) so that the
 #: communication and the timing model's rows show at the scale of its gradient
-TIMELINE_RUN = ("--model", "digits_cnn", "--batch", "64", "--lr", "0.05", "--link", "2000,0.05", "--iterations", "10", "--eval-every", "100it", "--no-progress",
+TIMELINE_RUN = ("--model", "digits_cnn", "--batch", "64", "--link", "2000,0.05", "--iterations", "10", "--eval-every", "100it", "--no-progress",
                 "--timeline", "3:4")
 
 
