@@ -48,3 +48,5 @@ html_theme_options = {
     "footer_end": [],
 }
 html_show_sourcelink = False
+# "--epochs" stays two hyphens (docutils would make an en dash of them outside code)
+smartquotes = False

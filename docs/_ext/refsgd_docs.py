@@ -409,7 +409,7 @@ def _command_page(parser, name, depth, out):
 
 def cli_page():
     from refsgd.cli.app import build_parser
-    os.environ["COLUMNS"] = "100"   # argparse wraps the usage at the terminal's width: the page's is fixed
+    os.environ["COLUMNS"] = "78"   # argparse wraps the usage at the terminal's width: the page's is fixed
     parser = build_parser()
     out = ["# Command-line reference", "",
            "Every command of `refsgd` and every option, generated from refsgd's argparse parsers "
