@@ -304,7 +304,12 @@ def method_pages(splits):
                 relink(alg.take(alg.find(section), doc, as_title=True), "algorithms.md", splits), "",
                 "## Timelines", "",
                 "A short run of each method on 2 ranks (`refsgd train --timeline`, drawn by "
-                "`refsgd report --timeline-plot`): every rank's and thread's spans, named by the listing's lines."]
+                "`refsgd report --timeline-plot`): every rank's and thread's spans, named by the listing's lines, "
+                "over the rows of the method's timing model where it has one. How to read them: "
+                "[the timeline](/guide/timeline.md). They were made by `./run.sh docs --timelines` on a shared "
+                "2-core machine under load, where every measured all-reduce takes longer than the emulated "
+                "link's model (the real collective and the emulation's sleeps wait for a core): the shape "
+                "is the method's, the lengths are that machine's."]
         for m in ms:
             png = TIMELINES / f"{m.name}.png"
             if not png.exists():
