@@ -38,6 +38,8 @@ DOCS = Path(__file__).resolve().parent.parent
 ROOT = DOCS.parent
 GOLDEN = ROOT / "tests" / "golden"
 TIMELINES = DOCS / "timelines"
+#: where the generated pages go: docs/ (a test points it elsewhere)
+OUT = DOCS
 
 #: whole files of docs/ shown as a page of a door (their links rewritten): file -> page
 WHOLE = {"conformance.md": "implementers/conformance", "contributing.md": "contributing/adding-a-method",
@@ -291,7 +293,7 @@ def method_pages(splits):
              "## About the listings", "", relink("\n".join(intro).strip(), "algorithms.md", splits)]
     for s in extra:
         index += ["", alg.take(s, "methods/index")]
-    write(DOCS / "methods" / "index.md", "\n".join(index))
+    write(OUT / "methods" / "index.md", "\n".join(index))
 
     for section, ms in fams.items():
         doc = pages[section]
@@ -337,7 +339,7 @@ def method_pages(splits):
             text += [f"`{m.name}`: `{func}` in `{path}`", "",
                      "```{literalinclude} /../" + path, f":pyobject: {func}", ":language: python",
                      ":lineno-match:", "```", ""]
-        write(DOCS / (doc + ".md"), "\n".join(text))
+        write(OUT / (doc + ".md"), "\n".join(text))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -371,7 +373,7 @@ def implementer_pages(splits):
             body += [relink(imp.take(s, f"implementers/{page}", as_title=len(secs) == 1), "implementers.md", splits), ""]
         pages.append((page, "\n".join(body)))
     for page, text in pages:
-        write(DOCS / "implementers" / f"{page}.md", text)
+        write(OUT / "implementers" / f"{page}.md", text)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -420,7 +422,7 @@ def cli_page():
            "Every command of `refsgd` and every option, generated from refsgd's argparse parsers "
            "(`refsgd.cli.app.build_parser`): what `refsgd COMMAND --help` prints.", ""]
     _command_page(parser, "refsgd", 2, out)
-    write(DOCS / "reference" / "cli.md", "\n".join(out))
+    write(OUT / "reference" / "cli.md", "\n".join(out))
 
 
 def golden_page():
@@ -430,7 +432,7 @@ def golden_page():
            "HDF5 attributes (`method`, `world_size`, `steps`, `dtype`, `model`, `config`, the arrays under "
            "`/state`). The schema: [the trace schema](/implementers/schema.md); replaying one: "
            "[the workflow](/implementers/index.md).", "", _golden_rows(files)]
-    write(DOCS / "reference" / "golden-files.md", "\n".join(out))
+    write(OUT / "reference" / "golden-files.md", "\n".join(out))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -483,7 +485,7 @@ def generate(app=None):
     implementer_pages(splits)
     for name, page in WHOLE.items():
         if (DOCS / name).exists():
-            write(DOCS / (page + ".md"), relink((DOCS / name).read_text(), name, splits))
+            write(OUT / (page + ".md"), relink((DOCS / name).read_text(), name, splits))
     cli_page()
     golden_page()
 
