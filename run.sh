@@ -15,7 +15,7 @@
 #   ./run.sh torch      also install PyTorch 2.13.0 from PyPI, the optional oracle of tests and bench;
 #                       on Linux PyPI's wheel is the CUDA build (large): for the CPU build install it
 #                       first, .venv/bin/pip install torch==2.13.0 --index-url
-#                       https://download.pytorch.org/whl/cpu (or from a local wheel), as README.md says
+#                       https://download.pytorch.org/whl/cpu (or from a local wheel), as docs/start/install.md says
 # Environment: REFSGD_VENV (default .venv); REFSGD_SYSTEM_MPI=1 builds mpi4py against the
 # system MPI (mpicc on PATH: Cray MPICH, Open MPI, ...) instead of the `mpich` wheel.
 set -euo pipefail
@@ -60,7 +60,7 @@ case "${1:-main}" in
     setup
     if ! "$PY" -m pip show -q torch >/dev/null 2>&1; then
       echo "run.sh: installing torch 2.13.0 from PyPI (on Linux the CUDA build; for the CPU build see" \
-           "README.md: install it first from https://download.pytorch.org/whl/cpu)" >&2
+           "docs/start/install.md: install it first from https://download.pytorch.org/whl/cpu)" >&2
     fi
     "$PY" -m pip install -q torch==2.13.0 ;;
   docs)

@@ -122,7 +122,7 @@ def write(path, *, method, source, config, net, data, w0, batches, loss, lr, sta
             g.create_dataset(name, data=arr, **comp)
 
 
-#: the attributes a trace must have (README, "For implementers")
+#: the attributes a trace must have (docs/implementers.md, "The trace schema")
 REQUIRED_ATTRS = ("method", "source", "world_size", "steps", "dtype", "config", "model", "model_spec",
                   "dataset_sha256", "state_names")
 

@@ -63,7 +63,7 @@ LR, BATCH = BY_NAME["lr"].default, BY_NAME["batch"].default
 #: the methods whose backward pass has a request in flight, tested between layers unless --no-poll
 POLLED = ("ssgd-opt", "dcs3gd", "laga-sgd", "laga-sgdm", "laga-sgdn", "daso")
 
-#: what --lr multiplies, per method (shown by the header, --help and the README)
+#: what --lr multiplies, per method (shown by the header, --help and docs/guide/training.md)
 LR_MEANING = {
     "ssgd-nag": "lambda, times the sum of the gradients over samples, sub-batches and workers (Sato Alg. 4)",
     "pp-asgd": "lambda, times the sum of the gradients over samples, sub-batches and processes (Sato Alg. 1)",
