@@ -203,8 +203,20 @@ def launcher():
         flags = ["--oversubscribe", "--quiet"]
         if hasattr(os, "geteuid") and os.geteuid() == 0:
             env = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
-    first = version.strip().splitlines()[0].strip() if version.strip() else ""
-    return Launcher(argv + flags, kind, env, first)
+    return Launcher(argv + flags, kind, env, version_line(version))
+
+
+def version_line(version_text):
+    """The launcher's version in one line from its ``--version`` output: the first line
+    ("mpiexec (Open MPI) 5.0.3", "Intel(R) MPI Library ..., Version 2021.6"), or for MPICH's
+    hydra, whose first line is only "HYDRA build details:", "HYDRA" and its "Version:" field."""
+    lines = [line.strip() for line in version_text.strip().splitlines() if line.strip()]
+    if not lines:
+        return ""
+    m = re.search(r"^\s*Version:\s*(\S+)", version_text, re.MULTILINE)
+    if lines[0].endswith("build details:") and m:
+        return f"{lines[0][:-len('build details:')].strip()} {m.group(1)}"
+    return lines[0]
 
 
 def exit_code(returncode):
@@ -286,8 +298,11 @@ def main(argv=None):
     try:
         lau = launcher()
         if argv[:1] == ["--show"]:
-            print(f"{' '.join(lau.argv)}\nkind: {lau.kind}\nversion: {lau.version}\n"
-                  f"variables: {' '.join(f'{k}={v}' for k, v in lau.env.items()) or 'none'}")
+            try:
+                print(f"{' '.join(lau.argv)}\nkind: {lau.kind}\nversion: {lau.version}\n"
+                      f"variables: {' '.join(f'{k}={v}' for k, v in lau.env.items()) or 'none'}", flush=True)
+            except BrokenPipeError:  # piped into `head -1` (run.sh): the reader has what it wanted
+                os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no error at exit's flush
             return 0
         if len(argv) < 3 or argv[0] != "-n" or not argv[1].isdigit():
             print("usage: python -m refsgd.mpilib -n N PROGRAM [ARGS...] | --show", file=sys.stderr)
