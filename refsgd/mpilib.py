@@ -240,6 +240,59 @@ def wrapped(n, *program):
     return [sys.executable, "-m", "refsgd.mpilib", "-n", str(n), *map(str, program)]
 
 
+def _prctl():
+    """libc's prctl (Linux), loaded in the parent: a child between fork and exec must not dlopen."""
+    if not sys.platform.startswith("linux"):
+        return None
+    import ctypes
+    try:
+        return ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+
+
+_PR_SET_PDEATHSIG = 1
+
+
+def run_job(cmd, env=None, timeout=None):
+    """Run the job ``cmd`` (an mpiexec command line) to its end, tied to this process; returns
+    its CompletedProcess (stdout and stderr captured as text).
+
+    mpiexec gets a session of its own and, on Linux, SIGTERM when this process ends however it
+    ends, kill -9 included (``prctl(PR_SET_PDEATHSIG)``; sent when the thread that started it
+    ends: call this from the main thread); mpiexec, so signalled, ends its ranks. Any exception
+    here (the ``timeout`` in seconds, a signal's Stopped, KeyboardInterrupt) hands SIGTERM to
+    the ranks (:func:`forward`), and SIGKILL to what is left 10 s later, before it propagates:
+    no rank outlives the command that launched it."""
+    prctl, parent = _prctl(), os.getpid()
+
+    def tie():  # in the child, before exec
+        if prctl is not None:
+            prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+            if os.getppid() != parent:  # the parent was gone before prctl took effect
+                os.kill(os.getpid(), signal.SIGTERM)
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                            start_new_session=True, preexec_fn=tie)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except BaseException:
+        stop_job(proc)
+        raise
+    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
+
+
+def stop_job(proc, grace=10.0):
+    """End the job that ``proc`` (an mpiexec in a session of its own) runs: SIGTERM to its ranks,
+    SIGKILL to what is left after ``grace`` seconds."""
+    forward(proc, signal.SIGTERM)
+    try:
+        proc.communicate(timeout=grace)
+    except subprocess.TimeoutExpired:
+        forward(proc, signal.SIGKILL)
+        proc.kill()
+        proc.communicate()
+
+
 def _children(pid):
     """The process ids whose parent is ``pid`` (Linux /proc; empty elsewhere)."""
     kids = []
