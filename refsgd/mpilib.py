@@ -254,25 +254,32 @@ def _prctl():
 _PR_SET_PDEATHSIG = 1
 
 
+def tied():
+    """A ``preexec_fn`` that has the child (an mpiexec) sent SIGTERM when this process ends, kill -9
+    included (Linux ``prctl(PR_SET_PDEATHSIG)``, sent when the thread that started the child ends:
+    start it from the main thread); None elsewhere."""
+    prctl, parent = _prctl(), os.getpid()
+    if prctl is None:
+        return None
+
+    def tie():  # in the child, between fork and exec
+        prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+        if os.getppid() != parent:  # the parent was gone before prctl took effect
+            os.kill(os.getpid(), signal.SIGTERM)
+    return tie
+
+
 def run_job(cmd, env=None, timeout=None):
     """Run the job ``cmd`` (an mpiexec command line) to its end, tied to this process; returns
     its CompletedProcess (stdout and stderr captured as text).
 
     mpiexec gets a session of its own and, on Linux, SIGTERM when this process ends however it
-    ends, kill -9 included (``prctl(PR_SET_PDEATHSIG)``; sent when the thread that started it
-    ends: call this from the main thread); mpiexec, so signalled, ends its ranks. Any exception
-    here (the ``timeout`` in seconds, a signal's Stopped, KeyboardInterrupt) hands SIGTERM to
-    the ranks (:func:`forward`), and SIGKILL to what is left 10 s later, before it propagates:
-    no rank outlives the command that launched it."""
-    prctl, parent = _prctl(), os.getpid()
-
-    def tie():  # in the child, before exec
-        if prctl is not None:
-            prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
-            if os.getppid() != parent:  # the parent was gone before prctl took effect
-                os.kill(os.getpid(), signal.SIGTERM)
+    ends, kill -9 included (:func:`tied`: call this from the main thread); mpiexec, so signalled,
+    ends its ranks. Any exception here (the ``timeout`` in seconds, a signal's Stopped,
+    KeyboardInterrupt) hands SIGTERM to the ranks (:func:`forward`), and SIGKILL to what is left
+    10 s later, before it propagates: no rank outlives the command that launched it."""
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-                            start_new_session=True, preexec_fn=tie)
+                            start_new_session=True, preexec_fn=tied())
     try:
         out, err = proc.communicate(timeout=timeout)
     except BaseException:
@@ -335,7 +342,8 @@ def forward(proc, sig, kind=None):
 
 def main(argv=None):
     """``python -m refsgd.mpilib -n N PROGRAM ...``: run PROGRAM under this library's mpiexec;
-    SIGINT and SIGTERM reach the ranks (:func:`forward`), and the exit code is the job's.
+    SIGINT and SIGTERM reach the ranks (:func:`forward`), the job ends with this process
+    (:func:`tied`), and the exit code is the job's.
     ``--show`` prints the launcher."""
     argv = sys.argv[1:] if argv is None else argv
     job, pending = [], []
@@ -362,7 +370,7 @@ def main(argv=None):
             return 2
         # a session of its own: a signal to this process's group reaches mpiexec only through forward()
         job.append(subprocess.Popen(lau.command(int(argv[1]), *argv[2:]), env=lau.environ(),
-                                    start_new_session=True))
+                                    start_new_session=True, preexec_fn=tied()))
     except RefsgdError as exc:
         print(f"refsgd: error: {exc}", file=sys.stderr)
         return 2

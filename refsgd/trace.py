@@ -123,8 +123,8 @@ def write(path, *, method, source, config, net, data, w0, batches, loss, lr, sta
 
 
 #: the attributes a trace must have (README, "For implementers")
-REQUIRED_ATTRS = ("format_version", "method", "source", "world_size", "steps", "dtype", "config", "model", "model_spec",
-                  "dataset_sha256", "state_names")
+REQUIRED_ATTRS = ("format_version", "method", "source", "world_size", "steps", "dtype", "config", "model",
+                  "model_spec", "dataset_sha256", "state_names")
 
 
 #: a model spec's free-text fields, which verify does not compare

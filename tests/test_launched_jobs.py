@@ -47,6 +47,7 @@ def test_the_bounds_hold_for_the_python_api_too():
     assert Setup(ranks=MAX_RANKS_PER_CORE * usable_cores(), seeds=MAX_SEEDS).ranks == MAX_RANKS_PER_CORE * usable_cores()
 
 
+SLEEPER = "import os, time; open(os.path.join(os.environ['MARK'], str(os.getpid())), 'w').close(); time.sleep(600)"
 # a parent that launches 2 ranks through suite.launch, each writing its pid into $MARK and sleeping
 PARENT = """
 import os, signal, sys
@@ -56,7 +57,7 @@ if sys.argv[1] == "stopped":  # as refsgd's handlers do: a signal becomes an exc
     def stop(signum, frame):
         raise KeyboardInterrupt
     signal.signal(signal.SIGTERM, stop)
-sleeper = "import os, time; open(os.path.join(os.environ['MARK'], str(os.getpid())), 'w').close(); time.sleep(600)"
+sleeper = sys.argv[2]
 launcher_command = mpilib.command
 mpilib.command = lambda n, *program: launcher_command(n, sys.executable, "-c", sleeper)
 try:
@@ -75,14 +76,17 @@ def _alive(pid):
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the ranks are found through Linux's /proc")
-@pytest.mark.parametrize("how", ["killed", "stopped"])
+@pytest.mark.parametrize("how", ["killed", "stopped", "run.sh's launcher killed"])
 def test_a_launched_job_dies_with_its_parent(tmp_path, how):
     """kill -9 of the launching process (PR_SET_PDEATHSIG ends mpiexec, which ends its ranks), or a
     SIGTERM that it handles (the exception hands SIGTERM to the ranks): no rank left within
-    seconds. Before, the ranks of a killed `reproduce` ran on."""
+    seconds. Before, the ranks of a killed `reproduce` (or of run.sh's `python -m refsgd.mpilib`)
+    ran on."""
     mark = tmp_path / "ranks"
     mark.mkdir()
-    p = subprocess.Popen([sys.executable, "-c", PARENT, how], cwd=ROOT, env={**os.environ, "MARK": str(mark)},
+    cmd = [sys.executable, "-c", PARENT, how, SLEEPER] if how != "run.sh's launcher killed" else \
+        [sys.executable, "-m", "refsgd.mpilib", "-n", "2", sys.executable, "-c", SLEEPER]
+    p = subprocess.Popen(cmd, cwd=ROOT, env={**os.environ, "MARK": str(mark)},
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     pids = []
     try:
@@ -92,14 +96,14 @@ def test_a_launched_job_dies_with_its_parent(tmp_path, how):
             pids = [int(name) for name in os.listdir(mark)]
         assert len(pids) == 2, (p.poll(), p.stderr.read() if p.poll() is not None else "")
         assert all(_alive(pid) for pid in pids)
-        p.send_signal(signal.SIGKILL if how == "killed" else signal.SIGTERM)
+        p.send_signal(signal.SIGTERM if how == "stopped" else signal.SIGKILL)
         p.wait(timeout=scaled(30))
         deadline = time.monotonic() + scaled(15)
         while any(_alive(pid) for pid in pids) and time.monotonic() < deadline:
             time.sleep(0.2)
         left = [pid for pid in pids if _alive(pid)]
         assert not left, f"ranks {left} outlived their launcher ({how})"
-        assert p.returncode == (-signal.SIGKILL if how == "killed" else 130), p.stderr.read()
+        assert p.returncode == (130 if how == "stopped" else -signal.SIGKILL), p.stderr.read()
     finally:
         if p.poll() is None:
             p.kill()

@@ -17,7 +17,8 @@ def add(sub):
                        epilog="example: refsgd reproduce laga-table1 --seeds 3 --out-dir results")
     r.add_argument("name", nargs="?", metavar="NAME", help="a claim (--list) or all")
     r.add_argument("--list", action="store_true", help="list the claims: name, paper, figure, claim, the paper's number")
-    r.add_argument("--seeds", type=positive_int, default=None, help="seeds per claim, at most 20 (default 3; 1 with --quick)")
+    r.add_argument("--seeds", type=positive_int, default=None,
+                   help="seeds per claim, at most 20 (default 3; 1 with --quick)")
     r.add_argument("--quick", action="store_true",
                    help="fewer epochs and iterations and one seed: a smoke test (all claims in minutes), not a result")
     cmdoptions.add(r, "data", help="MNIST or CIFAR-10 from `refsgd data convert` (default: the embedded digits)")
