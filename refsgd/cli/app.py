@@ -59,7 +59,7 @@ def main(argv=None):
         return failure.abort_world(e.code, f"refsgd: {e}")
     except RefsgdError as e:
         if e.collective or failure.world_size() == 1:
-            if _rank() == 0:  # an argparse error of another rank is already a whole line
+            if _rank() == 0 and not e.quiet:  # an argparse error of another rank is already a whole line
                 failure.say(str(e) if _ARGPARSE_ERROR.match(str(e)) else f"refsgd: error: {e}")
             return failure.EXIT_USER
         # this rank alone: the others may be waiting in a collective, so end them all
