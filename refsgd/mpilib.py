@@ -109,7 +109,7 @@ def refuse_singleton():
     one; only the launcher's rank 0 carries the message (``quiet`` on the others), so the user
     reads one line. Call with MPI up, before the first collective."""
     from mpi4py import MPI
-    line = singleton_error(MPI.COMM_WORLD.Get_size(), library_version(first_line=True))
+    line = singleton_error(MPI.COMM_WORLD.Get_size(), " ".join(library_version(first_line=True).split()))
     if line:
         err = RefsgdError(line)
         err.quiet = _int_var(_LAUNCHED_RANK, os.environ)[1] not in (None, 0)
