@@ -349,7 +349,9 @@ def on_every_rank(comm, prepare_fn, fingerprint_fn=None):
     RefsgdError anywhere, or if the ranks' fingerprint_fn(prepared) differ (ranks launched with
     different options, models or data). These are the first collectives, so a bad input never
     leaves a rank waiting in another. A launch that MPI left as worlds of one is refused first."""
-    mpilib.refuse_singleton()
+    from mpi4py import MPI
+    if comm == MPI.COMM_WORLD:  # (refsgd compile trains in MPI_COMM_SELF, a world of its own)
+        mpilib.refuse_singleton()
     try:
         prepared, err = prepare_fn(), None
     except RefsgdError as e:
