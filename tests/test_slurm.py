@@ -146,6 +146,7 @@ def test_system_mpi_sbatch_runs_daso_on_2_nodes_x_2_ranks(slurm, tmp_path):
     _recipe_runs_daso_on_two_nodes(slurm, tmp_path, "system-mpi.sbatch")
 
 
+@hydra_only
 def test_srun_without_the_pmi_of_the_library_is_refused_with_one_line(slurm, tmp_path):
     """srun -n 4 without --mpi (MpiDefault none): four worlds of one, each refused before training;
     one line from refsgd, whatever srun adds of its own."""
@@ -237,7 +238,9 @@ def test_scancel_and_the_time_limit_leave_a_checkpoint_that_a_requeued_job_resum
         assert slurm.exec("scancel", job).returncode == 0
         final = "CANCELLED"
     else:
-        job = _start(slurm, tmp_path, args, options=["--time=1"])
+        # the recipe's pre-emption warning (USR1 60 s before the limit) replaced by a harmless
+        # SIGCONT: the time limit's SIGTERM alone
+        job = _start(slurm, tmp_path, args, options=["--time=1", "--signal=CONT@60"])
         final = "TIMEOUT"
     state, out = _wait_for(slurm, tmp_path, job, lambda s, out: s == final and "refsgd: terminated" in out,
                            180, f"not {final}")
@@ -249,3 +252,16 @@ def test_scancel_and_the_time_limit_leave_a_checkpoint_that_a_requeued_job_resum
     rc, job2, out2 = slurm.sbatch(RECIPE, *args, chdir=tmp_path)
     assert rc == 0 and f"at iteration {t}" in out2, out2
     _same_run(_reference(tmp_path, end), tmp_path / "b.h5")
+
+
+@hydra_only
+def test_refsgd_check_across_the_two_nodes(slurm, tmp_path):
+    r = slurm.exec("srun", "--mpi=pmi2", "-N", "2", "-n", "4", f"--chdir={tmp_path}",
+                   os.path.join(sys.prefix, "bin", "refsgd"), "check", timeout=240)
+    assert r.returncode == 0, r.stdout + r.stderr
+    out = r.stdout
+    assert out.startswith("refsgd check: 4 rank(s) on 2 node(s)\n") and "started by: srun --mpi=pmi2 (Slurm)" in out
+    assert f"{slurm.name}-n0 ranks 0-1; {slurm.name}-n1 ranks 2-3" in out and "ranks per node: 2\n" in out, out
+    m = re.search(r"between nodes \S+ and \S+ \(ranks 0 and 2\): latency ([\d.e+]+) us, bandwidth ([\d.e+]+) GB/s", out)
+    assert m and 0.01 < float(m.group(2)) < 0.2, out   # the 1 Gbit/s link: at most 0.125 GB/s
+    assert "not the same folder on every node" not in out, out

@@ -96,7 +96,7 @@ def file_system(path):
 def _shared(comm, folder, leaders):
     """Whether every node sees the same ``folder`` (a file that rank 0 writes there, looked for by
     one rank of each node); None when rank 0 cannot write there."""
-    token = os.path.join(folder, f".refsgd-check-{os.getpid()}")
+    token = comm.bcast(os.path.join(folder, f".refsgd-check-{os.getpid()}"), root=0)
     ok = True
     if comm.Get_rank() == 0:
         try:
