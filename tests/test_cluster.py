@@ -8,6 +8,7 @@ own name and removes it, whatever happens."""
 import itertools
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -220,8 +221,11 @@ def test_kill_9_of_one_nodes_ranks_ends_every_rank(cluster):
         os.kill(pid, signal.SIGKILL)
     rc, out, err, elapsed = _ends_everything(cluster, p, within=10)
     assert rc != 0 and elapsed < 10
-    # the one message a user reads: hydra's banner (the lines below it are its cleanup)
+    # hydra's banner and its cleanup lines, then, last, the line that names the node and the signal
     assert (out + err).count("BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES") == 1, out + err
+    last = err.strip().splitlines()[-1]
+    assert re.fullmatch(rf"scripts/cluster: a rank on {cluster.name}-n1 \(pid \d+\) was ended by signal 9 \(SIGKILL\); "
+                        "mpiexec then ended every rank of the job", last), err
 
 
 def test_a_node_whose_link_goes_down_is_lost_and_the_job_ends(cluster):
