@@ -8,7 +8,7 @@ import sys
 
 from conftest import ONE_THREAD, ROOT, cli
 
-from refsgd.cli import check
+from refsgd import launch as check
 
 
 def test_check_under_mpiexec_names_the_launch_and_measures_a_ping_pong():

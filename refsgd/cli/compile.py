@@ -1,15 +1,5 @@
-"""``refsgd compile``: warm the Numba cache once before a job, so that its ranks load refsgd's
-kernels instead of compiling them all at once on first use (tens of seconds on every rank, and
-64 ranks writing the same cache files).
-
-It trains every method for a few iterations in this one process (an MPI world of its own,
-``MPI_COMM_SELF``; nothing is written) with the model and dtypes given: the kernels that a run
-compiles are those of the model's layers, the method's step and codecs, and the checks, for
-the dtype. The methods that need two ranks or more (a parameter server) are left out: their
-kernels are those of the others."""
-
-import os
-import time
+"""``refsgd compile``: warm the Numba cache once before a job (refsgd.launch.warm), so that its
+ranks load refsgd's kernels instead of compiling them all at once on first use."""
 
 
 def add(sub):
@@ -26,32 +16,12 @@ def add(sub):
 
 
 def run(args, parser):
-    from mpi4py import MPI
-
-    import refsgd
-    from refsgd import api
+    from refsgd import launch  # here, not above: NumPy, Numba and mpi4py, which --help does without
     from refsgd.algorithms import ALGORITHMS
-    from refsgd.cli.check import kernels_in_source, numba_cache
-    from refsgd.errors import AgreedError
     models = args.model or ["digits_tiny"]
     dtypes = args.dtype or ["float32", "float64"]
-    t0 = time.perf_counter()
-    skipped = []
-    for model in models:
-        for dtype in dtypes:
-            for algo in ALGORITHMS:
-                try:
-                    api.train(algo, comm=MPI.COMM_SELF, log=None, model=model, dtype=dtype, iterations=3,
-                              eval_every="1it")
-                except AgreedError as e:
-                    if "needs a server" not in str(e):
-                        raise
-                    skipped.append(algo)
-    package = os.path.dirname(os.path.abspath(refsgd.__file__))
-    folder, cached = numba_cache(package)
-    left = sorted(set(skipped))
+    seconds, left, folder, cached, total = launch.warm(models, dtypes)
     print(f"refsgd compile: {len(ALGORITHMS) - len(left)} methods x {', '.join(models)} x {', '.join(dtypes)} in "
-          f"{time.perf_counter() - t0:.1f} s; the Numba cache {folder} holds {cached} of "
-          f"{kernels_in_source(package)} kernels" + (f" ({', '.join(left)} need 2 ranks: their kernels are the "
-                                                     "others')" if left else ""))
+          f"{seconds:.1f} s; the Numba cache {folder} holds {cached} of {total} kernels"
+          + (f" ({', '.join(left)} need 2 ranks: their kernels are the others')" if left else ""))
     return 0
