@@ -34,6 +34,11 @@ Command line: ``python -m refsgd.mpilib -n 4 refsgd train ...`` runs ``mpiexec -
 train ...`` with these flags (``run.sh`` starts training this way); ``python -m refsgd.mpilib
 --show`` prints the launcher and its kind.
 
+Singletons (:func:`refuse_singleton`, called before the first collective of every MPI command):
+a launcher that cannot start the library (``srun`` without the PMI it speaks) leaves each process
+in a world of one; the launcher's variables give it away, and every process stops with exit
+code 2, the launcher's rank 0 printing the one line.
+
 This module does not import ``mpi4py.MPI`` at import time: the processes that launch jobs (the
 tests, ``refsgd bench all``) must not start an MPI singleton of their own.
 """
