@@ -115,7 +115,7 @@ class Run(Timing, Bookkeeping):
                 schedule.state[...] = restorer.schedule_state
         # --timeline: the spans of a window of iterations (refsgd.timeline); None: nothing recorded
         self.timeline = None
-        if getattr(cfg, "timeline", None):
+        if getattr(cfg, "timeline", None) is not None:
             self.timeline = timeline.Timeline(*timeline.window(cfg.timeline, self.total, self.t))
 
     def log(self, msg):
