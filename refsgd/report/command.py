@@ -60,7 +60,11 @@ def report(paths, plot=None, csv_out=None, json_out=None, force=False, timeline=
     if spans is not None:
         parts.append("\n".join(tl.clock_text(d, r.path) for r, d in zip(runs, spans)))
     if timeline:
-        _write_text(timeline, json.dumps(tl.chrome_trace(spans[0])), "the timeline")
+        try:   # never a file that is not JSON (a NaN read from a damaged file)
+            text = json.dumps(tl.chrome_trace(spans[0]), allow_nan=False)
+        except ValueError as exc:
+            raise RefsgdError(f"{runs[0].path}: malformed /timeline ({exc})") from None
+        _write_text(timeline, text, "the timeline")
         notes.append(f"timeline written to {timeline} (Trace Event Format: open it in https://ui.perfetto.dev "
                      "or chrome://tracing)")
     if gantt is not None:

@@ -28,6 +28,8 @@ def line_of(label):
 
 def _iteration_bounds(d):
     """{iteration: (start, end)} of rank 0's main thread."""
+    if "iteration" not in d["kinds"]:
+        return {}
     it = d["kinds"].index("iteration")
     sel = np.flatnonzero((d["kind"] == it) & (d["rank"] == 0))
     return {int(d["iteration"][i]): (float(d["start"][i]), float(d["end"][i])) for i in sel}
