@@ -66,7 +66,7 @@ def report(paths, plot=None, csv_out=None, json_out=None, force=False, timeline=
             raise RefsgdError(f"{runs[0].path}: malformed /timeline ({exc})") from None
         _write_text(timeline, text, "the timeline")
         notes.append(f"timeline written to {timeline} (Trace Event Format: open it in https://ui.perfetto.dev "
-                     "or chrome://tracing)")
+                     "or speedscope)")
     if gantt is not None:
         save_figure(gantt, timeline_plot)
         notes.append(f"timeline plot written to {timeline_plot}")

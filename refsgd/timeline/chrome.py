@@ -1,4 +1,4 @@
-"""A timeline in the Trace Event Format (Perfetto, speedscope, chrome://tracing): one track per
+"""A timeline in the Trace Event Format (Perfetto, speedscope; chrome://tracing): one track per
 rank and thread, with lanes for overlapping spans.
 
 Nesting. The format's complete events of one track must nest: a span starts at or after the
