@@ -15,11 +15,13 @@ from .export import _write_text, csv_text, json_text
 
 
 def _timeline_title(run, d):
+    """Two lines: the run and its window; its link, emulated (the file's text names it so)."""
     link = d["link"]
-    extra = "" if link in ("none", "") else f", link {link} (EMULATED)"
     first, count = d["window"]
-    return (f"{run.algo}, {run.world} ranks{extra}: iterations {first}..{first + count - 1} ({run.path}; measured "
-            "on this machine)")
+    title = f"{run.algo}, {run.world} ranks: iterations {first}..{first + count - 1} ({run.path}; measured on this machine)"
+    if link not in ("none", ""):
+        title += "\n" + (link if "emulated" in link.lower() else f"emulated link: {link}") + " -- EMULATED"
+    return title
 
 
 # ---------------------------------------------------------------------- the command

@@ -76,6 +76,8 @@ from .gantt import (  # noqa: F401
     COLOURS,
     LEGEND,
     line_of,
+    listing_key,
+    untimed,
     SCHEDULES,
     model_schedule,
     gantt,
