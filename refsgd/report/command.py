@@ -20,7 +20,7 @@ def _timeline_title(run, d):
     first, count = d["window"]
     title = f"{run.algo}, {run.world} ranks: iterations {first}..{first + count - 1} ({run.path}; measured on this machine)"
     if link not in ("none", ""):
-        title += "\n" + (link if "emulated" in link.lower() else f"emulated link: {link}") + " -- EMULATED"
+        title += "\n" + (link if "emulated" in link.lower() else f"emulated link: {link}")
     return title
 
 
