@@ -55,9 +55,9 @@ def summary(evals, rec, wall, link, batch=None, segments=None, version=FORMAT_VE
     # it (evaluations, checkpoints and Numba's compiling are outside them; inside in version 1-2)
     busy = rec["wall"][0].sum() - (0.0 if outside else compiled[0])
     if grads is not None and batch and n and busy > 0:
-        over = "; over all segments" if segments and len(segments) > 1 else ""
+        over = "over all segments; " if segments and len(segments) > 1 else ""
         lines.append(f"throughput {grads.sum() * batch / busy:,.0f} samples/s, {n / busy:,.1f} iterations/s "
-                     f"(the iterations' time: evaluations, checkpoints and Numba's compiling left out{over})")
+                     f"({over}the iterations' time: evaluations, checkpoints and Numba's compiling left out)")
     if "global_bytes" in rec and n:
         gb, lb = rec["global_bytes"].sum(), rec["local_bytes"].sum()
         if lb:   # a hierarchical method (DASO): its two tiers

@@ -384,6 +384,9 @@ class Run(Timing, Bookkeeping):
         time."""
         w0 = self.net.init_params(0)
         self.net.loss_and_grad(w0, self.data.x_train[:2], self.data.y_train[:2], out=np.empty_like(w0))
+        # the ranks start the loop together: one that compiled less waits here for the others,
+        # not in the first iteration's collective (the status line would count that wait)
+        self.control_comm.Barrier()
 
     def _announce_compiling(self):
         self.log("  compiling kernels for this machine, once: Numba caches them for later runs (its seconds are "
