@@ -18,7 +18,8 @@ def _timeline_title(run, d):
     """Two lines: the run and its window; its link, emulated (the file's text names it so)."""
     link = d["link"]
     first, count = d["window"]
-    title = f"{run.algo}, {run.world} ranks: iterations {first}..{first + count - 1} ({run.path}; measured on this machine)"
+    title = (f"{run.algo}, {run.world} ranks: iterations {first}..{first + count - 1} ({run.path}; measured on this "
+             "machine)")
     if link not in ("none", ""):
         title += "\n" + (link if "emulated" in link.lower() else f"emulated link: {link}")
     return title
