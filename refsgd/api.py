@@ -101,7 +101,7 @@ def _run(given, comm, log):
             checkpoint=ckpt, servers=servers(cfg.algo), by_gradients=by_gradients(cfg))
     for line in header(cfg, r, net, data, schedule, link, threads):
         r.log(line)
-    crowded = busy.note(load_before, ranks_on_node(world_comm), threads)
+    crowded = busy.note(load_before, ranks_on_node(world_comm), threads, world=world_comm.Get_size())
     if crowded:
         r.log(f"  note: {crowded}")
     if restorer:
