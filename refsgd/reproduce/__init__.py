@@ -5,19 +5,20 @@ refsgd's and a verdict computed from the numbers.
 NAME`` (or ``all``) runs each claim's variants with one shared set of hyperparameters, once per
 seed, as ``mpiexec -n P refsgd train ... --out F.h5`` (:mod:`refsgd.reproduce.runner`), and writes
 
-* ``D/NAME.md``: the claim, the paper's number, the hyperparameters, every number (mean and
-  min-max over the seeds, the paper's value beside it where it has one), the verdict and why
-  (:mod:`refsgd.reproduce.verdict`), and, where a laptop cannot show the claim, why and
-  ``refsgd bench scale``'s prediction at the paper's scale;
+* ``D/NAME.md``: the claim, the paper quoted verbatim (where, about which network and data), the
+  regime and where it comes from, what is ours, the hyperparameters, every number on every seed,
+  the verdict and every check's two-sided band with the seeds inside it
+  (:mod:`refsgd.reproduce.verdict`), and, where the claim needs the paper's scale, why and
+  ``refsgd bench scale``'s prediction beside the paper's number;
 * ``D/NAME.json``: the same numbers (each seed's too), the commands, the versions, the machine,
-  the load before and after each run;
+  the load before and after each run, the runs that diverged;
 * ``D/NAME.png``: the figure, drawn as the paper draws it (matplotlib).
 
-and ``D.md`` beside the folder, the index of every claim whose JSON the folder holds: one line
-per claim (the paper's number, ours, the verdict; :mod:`refsgd.reproduce.outputs`), so that
-``--out-dir docs/results`` keeps docs/results.md up to date. Each claim has a budget (seconds per
-seed on 2 idle cores, :attr:`measure.Claim.budget`) that ``--list`` shows and each output
-compares with the time it took.
+and ``D/index.md`` (and ``D.md`` beside the folder where that already is an index reproduce wrote,
+so that ``--out-dir docs/results`` keeps docs/results.md up to date), one line per claim
+(:mod:`refsgd.reproduce.outputs`). Each claim has a budget (seconds per seed on 2 idle cores at
+one rank per core, :attr:`measure.Claim.budget`) that ``--list`` shows and each output compares
+with the time it took.
 """
 
 import datetime
@@ -139,7 +140,7 @@ def run_claim(claim, setup, runs):
             "discussion": claim.discussion(hp, means) if claim.discussion and per_seed else None,
             "budget_s": claim.budget[0 if s.quick else 1],
             "ranks": s.ranks, "seeds": s.seeds, "quick": s.quick,
-            "data": s.data or "embedded digits", "link": s.link,
+            "data": s.data or (f"{claim.data.upper()}, not here" if s.data_missing else "embedded digits"), "link": s.link,
             "warnings": warnings_for(s, runs.records, timing), "at_scale": claim.at_scale, "scale_prediction": scale,
             "numbers": numbers, "paper_values": claim.paper_values, "series": series,
             "runs": runs.records, "seconds": round(time.perf_counter() - t0, 2),

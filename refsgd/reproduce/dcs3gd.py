@@ -28,12 +28,13 @@ RESNET50 = ("section IV-C 1)", "ResNet-50, ImageNet-1k",
 
 def _acc_hyper(setup):
     e = epochs(setup, (1, 3), (1, 3))
-    return {"model": setup.model("accuracy"), "batch": 32, "epochs": e, "lr": 0.05, "momentum": 0.9,
+    return {"model": setup.model("accuracy"), "batch": 32, "epochs": e, "lr": round(0.1 * setup.ranks * 32 / 256, 6),
+            "momentum": 0.9,
             "weight_decay": 0.0,
             "schedule": f"warmup-linear:warmup_epochs={e / 2:g},warmup_stop_epochs={e / 6:.4g},total_epochs={e}",
             "note": "the schedule is the paper's section IV-A (a warm-up planned over half the run, stopped after "
-                    "a sixth of it, then linear decay); lr 0.1 per 256 samples (the paper's reference for ResNet, "
-                    "eq. 16) at the global batch of 2 x 32 = 64 is 0.025; 0.05 here (our choice, 2x)"}
+                    "a sixth of it, then linear decay); lr 0.1 per 256 samples at the global batch (the paper's "
+                    "reference for ResNet, eq. 16), momentum 0.9"}
 
 
 def _acc_measure(runs, setup, hp, seed):

@@ -42,6 +42,7 @@ class Setup:
         if claim.data and self.data is None:
             path = cached_data(claim.data)
             if path is None:
+                s.__dict__["kind"] = claim.data  # its hyperparameters are those it would run with
                 s.data_missing = (f"{claim.data.upper()} is not in the download cache, and this claim needs data "
                                   f"that resolves its effects: run `refsgd data download {claim.data}` (or give "
                                   "--data)")
