@@ -173,8 +173,11 @@ def figure(r, path):
         first = r["series"][0][panel][labels[0]]
         split = isinstance(first, dict)
         bars = split or claim.figure == "bars" or not isinstance(first[0], list)
+        # a measurement and its model share a colour (their labels end alike: "..., ratio 6")
+        keys = list(dict.fromkeys(label.split(", ")[-1] for label in labels))
+        paired = len(keys) < len(labels) and not bars
         for i, label in enumerate(labels):
-            color = f"C{i % 10}"
+            color = f"C{(keys.index(label.split(', ')[-1]) if paired else i) % 10}"
             if split:  # Figure 4's third column: the measured split stacked, the model beside it
                 bottom = 0.0
                 for j, part in enumerate(("compute", "codec", "update", "communication")):
