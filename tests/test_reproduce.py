@@ -360,7 +360,8 @@ def test_a_run_on_more_processes_than_cores_is_named(monkeypatch):
     records = [{"variant": "ps-sync", "ranks": 3}, {"variant": "d-sync", "ranks": 2}]
     w = warnings_for(Setup(ranks=2), records)
     assert w == ["more processes than cores in ps-sync (3 processes) on 2 cores: its times include time-slicing "
-                 "(a server's busy-waiting MPI takes a core), so the timing checks leave it out"]
+                 "(a parameter server's busy-waiting MPI takes a core; DASO's 2 nodes x 2 ranks), so the timing "
+                 "checks leave it out"]
     w = warnings_for(Setup(ranks=3), records)  # the general warning covers every run
     assert len(w) == 1 and w[0].startswith("3 ranks on 2 cores") and "not testable" in w[0]
     # a run of a timing claim on more processes than cores makes its timing checks not testable, an

@@ -84,8 +84,8 @@ def warnings_for(setup, records=(), timing=True):
     over = sorted({(r["variant"], r["ranks"]) for r in records if r["ranks"] > cores() >= setup.ranks})
     if over:
         out.append("more processes than cores in " + ", ".join(f"{v} ({p} processes)" for v, p in over)
-                   + f" on {cores()} cores: its times include time-slicing (a server's busy-waiting MPI "
-                   "takes a core), so the timing checks leave it out")
+                   + f" on {cores()} cores: its times include time-slicing (a parameter server's busy-waiting "
+                   "MPI takes a core; DASO's 2 nodes x 2 ranks), so the timing checks leave it out")
     if setup.quick:
         out.append("--quick: fewer epochs and iterations, one seed: a smoke test, not a result")
     return out

@@ -195,9 +195,9 @@ def figure(r, path):
                 continue
             for k, s in enumerate(r["series"]):
                 x, y = s[panel][label]
+                shown = label + (" (seed 0; fainter: the other seeds)" if n > 1 else "") + (" (diverged)" if not x else "")
                 ax.plot(x, y, color=color, alpha=1.0 if k == 0 else 0.35, linestyle="--" if "model" in label else "-",
-                        marker="o" if claim.figure == "lines" else None,
-                        label=(label + (" (seed 0; fainter: the other seeds)" if n > 1 else "")) if k == 0 else None)
+                        marker="o" if claim.figure == "lines" else None, label=shown if k == 0 else None)
         if bars:
             ax.set_xticks(range(len(labels)), labels, rotation=30 if len(labels) > 3 else 0, fontsize="small")
         if claim.figure == "logx" and not bars:
