@@ -79,10 +79,7 @@ class Setup:
 
 def cached_data(name):
     """The path of dataset ``name`` in ``refsgd data download``'s cache, or None."""
-    try:
-        from refsgd.datasets.download import cached
-    except ImportError:  # a refsgd without the download command: no cache
-        return None
+    from refsgd.datasets.download import cached
     path = cached(name)
     return str(path) if path else None
 
