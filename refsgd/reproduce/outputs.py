@@ -205,6 +205,8 @@ def figure(r, path):
         xlabel, ylabel = claim.axes if isinstance(claim.axes, tuple) else claim.axes.get(panel, ("", ""))
         if bars:
             xlabel = ""  # the bars are named on the axis
+        if split:
+            ylabel = "ms per iteration"
         ax.set_xlabel(xlabel, fontsize="small")
         ax.set_ylabel(ylabel, fontsize="small")
         ax.set_title("\n".join(textwrap.wrap(panel, 60)), fontsize="small")
