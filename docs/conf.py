@@ -25,7 +25,7 @@ root_doc = "index"
 # docs/algorithms.md and docs/implementers.md stay where refsgd's code points (installed with it as
 # refsgd.docs): the site shows them cut into pages (methods/, implementers/), not whole
 exclude_patterns = ["_build", "algorithms.md", "implementers.md", "architecture.md", "contributing.md",
-                    "conformance.md", "README.md", "Thumbs.db", ".DS_Store"]
+                    "conformance.md", "README.md", "results.md", "Thumbs.db", ".DS_Store"]
 
 myst_enable_extensions = ["colon_fence", "deflist", "dollarmath"]
 myst_heading_anchors = 4

@@ -253,18 +253,22 @@ def _golden_rows(files):
     return table(["file, method", "N x T", "/state", "configuration"], rows)
 
 
-def claims():
-    """The reproduced claims of docs/results/ (their JSON): name -> (page, claim, verdict, the
-    methods its runs trained)."""
+def claims(methods):
+    """The claims of ``refsgd reproduce`` (refsgd.reproduce.claims): name -> (page, claim, verdict,
+    the methods it trains). A claim run into docs/results has its JSON there (its runs name their
+    methods, its verdict, its figure); one not run yet is matched to the methods of the paper it
+    cites (refsgd.registry's Method.paper)."""
+    from refsgd.reproduce.claims import CLAIMS
     out = {}
-    for f in sorted((DOCS / "results").glob("*.json")):
-        d = json.loads(f.read_text())
-        algos = {r.get("algo") for r in d.get("runs", [])} | {v.get("algo") for v in d.get("variants", [])
-                                                              if isinstance(v, dict)}
-        out[d.get("name", f.stem)] = dict(page=f"results/{f.stem}", claim=d.get("claim", ""),
-                                          verdict=d.get("verdict", ""), paper=d.get("paper", ""),
-                                          where=d.get("where", ""), png=f.with_suffix(".png"),
-                                          algos=algos - {None})
+    for c in CLAIMS:
+        f = DOCS / "results" / f"{c.name}.json"
+        d = json.loads(f.read_text()) if f.exists() else {}
+        algos = {r.get("algo") for r in d.get("runs", [])} - {None}
+        if not algos:
+            algos = {m.name for m in methods.values() if m.paper and c.paper.startswith(m.paper)}
+        out[c.name] = dict(page=f"results/{c.name}" if (DOCS / "results" / f"{c.name}.md").exists() else None,
+                           claim=c.sentence, verdict=d.get("verdict", ""), paper=c.paper, where=c.where,
+                           number=c.paper_number, png=f.with_suffix(".png"), algos=algos)
     return out
 
 
@@ -277,7 +281,7 @@ def method_pages(splits):
     fams = families(methods)
     alg = splits["algorithms.md"]
     goldens = golden_files()
-    cl = claims()
+    cl = claims(methods)
     pages = {}
     for section in fams:
         pages[section] = f"methods/{family_slug(section)}"
@@ -338,10 +342,13 @@ def method_pages(splits):
         text += ["", "## Reproduced claims", ""]
         mine = [(n, c) for n, c in cl.items() if c["algos"] & names]
         if not mine:
-            text.append("No claim of `refsgd reproduce` runs these methods.")
+            text.append("No claim of `refsgd reproduce` is about these methods.")
         for n, c in mine:
-            text += [f"### [{n}](/{c['page']}.md): {c['paper']}, {c['where']}", "", f"{c['claim']}", "",
-                     f"Verdict: **{c['verdict']}**." if c["verdict"] else "Not run yet.", ""]
+            title = f"[{n}](/{c['page']}.md)" if c["page"] else n
+            text += [f"### {title}: {c['paper']}, {c['where']}", "", f"**Claim.** {c['claim']}", "",
+                     f"**The paper.** {c['number']}", "",
+                     f"**Verdict: {c['verdict']}.**" if c["verdict"] else
+                     f"Not run into docs/results yet: `refsgd reproduce {n} --out-dir docs/results` runs it.", ""]
             if c["png"].exists():
                 text += [f"![{n}](/results/{c['png'].name})", ""]
         text += ["", "## The code", ""]
@@ -511,10 +518,11 @@ def _on_init(app):
 
 
 def _results_toctree(app, docname, source):
-    """The index of the reproduced claims is written by ``refsgd reproduce``: its pages are put
-    under it here, at read time, not in the file."""
-    if docname == "results":
-        source[0] += "\n\n```{toctree}\n:hidden:\n:glob:\n\nresults/*\n```\n"
+    """The index of the reproduced claims (docs/results/index.md; docs/results.md beside the folder
+    is its copy, not shown) is written by ``refsgd reproduce``: its pages are put under it here, at
+    read time, not in the file."""
+    if docname == "results/index" and list((DOCS / "results").glob("[!i]*.md")):
+        source[0] += "\n\n```{toctree}\n:hidden:\n:glob:\n\n*\n```\n"
 
 
 def setup(app):
