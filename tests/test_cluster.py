@@ -102,7 +102,10 @@ def test_daso_nodes_from_shared_memory_equal_the_virtual_layout(cluster, tmp_pat
                        "--trace", str(tmp_path / "t.h5"), "--out", str(tmp_path / "m.h5"))
     assert r.returncode == 0, r.stdout + r.stderr
     assert "ranks per node from shared memory" in r.stdout and "daso: 2 nodes of 2 ranks" in r.stdout
-    assert "OK: 35 steps x 4 workers agree" in _verify(tmp_path / "t.h5", "daso-2x2-n4.h5", "0")
+    # rendered here: the checked-in file's matrix products are another machine's NumPy/BLAS (round-off)
+    assert refsgd("golden", *DASO, "--workers", "4", "--ranks-per-node", "2", "--steps", "35", "--out",
+                  str(tmp_path / "g.h5")).returncode == 0
+    assert "OK: 35 steps x 4 workers agree" in _verify(tmp_path / "t.h5", tmp_path / "g.h5", "0")
     one = refsgd("train", *DASO, "--ranks-per-node", "2", "--dtype", "float64", "--iterations", "35",
                  "--no-progress", "--out", str(tmp_path / "one.h5"), n=4)
     assert one.returncode == 0, one.stderr
