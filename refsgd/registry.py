@@ -61,8 +61,12 @@ class Method:
     options: tuple = ()             # its own options (refsgd.options.table, group "method" and the like)
     lr_meaning: str = "eta, times the mean gradient over workers and samples"   # what --lr multiplies
     polled: bool = False            # its backward pass has a request in flight (tested unless --no-poll)
+    compressed: bool = False        # its trajectory has a compressed all-reduce whatever --compress says
     defaults: dict = dataclasses.field(default_factory=dict)  # the paper's defaults (option -> value)
     hint: str = ""                  # why it has fewer options than one might expect (an error's hint)
+    update_note: str = ""           # its update in the header's words, where the options do not say it
+    no_allreduce: str = ""          # a method without --allreduce: why (its sums are its own)
+    one_worker: str = ""            # why it is plain SGD with a server and one worker (2 ranks), if it is
     timing_model: str = None        # function of refsgd.bench.models: seconds of one iteration
     timing_text: str = ""           # that model in words, with its source
     schedule: str = None            # its timeline schedule (refsgd.timeline.gantt): blocking, lagged, pipelined
@@ -79,6 +83,26 @@ class Method:
     def applies(self):
         """Every option that applies to it besides those of every method."""
         return self.optimizer + self.options
+
+    def micro_batches_of(self, cfg):
+        """Micro-batches of one iteration per worker of the run ``cfg`` (resolved): --tau, or
+        PP-ASGD's G threads' sub-batches."""
+        return cfg.threads if self.micro_batches == THREADS else cfg.tau
+
+    def iterations_per_epoch(self, cfg, n_train, workers):
+        """Iterations of an epoch of ``n_train`` samples over ``workers`` workers (RefsgdError when
+        the training set is too small for one)."""
+        k = self.micro_batches_of(cfg)
+        n = n_train // (workers * cfg.batch * k)
+        if n == 0:
+            raise RefsgdError(f"the training set has {n_train} samples: too few for {workers} workers x "
+                              f"batch {cfg.batch} x {k} micro-batches")
+        return n
+
+    def counts_gradients(self, cfg):
+        """Whether the run's iterations consume however many gradients have arrived (PP-ASGD and
+        ASGD with free-running gradient threads): --epochs then counts gradients, not iterations."""
+        return self.by_gradients and cfg.staleness is None
 
 
 def _golden(file, workers, **options):
@@ -129,6 +153,7 @@ _LIST = [
            optimizer=("momentum", "weight_decay"), options=("wd_k", "lambda0", "lambda_norm") + _SUMS, polled=True,
            defaults=dict(momentum=0.9),   # Rigazzi 2019: MXNet momentum 0.9
            hint=": its U is MXNet's momentum SGD, v = mu*v - eta*(g + wd*w), as in the paper",
+           update_note="U: MXNet momentum v = mu*v - eta*(g + wd*w)",
            timing_model="overlapped", timing_text="max(t_C + R, T_AR) + t_up (Rigazzi eq. 14)", schedule="lagged",
            goldens=tuple(_golden(f"dcs3gd{tag}-n4.h5", 4, steps=10, momentum=0.9, lr=0.1, lambda0=0.2, **norm,
                                  weight_decay=0.001, schedule="warmup-linear:warmup_iters=3,total_iters=10", batch=8,
@@ -139,6 +164,8 @@ _LIST = [
            "refsgd.algorithms.dcasgd:train", "refsgd.serial.dc:dcasgd", "#d62728", servers=1, micro_batches=ONE,
            optimizer=("weight_decay",), options=("dc_lambda", "dc_adaptive", "dc_ms_decay", "ps_order"),
            lr_meaning="eta, times one worker's mean gradient per push (Zheng et al. 2017)",
+           no_allreduce="its server applies each worker's gradient in turn, nothing is summed over ranks",
+           one_worker="one worker: no gradient is stale, the delay compensation is zero and dcasgd is plain SGD",
            timing_model="ps_async", timing_text="max(t_C + 2 T_msg + t_up, (p-1)(2 T_msg + t_up)) (PS, async)",
            lacks={"schedule": _NO_DRAWING},
            goldens=(_golden("dcasgd-n3.h5", 3, steps=10, ps_order="round-robin", dc_lambda=0.04, lr=0.1, batch=16,
@@ -191,6 +218,9 @@ _LIST = [
            "Li et al. 2018", ("Pipe-SGD", "PS-Sync (server S1-S4, workers W1-W3)"),
            "refsgd.algorithms.pipesgd:train_ps_sync", "refsgd.serial.pipesgd:ps_sync", "#7f7f7f", servers=1,
            micro_batches=ONE, lr_meaning=_PIPE_LR.format(""),
+           no_allreduce="its server sums the gathered gradients itself, in rank order (the same bits under any "
+                        "MPI library)",
+           one_worker="one worker: the server applies its one gradient, ps-sync is plain SGD",
            timing_model="ps_sync", timing_text="t_C + 2 T_PS + (p-2) n gamma + t_up (PS, Pipe-SGD's baseline)",
            lacks={"schedule": _NO_DRAWING},
            goldens=(_golden("ps-sync-n3.h5", 3, steps=10, lr=0.05, batch=16, model="digits_tiny", seed=17),)),
@@ -199,7 +229,7 @@ _LIST = [
            "refsgd.algorithms.daso:train", "refsgd.serial.daso:daso", "#8c564b", micro_batches=ONE,
            optimizer=MOMENTUM_U,
            options=("warmup_epochs", "cooldown_epochs", "sync_every", "plateau_patience", "plateau_threshold",
-                    "ranks_per_node", "local_link") + _SUMS, polled=True,
+                    "ranks_per_node", "local_link") + _SUMS, polled=True, compressed=True,
            defaults=dict(warmup_epochs=1),   # Coquelin et al. 2022: one epoch of blocking syncs
            hint=": its blocking global syncs carry bf16 and its cycling syncs float32, by the method",
            timing_model="hierarchical",

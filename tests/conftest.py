@@ -25,6 +25,16 @@ def mpi_env(base=None, **extra):
     return mpilib.environ(base, **{**ONE_THREAD, **extra})
 
 
+def make_config(**kw):
+    """The resolved refsgd.options.Config of a run of ``kw["algo"]`` (default ssgd) with the options
+    ``kw``, less the method options that do not apply to that method (a test shares one set of
+    values among methods), as refsgd.train(**kw) would build it."""
+    from refsgd import options
+    algo = kw.setdefault("algo", "ssgd")
+    kw = {k: v for k, v in kw.items() if k not in options.DEFAULTS or k in options.APPLIES[algo]}
+    return options.resolve(options.from_keywords(kw))
+
+
 def pytest_collection_modifyitems(config, items):
     """Every test of a file that launches mpiexec is an MPI test (marker mpi_launch): CI runs
     them again under a second MPI library."""

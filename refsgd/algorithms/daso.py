@@ -95,7 +95,6 @@ from mpi4py import MPI
 from refsgd.errors import RefsgdError
 from refsgd.comm import codecs
 from refsgd.optim import NO_BEST, plateaued
-from refsgd.options import default
 
 BLOCKING_CODEC = "bf16"
 WARMUP, CYCLING, COOLDOWN = "warm-up", "cycling", "cool-down"
@@ -105,20 +104,14 @@ _B, _W, _C, _K, _BEST, _BAD = range(6)
 _SLOTS = 6                      # then two in-flight slots of (due iteration or -1, group k, S)
 
 
-def option(cfg, name):
-    """A DASO option of ``cfg``, or DASO's default (refsgd.options)."""
-    v = getattr(cfg, name, None)
-    return default("daso", name) if v is None else v
-
-
 def check(args, world):
     """The options of daso (every rank, before the first collective)."""
-    if getattr(args, "tau", 1) != 1:
+    if args.tau != 1:
         raise RefsgdError("--algo daso takes one batch per iteration (--tau 1): L1 is one forward/backward pass")
-    G = getattr(args, "ranks_per_node", None)
+    G = args.ranks_per_node
     if G is not None and world % G:
         raise RefsgdError(f"--ranks-per-node {G} does not divide the {world} ranks into equal nodes")
-    if not 0 <= option(args, "plateau_threshold") < 1:
+    if not 0 <= args.plateau_threshold < 1:
         raise RefsgdError(f"--plateau-threshold must be in [0, 1), got {args.plateau_threshold}")
 
 
@@ -129,11 +122,11 @@ class Phases:
 
     def __init__(self, iters_per_epoch, total, cfg):
         self.ipe = iters_per_epoch
-        self.warm_end = min(option(cfg, "warmup_epochs") * iters_per_epoch, total)
-        self.cool_start = max(total - option(cfg, "cooldown_epochs") * iters_per_epoch, self.warm_end)
-        self.b_max = option(cfg, "sync_every")
-        self.patience = option(cfg, "plateau_patience")
-        self.threshold = option(cfg, "plateau_threshold")
+        self.warm_end = min(cfg.warmup_epochs * iters_per_epoch, total)
+        self.cool_start = max(total - cfg.cooldown_epochs * iters_per_epoch, self.warm_end)
+        self.b_max = cfg.sync_every
+        self.patience = cfg.plateau_patience
+        self.threshold = cfg.plateau_threshold
         self.state = np.zeros(_SLOTS + 6)
         self.state[[_B, _W, _BEST]] = [self.b_max, max(1, self.b_max // 4), NO_BEST]  # finite: checkpointed
         self.state[_SLOTS::3] = -1
@@ -249,10 +242,10 @@ def train(run):
 
     c = run.cfg
     link = getattr(run.comm, "link", None)
-    local_link = Link.parse(c.local_link, "--local-link") if getattr(c, "local_link", None) else None
-    topo = Topology(run.comm, getattr(c, "ranks_per_node", None), link, local_link, run.traffic)
+    local_link = Link.parse(c.local_link, "--local-link") if c.local_link else None
+    topo = Topology(run.comm, c.ranks_per_node, link, local_link, run.traffic)
     G, P, local, group, me = topo.G, topo.P, topo.local, topo.group, topo.local_rank
-    if getattr(c, "ranks_per_node", None) is None:
+    if c.ranks_per_node is None:
         run.found["ranks_per_node"] = G      # the trace names the nodes found (a serial rendering needs G)
     run.log(f"  daso: {topo.describe()}" + (f"; local {local_link} -- EMULATED" if local_link else "")
             + ("; one node: no global syncs (use --ranks-per-node to form several)" if topo.P == 1 else ""))
@@ -357,9 +350,3 @@ def train(run):
         wire.close()     # only blocking all-reduces use it: nothing of it is in flight
     topo.close()
     return x
-
-
-ALGORITHMS = {
-    "daso": (train, "DASO, hierarchical syncs with rotating groups, bf16 blocking and eq.-1 stale syncs, "
-                    "Coquelin et al. 2022 section 3; algorithms.md, section 'DASO'"),
-}

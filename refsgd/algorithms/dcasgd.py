@@ -55,7 +55,7 @@ def check(args, world):
         raise RefsgdError("dcasgd pushes one micro-batch's gradient per iteration (--tau 1)")
     if args.momentum or args.nesterov:
         raise RefsgdError("dcasgd's update has no momentum (--momentum 0)")
-    decay = getattr(args, "dc_ms_decay", 0.95)
+    decay = args.dc_ms_decay
     if not 0 <= decay < 1:
         raise RefsgdError(f"--dc-ms-decay is the decay m of MeanSquare and must be in [0, 1), got {decay:g}")
 

@@ -62,7 +62,6 @@ from mpi4py import MPI
 
 from refsgd.errors import RefsgdError
 from refsgd.optim import decay_mask
-from refsgd.options import value
 
 
 def check(args, world):
@@ -200,7 +199,7 @@ def train(run):
     g_i = np.empty_like(w_i)
     w_bar = np.empty_like(w_i)
     wd_at = weight_decay_schedule(run)
-    bounds = parts(run.net, value(run.cfg, "lambda_norm"))
+    bounds = parts(run.net, run.cfg.lambda_norm)
     lams = np.zeros(bounds.size - 1)
     mask = decay_mask(run.net)
     decay = np.zeros(0, w_i.dtype) if mask is None else mask

@@ -227,13 +227,3 @@ def train_laga_sgdn(run):
     if req is not None:
         run.wait(req, "L2 MPI_Wait(g^{T-1}(tau)), not applied")
     return y
-
-
-ALGORITHMS = {
-    "laga-sgd": (train_laga_sgd, "LAGA-SGD, lagged non-blocking all-reduce with gradient accumulation, "
-                                 "Hakimi et al. 2021 Algorithm 3; algorithms.md, section 'LAGA'"),
-    "laga-sgdm": (train_laga_sgdm, "LAGA-SGDM, LAGA with momentum, Hakimi et al. 2021 Algorithm 4; "
-                                   "algorithms.md, section 'LAGA'"),
-    "laga-sgdn": (train_laga_sgdn, "LAGA-SGDN, LAGA with Nesterov momentum (y = x - eta*gamma*m), "
-                                   "Hakimi et al. 2021 Algorithm 5; algorithms.md, section 'LAGA'"),
-}

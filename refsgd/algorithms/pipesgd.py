@@ -116,7 +116,6 @@ from refsgd.errors import RankFailure, RefsgdError
 from refsgd.comm import codecs
 from refsgd.nn.network import model_copies
 from refsgd.optim import fused_step
-from refsgd.options import value
 from refsgd.run import prompt_handover
 
 
@@ -124,12 +123,12 @@ def check(args, world):
     """The options of pipe-sgd, d-sync and ps-sync beyond those refsgd.options refuses (every rank,
     before the first collective)."""
     algo = args.algo
-    if getattr(args, "tau", 1) != 1:
+    if args.tau != 1:
         raise RefsgdError(f"--algo {algo} takes one batch per iteration (--tau 1), as the paper's listing")
     if algo == "ps-sync":
         if world < 2:
             raise RefsgdError("ps-sync needs a server and at least one worker: run it with mpiexec -n 2 or more")
-        if getattr(args, "compress", "none") != "none":
+        if args.compress != "none":
             raise RefsgdError("--compress applies to the all-reduce of pipe-sgd and d-sync; ps-sync sends "
                               "uncompressed gradients, as in the paper")
     if algo == "pipe-sgd" and MPI.Is_initialized() and MPI.Query_thread() < MPI.THREAD_MULTIPLE:
@@ -143,7 +142,7 @@ def check_sizes(args, net, total):
     """--dependency K below the run's iterations, and its 4 K copies of the model within memory."""
     if args.algo != "pipe-sgd":
         return
-    K = value(args, "dependency")
+    K = args.dependency
     if K >= total:
         raise RefsgdError(f"--dependency {K} is not below the run's {total} iterations: an update applies the summed "
                           f"gradient of the K-th last iteration, so the first K iterations apply nothing and this run "
@@ -213,8 +212,8 @@ class _Pipeline:
 def train_pipe_sgd(run):
     """Pipe-SGD, Li et al. 2018 Algorithm 1: a computation and a communication thread per rank."""
     c = run.cfg
-    K = value(c, "dependency")
-    warmup = value(c, "warmup_epochs") * run.iters_per_epoch
+    K = c.dependency
+    warmup = c.warmup_epochs * run.iters_per_epoch
     codec = _codec(run)
     t0 = run.t                                               # > 0 after --resume
 
@@ -394,13 +393,3 @@ def train_ps_sync(run):
             with run.idle("W3 MPI_Bcast(w)"):
                 comm.Bcast(w, root=0)
     return w
-
-
-ALGORITHMS = {
-    "pipe-sgd": (train_pipe_sgd, "Pipe-SGD, pipelined all-reduce with iteration dependency K and a "
-                                 "communication thread, Li et al. 2018 Algorithm 1; algorithms.md, section 'Pipe-SGD'"),
-    "d-sync": (train_d_sync, "D-Sync, decentralized synchronous SGD with the summed gradient "
-                             "(Pipe-SGD's baseline); algorithms.md, section 'SSGD, SSGD-OPT, D-Sync and SSGD-NAG'"),
-    "ps-sync": (train_ps_sync, "PS-Sync, synchronous SGD through a parameter server on rank 0 "
-                               "(Pipe-SGD's baseline); algorithms.md, section 'Pipe-SGD'"),
-}

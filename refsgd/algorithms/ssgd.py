@@ -211,11 +211,3 @@ def train_ssgd_nag(run):
     if wire is not None:
         wire.close()
     return w
-
-
-ALGORITHMS = {
-    "ssgd": (train_ssgd, "SSGD, LAGA paper (Hakimi et al. 2021) Algorithms 1-2; algorithms.md, section 'SSGD, SSGD-OPT, D-Sync and SSGD-NAG'"),
-    "ssgd-opt": (train_ssgd_opt, "SSGD-OPT, per-layer non-blocking all-reduce in the backward pass "
-                                 "(LAGA sections 1 and 5, PyTorch DDP); algorithms.md, section 'SSGD, SSGD-OPT, D-Sync and SSGD-NAG'"),
-    "ssgd-nag": (train_ssgd_nag, "SSGD with NAG, Sato et al. 2017 Algorithm 4; algorithms.md, section 'SSGD, SSGD-OPT, D-Sync and SSGD-NAG'"),
-}

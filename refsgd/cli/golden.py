@@ -41,37 +41,36 @@ def run(args, parser):
     from refsgd import api, datasets, trace
     from refsgd.nn import load_model
     from refsgd.options import config
-    from refsgd.serial import RENDERINGS
+    from refsgd.registry import method
+    from refsgd.serial import rendering
 
-    if args.algo not in RENDERINGS:
-        raise RefsgdError(f"no serial rendering for --algo {args.algo!r}; available: {', '.join(RENDERINGS)}")
-    from refsgd.algorithms import micro_batches, servers
+    m = method(args.algo)
     workers, steps, out_path, force = args.workers, args.steps, args.out, args.force
     # the Namespace stops here; --out and --force are the golden file's, not a run's
     given = cmdoptions.config_of(args, leave=("out", "force", "regenerate"))
-    if given.algo == "dcasgd":  # the serial rendering serves the workers in turn
+    if "ps_order" in m.options:  # the serial rendering serves the workers in turn
         if given.ps_order not in (None, "round-robin"):
-            raise RefsgdError("the serial rendering of dcasgd serves the workers round-robin (1, 2, ..., N-1 in "
+            raise RefsgdError(f"the serial rendering of {m.name} serves the workers round-robin (1, 2, ..., N-1 in "
                               "every round): --ps-order arrival has no serial rendering")
         given = dataclasses.replace(given, ps_order="round-robin")
     if given.allreduce == "mpi":
         raise RefsgdError("the serial renderings sum over workers in the Ring-AllReduce's order: refsgd golden "
                           "takes --allreduce ring (its default); a trace of --allreduce mpi verifies against it "
                           "within round-off")
-    from refsgd.options import APPLIES
-    if "allreduce" in APPLIES.get(given.algo, ()):
+    if "allreduce" in m.options:
         given = dataclasses.replace(given, allreduce="ring")
     cfg = api.method(given, workers)
     dtype = np.dtype(cfg.dtype)
     net = load_model(cfg.model, dtype=dtype)
     data = datasets.load(cfg.data, dtype=dtype)
     datasets.check_fits(data, net.input_shape, net.num_classes, model=net.name)
-    schedule = api.parse_schedule(cfg.schedule, cfg.lr, api.per_epoch(cfg, data, workers - servers(cfg.algo)))
+    schedule = api.parse_schedule(cfg.schedule, cfg.lr, m.iterations_per_epoch(cfg, len(data.y_train), workers - m.servers))
     from refsgd.files import check_distinct, check_output
     check_distinct([("--data", cfg.data), ("--model", cfg.model if os.path.isfile(cfg.model) else None)],
                    [("--out", out_path)])
     check_output(out_path, "--out", force)
-    out = RENDERINGS[cfg.algo](net, data, dataclasses.replace(cfg, tau=micro_batches(cfg)), schedule, workers, steps)
+    out = rendering(cfg.algo)(net, data, dataclasses.replace(cfg, tau=m.micro_batches_of(cfg)), schedule, workers,
+                              steps)
     trace.check_finite(out, f"the serial rendering of {cfg.algo}")
     trace.write(out_path, method=cfg.algo, source="serial", net=net, data=data,
                 config=config(cfg, run=False, extra=dict(workers=workers, steps=steps)), **out)

@@ -38,7 +38,7 @@ class Run(Timing, Bookkeeping):
         self.data = data
         self.cfg = cfg
         #: --allreduce ring: every uncompressed sum over ranks is refsgd's Ring-AllReduce (ring_sum)
-        self.ring = getattr(cfg, "allreduce", None) == "ring"
+        self.ring = cfg.allreduce == "ring"
         self._rings = {}
         self.tau = cfg.tau
         self.schedule = schedule
@@ -93,7 +93,7 @@ class Run(Timing, Bookkeeping):
         self.interrupted = None  # the signal's name ("SIGINT") when a signal stopped the loop
         self._pending = []
         # --trace: every iteration's state, batches, loss and lr (see refsgd.trace)
-        self.tracing = bool(getattr(cfg, "trace", None))
+        self.tracing = bool(cfg.trace)
         self.trace = {"batches": [], "loss": [], "lr": [], "states": {}} if self.tracing else None
         self._iter_batches = []
         # checkpoint = (folder, every K iterations, configuration dict) or None
@@ -115,7 +115,7 @@ class Run(Timing, Bookkeeping):
                 schedule.state[...] = restorer.schedule_state
         # --timeline: the spans of a window of iterations (refsgd.timeline); None: nothing recorded
         self.timeline = None
-        if getattr(cfg, "timeline", None):
+        if cfg.timeline:
             self.timeline = timeline.Timeline(*timeline.window(cfg.timeline, self.total, self.t))
 
     def log(self, msg):
