@@ -49,7 +49,7 @@ MPI_FILES = {"test_bench.py", "test_cli.py", "test_codecs_mpi.py", "test_daso_mp
              "test_pipesgd_mpi.py",
              "test_ppasgd_mpi.py", "test_run_mpi.py", "test_ssgd_mpi.py", "test_usability.py", "test_mpilib.py",
              "test_reliability_mpi.py", "test_report.py", "test_report_comparisons.py", "test_signals_mpi.py",
-             "test_timeline.py", "test_what_users_read.py", "test_reproduce.py"}
+             "test_timeline.py", "test_what_users_read.py", "test_reproduce.py", "test_registry_checks.py"}
 
 
 def launch_under_mpiexec(test_file, n, timeout=300):

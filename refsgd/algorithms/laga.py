@@ -89,22 +89,6 @@ from mpi4py import MPI
 from refsgd.optim import decay_mask, fused_step
 
 
-def _decay(run):
-    """(wd, mask): coupled weight decay of the update; mask is None when every weight is decayed."""
-    return float(run.cfg.weight_decay), decay_mask(run.net)
-
-
-def _accumulate(run, w, g_i, g_ij, req):
-    """L1: g_i <- (1/tau) sum_{j=1..tau} grad F_i(w; xi_ij), the tau micro-batches of this rank.
-    With ``--poll`` the request in flight (``req``) is tested between layers so that it advances."""
-    run.grad(w, g_i, progress=req, label="L1 grad F_i(x^t; xi_i1^t)")
-    for j in range(1, run.tau):
-        run.grad(w, g_ij, progress=req, label=f"L1 grad F_i(x^t; xi_i{j + 1}^t)")
-        g_i += g_ij
-    if run.tau > 1:
-        g_i /= run.tau
-
-
 def train_laga_sgd(run):
     """LAGA-SGD, LAGA Algorithm 3."""
     comm, N = run.comm, run.world
@@ -227,3 +211,19 @@ def train_laga_sgdn(run):
     if req is not None:
         run.wait(req, "L2 MPI_Wait(g^{T-1}(tau)), not applied")
     return y
+
+
+def _decay(run):
+    """(wd, mask): coupled weight decay of the update; mask is None when every weight is decayed."""
+    return float(run.cfg.weight_decay), decay_mask(run.net)
+
+
+def _accumulate(run, w, g_i, g_ij, req):
+    """L1: g_i <- (1/tau) sum_{j=1..tau} grad F_i(w; xi_ij), the tau micro-batches of this rank.
+    With ``--poll`` the request in flight (``req``) is tested between layers so that it advances."""
+    run.grad(w, g_i, progress=req, label="L1 grad F_i(x^t; xi_i1^t)")
+    for j in range(1, run.tau):
+        run.grad(w, g_ij, progress=req, label=f"L1 grad F_i(x^t; xi_i{j + 1}^t)")
+        g_i += g_ij
+    if run.tau > 1:
+        g_i /= run.tau

@@ -151,64 +151,6 @@ def check_sizes(args, net, total):
     model_copies(4 * K, net, f"--dependency {K}")
 
 
-def _codec(run):
-    name = getattr(run.cfg, "compress", "none")
-    return None if name in (None, "none") else codecs.get(name)
-
-
-def dependency_at(t, K, warmup_iters):
-    """The iteration dependency of iteration t: 1 during the warm-up, K after it."""
-    return 1 if t < warmup_iters else K
-
-
-class _Pipeline:
-    """The ready flags of Algorithm 1: ``local`` is the last t whose g^c_local[t] is ready (L10),
-    ``done`` the last t whose g^c_sum[t] is ready (C5); both under one condition variable. A
-    failure of the communication thread is kept in ``error`` and wakes every waiter."""
-
-    def __init__(self, t0):
-        self.cond = threading.Condition()
-        self.local = t0 - 1
-        self.done = t0 - 1                  # C1: every sum before t0 is ready
-        self.error = None
-        self.stopping = False
-        self.spans = []                     # (start, end) of the all-reduces, drained by the run
-
-    def mark_local(self, t):
-        with self.cond:
-            self.local = t
-            self.cond.notify_all()
-
-    def mark_sum(self, t):
-        with self.cond:
-            self.done = t
-            self.cond.notify_all()
-
-    def wait_local(self, t):
-        """C3; False when the computation thread has stopped and no g^c_local[t] will come."""
-        with self.cond:
-            self.cond.wait_for(lambda: self.local >= t or self.stopping)
-            return self.local >= t
-
-    def wait_sum(self, t):
-        """L3; raises RankFailure if the communication thread failed."""
-        with self.cond:
-            self.cond.wait_for(lambda: self.done >= t or self.error is not None)
-            if self.done < t:
-                raise RankFailure(f"rank {MPI.COMM_WORLD.Get_rank()}: the communication thread of pipe-sgd "
-                                  f"failed: {type(self.error).__name__}: {self.error}")
-
-    def fail(self, exc):
-        with self.cond:
-            self.error = exc
-            self.cond.notify_all()
-
-    def stop(self):
-        with self.cond:
-            self.stopping = True
-            self.cond.notify_all()
-
-
 def train_pipe_sgd(run):
     """Pipe-SGD, Li et al. 2018 Algorithm 1: a computation and a communication thread per rank."""
     c = run.cfg
@@ -393,3 +335,61 @@ def train_ps_sync(run):
             with run.idle("W3 MPI_Bcast(w)"):
                 comm.Bcast(w, root=0)
     return w
+
+
+def _codec(run):
+    name = getattr(run.cfg, "compress", "none")
+    return None if name in (None, "none") else codecs.get(name)
+
+
+def dependency_at(t, K, warmup_iters):
+    """The iteration dependency of iteration t: 1 during the warm-up, K after it."""
+    return 1 if t < warmup_iters else K
+
+
+class _Pipeline:
+    """The ready flags of Algorithm 1: ``local`` is the last t whose g^c_local[t] is ready (L10),
+    ``done`` the last t whose g^c_sum[t] is ready (C5); both under one condition variable. A
+    failure of the communication thread is kept in ``error`` and wakes every waiter."""
+
+    def __init__(self, t0):
+        self.cond = threading.Condition()
+        self.local = t0 - 1
+        self.done = t0 - 1                  # C1: every sum before t0 is ready
+        self.error = None
+        self.stopping = False
+        self.spans = []                     # (start, end) of the all-reduces, drained by the run
+
+    def mark_local(self, t):
+        with self.cond:
+            self.local = t
+            self.cond.notify_all()
+
+    def mark_sum(self, t):
+        with self.cond:
+            self.done = t
+            self.cond.notify_all()
+
+    def wait_local(self, t):
+        """C3; False when the computation thread has stopped and no g^c_local[t] will come."""
+        with self.cond:
+            self.cond.wait_for(lambda: self.local >= t or self.stopping)
+            return self.local >= t
+
+    def wait_sum(self, t):
+        """L3; raises RankFailure if the communication thread failed."""
+        with self.cond:
+            self.cond.wait_for(lambda: self.done >= t or self.error is not None)
+            if self.done < t:
+                raise RankFailure(f"rank {MPI.COMM_WORLD.Get_rank()}: the communication thread of pipe-sgd "
+                                  f"failed: {type(self.error).__name__}: {self.error}")
+
+    def fail(self, exc):
+        with self.cond:
+            self.error = exc
+            self.cond.notify_all()
+
+    def stop(self):
+        with self.cond:
+            self.stopping = True
+            self.cond.notify_all()

@@ -129,16 +129,6 @@ def check_sizes(args, net, total):
         model_copies(4 * G + 1, net, f"--threads {G}")
 
 
-def randpick(seed, rank, thread, j, n, b):
-    """Sub-batch j of gradient thread ``thread`` of ``rank``: b indices in [0, n), with replacement."""
-    return np.random.default_rng([seed, rank, thread, j]).integers(0, n, b)
-
-
-def horizon(mu, S):
-    """sum_{s=1}^{S+1} mu^s, the coefficient of M in f_S (eq. 2)."""
-    return float(sum(mu ** s for s in range(1, S + 2)))
-
-
 def train(run, predict=True):
     """PP-ASGD (predict=True) or naive ASGD (predict=False)."""
     c = run.cfg
@@ -155,6 +145,24 @@ def train(run, predict=True):
     if fixed is not None:
         return _deterministic(run, w, M, w_hat, D_L, D_A, G, mu, b, n, fixed, predict)
     return _threaded(run, w, M, w_hat, D_L, D_A, G, mu, b, n, predict)
+
+
+def train_pp_asgd(run):
+    return train(run, predict=True)
+
+
+def train_asgd(run):
+    return train(run, predict=False)
+
+
+def randpick(seed, rank, thread, j, n, b):
+    """Sub-batch j of gradient thread ``thread`` of ``rank``: b indices in [0, n), with replacement."""
+    return np.random.default_rng([seed, rank, thread, j]).integers(0, n, b)
+
+
+def horizon(mu, S):
+    """sum_{s=1}^{S+1} mu^s, the coefficient of M in f_S (eq. 2)."""
+    return float(sum(mu ** s for s in range(1, S + 2)))
 
 
 def _update(run, t, w, M, w_hat, D_L, D_A, mu, S, predict):
@@ -327,11 +335,3 @@ def _share(run):
         return None
     left = int(round(run.budget - run.grads_done))
     return max(left // run.world + (run.rank < left % run.world), 0)
-
-
-def train_pp_asgd(run):
-    return train(run, predict=True)
-
-
-def train_asgd(run):
-    return train(run, predict=False)
