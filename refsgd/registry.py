@@ -63,6 +63,7 @@ class Method:
     polled: bool = False            # its backward pass has a request in flight (tested unless --no-poll)
     compressed: bool = False        # its trajectory has a compressed all-reduce whatever --compress says
     defaults: dict = dataclasses.field(default_factory=dict)  # the paper's defaults (option -> value)
+    option_help: dict = dataclasses.field(default_factory=dict)  # option shared with others -> what it is here
     hint: str = ""                  # why it has fewer options than one might expect (an error's hint)
     update_note: str = ""           # its update in the header's words, where the options do not say it
     no_allreduce: str = ""          # a method without --allreduce: why (its sums are its own)
@@ -231,6 +232,8 @@ _LIST = [
            options=("warmup_epochs", "cooldown_epochs", "sync_every", "plateau_patience", "plateau_threshold",
                     "ranks_per_node", "local_link") + _SUMS, polled=True, compressed=True,
            defaults=dict(warmup_epochs=1),   # Coquelin et al. 2022: one epoch of blocking syncs
+           option_help=dict(sync_every="B_max, B when cycling starts; the wait W starts at max(1, B/4), and both "
+                                       "halve at each plateau (default 4, the paper's)"),
            hint=": its blocking global syncs carry bf16 and its cycling syncs float32, by the method",
            timing_model="hierarchical",
            timing_text="t_C + T_loc + t_up + (T_bc + max(R_g, T_AR_g - W it))/B (DASO sec. 3)",

@@ -39,17 +39,18 @@ def pytest_collection_modifyitems(config, items):
     """Every test of a file that launches mpiexec is an MPI test (marker mpi_launch): CI runs
     them again under a second MPI library."""
     for item in items:
-        if item.fspath.basename in MPI_FILES:
+        if item.fspath.basename in MPI_FILES or item.fspath.dirpath().basename == "methods":
             item.add_marker("mpi_launch")
 
 
-#: the test files that launch mpiexec (each of their tests is marked mpi_launch)
+#: the test files that launch mpiexec (each of their tests is marked mpi_launch), besides every file
+#: of tests/methods/
 MPI_FILES = {"test_bench.py", "test_cli.py", "test_codecs_mpi.py", "test_daso_mpi.py", "test_dc_mpi.py",
              "test_failure_mpi.py", "test_golden.py", "test_allreduce_ring_mpi.py", "test_laga_mpi.py", "test_link.py",
              "test_pipesgd_mpi.py",
              "test_ppasgd_mpi.py", "test_run_mpi.py", "test_ssgd_mpi.py", "test_usability.py", "test_mpilib.py",
              "test_reliability_mpi.py", "test_report.py", "test_report_comparisons.py", "test_signals_mpi.py",
-             "test_timeline.py", "test_what_users_read.py", "test_reproduce.py", "test_registry_checks.py"}
+             "test_timeline.py", "test_what_users_read.py", "test_reproduce.py"}
 
 
 def launch_under_mpiexec(test_file, n, timeout=300):

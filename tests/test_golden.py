@@ -1,5 +1,7 @@
 """Golden references: MPI traces against the serial renderings, verify, and an outside replay."""
 
+import glob
+import importlib.util
 import json
 import os
 import shutil
@@ -472,6 +474,20 @@ REPLAY = {"pp-asgd": _replay_pp_asgd, "asgd": lambda *a: _replay_pp_asgd(*a, pre
           "laga-sgd": lambda *a: _replay_laga(*a, nesterov=False),
           "laga-sgdm": lambda *a: _replay_laga(*a, nesterov=False),
           "laga-sgdn": lambda *a: _replay_laga(*a, nesterov=True)}
+
+
+def _method_replays():
+    """The replays kept with a method's own tests: ``REPLAY`` of tests/methods/test_<name>.py."""
+    found = {}
+    for path in sorted(glob.glob(os.path.join(ROOT, "tests", "methods", "test_*.py"))):
+        spec = importlib.util.spec_from_file_location(f"_replays_{os.path.basename(path)[:-3]}", path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        found.update(getattr(module, "REPLAY", {}))
+    return found
+
+
+REPLAY.update(_method_replays())
 
 
 @pytest.mark.parametrize("name", sorted(f for f in os.listdir(GOLDEN) if f.endswith(".h5")))

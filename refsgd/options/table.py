@@ -172,10 +172,7 @@ _OPTIONS = (
            "blocking (default 1)", "method", OWN, TRAJECTORY, metavar="E"),
     Option("cooldown_epochs", Int(0), 1, "daso: the last E epochs sync globally every batch, blocking (default 1)",
            "method", OWN, TRAJECTORY, metavar="E"),
-    Option("sync_every", Int(1), 4,
-           "daso: B_max, batches between global syncs when cycling starts; the wait W "
-           "starts at max(1, B/4), and both halve at each plateau (default 4, the paper's)",
-           "method", OWN, TRAJECTORY, metavar="B"),
+    Option("sync_every", Int(1), 4, "batches between global syncs", "method", OWN, TRAJECTORY, metavar="B"),
     Option("plateau_patience", Int(1), 2,
            "daso: epochs in a row without improvement that make a plateau (default 2)",
            "method", OWN, TRAJECTORY, metavar="N"),
@@ -222,11 +219,14 @@ _OPTIONS = (
 
 
 def _of_registry(o):
-    """An option with the methods it applies to and their own defaults, from the registry."""
+    """An option with the methods it applies to, their own defaults and what it means to each
+    (Method.option_help, after the option's own help), from the registry."""
     methods = o.methods if o.methods is not OWN else tuple(m.name for m in registry.METHODS.values()
                                                             if o.name in m.applies)
-    return dataclasses.replace(o, methods=methods, per_method={m.name: m.defaults[o.name] for m in
-                                                               registry.METHODS.values() if o.name in m.defaults})
+    own = [f"{m.name}: {m.option_help[o.name]}" for m in registry.METHODS.values() if o.name in m.option_help]
+    return dataclasses.replace(o, methods=methods, help="; ".join(([o.help] if o.help else []) + own),
+                               per_method={m.name: m.defaults[o.name] for m in registry.METHODS.values()
+                                           if o.name in m.defaults})
 
 
 OPTIONS = tuple(_of_registry(o) for o in _OPTIONS)
