@@ -58,7 +58,6 @@ Deviations and readings:
 
 import numba as nb
 import numpy as np
-from mpi4py import MPI
 
 from refsgd.errors import RefsgdError
 from refsgd.optim import decay_mask
@@ -112,17 +111,11 @@ def train(run):
             continue
         # L4: for t < max_iterations
         # L5: MPI_Iallreduce(dw_i)                                           (start communication)
-        if run.ring:  # --allreduce ring: refsgd's ring, blocking: dw_bar is complete here (Deviations)
-            run.ring_sum(comm, dw_i, dw_bar, label="L5 ring all-reduce(dw_i)")
-            req = None
-        else:
-            with run.idle("L5 MPI_Iallreduce(dw_i)"):  # MPI's work to start it is communication on this path
-                req = run.started(comm.Iallreduce(dw_i, dw_bar, op=MPI.SUM), "L5 MPI_Iallreduce(dw_i)", dw_i)
+        req = run.iallreduce(comm, dw_i, dw_bar, "L5 MPI_Iallreduce(dw_i)")  # --allreduce ring: blocking, None
         # L6: g_i <- grad l(w_i)                                             (compute)
         run.grad(w_i, g_i, progress=req, label="L6 g_i <- grad l(w_i)")
         # L7: dw_bar <- MPI_Wait()                                           (complete communication)
-        if req is not None:
-            run.wait(req, "L7 dw_bar <- MPI_Wait()")
+        run.wait(req, "L7 dw_bar <- MPI_Wait()")
         # L8:  D_i <- (1/N) dw_bar - dw_i                                    eq. 9
         # L9:  g~_i <- g_i + lambda_i g_i (.) g_i (.) D_i                     eq. 10, 17
         # L10: dw_i <- U(g~_i, eta, mu)                                      eq. 11

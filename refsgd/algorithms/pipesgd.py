@@ -269,8 +269,6 @@ def train_pipe_sgd(run):
         pipe.stop()
         thread.join()
     comm.Free()
-    if wire is not None:
-        wire.close()
     return w
 
 
@@ -281,19 +279,15 @@ def train_d_sync(run):
     g_sum = np.empty_like(w)
     wire = run.open_wire()
     run.set_model(lambda: w)
-    try:
-        for t in run.iterations():
-            # L1: g_i <- grad F_i(w; xi_i)                                      (compute)
-            run.grad(w, g, label="L1 g_i <- grad F_i(w; xi_i)")
-            # L2: AllReduce g_sum <- sum_i g_i (blocking); with --compress: g^c <- Compress(g),
-            #     the all-reduce decompresses, adds and compresses at every step, g_sum <- Decompress
-            run.allreduce_sum(run.comm, g, g_sum, wire, label="L2 MPI_Allreduce(g_i)")
-            # L3: w <- w - gamma * g_sum                                        (one fused pass)
-            with run.update("L3 w <- w - gamma g_sum"):
-                fused_step(w, g_sum, None, run.lr(t))
-    finally:
-        if wire is not None:
-            wire.close()
+    for t in run.iterations():
+        # L1: g_i <- grad F_i(w; xi_i)                                      (compute)
+        run.grad(w, g, label="L1 g_i <- grad F_i(w; xi_i)")
+        # L2: AllReduce g_sum <- sum_i g_i (blocking); with --compress: g^c <- Compress(g),
+        #     the all-reduce decompresses, adds and compresses at every step, g_sum <- Decompress
+        run.allreduce_sum(run.comm, g, g_sum, wire, label="L2 MPI_Allreduce(g_i)")
+        # L3: w <- w - gamma * g_sum                                        (one fused pass)
+        with run.update("L3 w <- w - gamma g_sum"):
+            fused_step(w, g_sum, None, run.lr(t))
     return w
 
 

@@ -40,6 +40,7 @@ class Run(Timing, Bookkeeping):
         #: --allreduce ring: every uncompressed sum over ranks is refsgd's Ring-AllReduce (ring_sum)
         self.ring = cfg.allreduce == "ring"
         self._rings = {}
+        self._wires = []        # open_wire's, closed by the loop's end
         self.tau = cfg.tau
         self.schedule = schedule
         self._print = log
@@ -315,7 +316,8 @@ class Run(Timing, Bookkeeping):
         tl = self.timeline
         if tl is not None:
             tl.align(self.control_comm, "start")  # collective: every rank's clock on rank 0's
-        with failure.deferring(), clock, _link_observed(tl):  # a signal stops every rank at the next loss check
+        # a signal stops every rank at the next loss check; the wires close when the loop ends
+        with failure.deferring(), clock, _link_observed(tl), self._closing_wires():
             clock.main = threading.get_ident()
             t, ran = self.t, 0
             while not self._finished(t):
