@@ -257,6 +257,16 @@ _LIST = [
            lacks={"timing_model": _ASYNC, "schedule": _NO_DRAWING}, example=("--threads", "2"),
            goldens=(_golden("asgd-s3-n2.h5", 2, threads=2, staleness=3, steps=12, momentum=0.9, lr=0.002, batch=8,
                             model="digits_tiny", seed=14),)),
+    Method("local-sgd", "Local SGD, H local steps per worker, then the models averaged by one all-reduce, "
+           "Lin et al. 2020 Algorithm 1", "Lin et al. 2020", ("Local SGD", "Algorithm 1"),
+           "refsgd.algorithms.localsgd:train", "refsgd.serial.localsgd:local_sgd", "#6b8e23", micro_batches=ONE,
+           optimizer=MOMENTUM_U, options=("sync_every",) + _SUMS,
+           option_help=dict(sync_every="H, the local steps of each worker between two averages of the models "
+                                       "(default 4)"),
+           timing_model="periodic", timing_text="t_C + t_up + T_AR / H (Lin et al. 2020, one all-reduce per H steps)",
+           schedule="blocking", example=("--sync-every", "2"),
+           goldens=(_golden("local-sgd-n2.h5", 2, steps=12, sync_every=3, momentum=0.9, lr=0.1, batch=16,
+                            model="digits_tiny", seed=18),)),
 ]
 
 #: every method, by --algo name, in the order of `refsgd train --list`

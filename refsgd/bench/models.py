@@ -230,6 +230,13 @@ def hierarchical(c, net, p, algo):
     return base + (net.local_bcast(G) + stall) / max(1, c.B)
 
 
+def periodic(c, net, p, algo):
+    """t_C + t_up + T_AR(p) / B: local SGD (Lin et al. 2020, Algorithm 1), B = H local steps
+    between two blocking all-reduces of the model (its T_AR, eq. 5, as the gradient's: the same
+    n bytes), nothing overlapped."""
+    return c.t_c + c.up(algo) + net.allreduce(p) / max(1, c.B)
+
+
 def ps_sync(c, net, p, algo):
     """t_C + 2 T_PS(p) + (p-2) n gamma + t_up: PS-Sync (Pipe-SGD's baseline), a worker's
     gradient to the server (Gather), the server's sum of p - 1 gradients, its update and w back
@@ -257,8 +264,9 @@ class Model:
 
 #: method -> its timing model (the registry's Method.timing_model and timing_text; the methods
 #: without one, PP-ASGD and ASGD, say why in Method.lacks)
+#: (a name that is no function here is left out: tests/methods/test_registry_checks.py names it)
 MODELS = {m.name: Model(m.timing_text, globals()[m.timing_model], servers=m.servers, tau=m.micro_batches == TAU)
-          for m in METHODS.values() if m.timing_model}
+          for m in METHODS.values() if callable(globals().get(m.timing_model))}
 
 
 def iteration_time(algo, costs, net, p):
@@ -350,6 +358,10 @@ def update_seconds(algo, n, dtype=np.float32, world=2, B=DASO_B, repeat=20, befo
             from refsgd.algorithms import daso
             base += median_time(lambda: daso.merge(w, g, 1, 2), repeat, before=before) / max(1, B)
         return base
+    if algo == "local-sgd":  # U without a 1/N, and L5's mean every B steps
+        opt = SGD(n, dt, momentum=0.9)
+        return (median_time(lambda: opt.step(w, g, lr), repeat, before=before)
+                + median_time(lambda: np.divide(h, world, out=m), repeat, before=before) / max(1, B))
     if algo == "ssgd-nag":
         from refsgd.optim import momentum_predict
         return median_time(lambda: momentum_predict(w, m, h, g, lr, 0.99, 0.99), repeat, before=before)
