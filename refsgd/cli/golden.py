@@ -8,6 +8,7 @@ import numpy as np
 from refsgd.errors import RefsgdError
 from refsgd.cli import cmdoptions
 from refsgd.cli.cmdoptions import positive_int
+from refsgd.registry import METHODS, method
 
 
 def add(sub):
@@ -44,7 +45,6 @@ def run(args, parser):
     from refsgd import api, datasets, trace
     from refsgd.nn import load_model
     from refsgd.options import config
-    from refsgd.registry import method
     from refsgd.serial import rendering
 
     m = method(args.algo)
@@ -86,7 +86,6 @@ def run(args, parser):
 
 def regenerate(args, parser):
     """``--regenerate DIR``: every Golden of every method of the registry, as its own command."""
-    from refsgd.registry import METHODS
     given = [a for a in parser.parse_args(["golden", "--regenerate", args.regenerate]).__dict__.items()
              if a[1] != vars(args)[a[0]] and a[0] != "only"]
     if given:

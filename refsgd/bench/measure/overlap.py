@@ -79,15 +79,14 @@ def _run_method(comm, cfg, net, data, schedule, skip, spans=None):
     iteration, mean over the workers (a parameter server's ranks left out), and the spread of
     the iteration times. ``spans`` (a list), with --timeline: gets the spans this rank recorded
     per iteration of the window."""
-    from refsgd.algorithms import train_of
-    from refsgd.registry import method
+    from refsgd.algorithms import train_of  # here: the methods and the Run import mpi4py.MPI
     from refsgd.run import build_run
     run = build_run(cfg, comm, net=net, data=data, schedule=schedule, log=lambda *a: None)
     train_of(cfg.algo)(run)
     run.final_model()
     if spans is not None and run.timeline is not None:
         spans.append(len(run.timeline.spans) / run.timeline.count)
-    servers = method(cfg.algo).servers
+    servers = METHODS[cfg.algo].servers
     means = tuple(_mean_over_ranks(comm, run.records[k], skip, servers)
                   for k in ("compute", "idle", "codec", "wall", "update"))
     return means + (_iteration_spread(comm, run.records["wall"], skip, servers),)
