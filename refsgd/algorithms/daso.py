@@ -204,12 +204,9 @@ def train(run):
                     j = phases.open_slot(t, k, phases.W)
                     if me == k:
                         np.copyto(send[j], x)
-                        if run.ring:  # --allreduce ring: refsgd's ring over the group, blocking (Deviations)
-                            run.ring_sum(group, send[j], sync_sum[j], label="L9 global sync ring all-reduce_group_k(x)")
-                        else:
-                            with run.idle("L9 global sync MPI_Iallreduce_group_k(x)"):  # MPI's work to start it
-                                reqs[j] = run.started(group.Iallreduce(send[j], sync_sum[j], op=MPI.SUM),
-                                                      "L9 global sync MPI_Iallreduce_group_k(x)", send[j])
+                        # --allreduce ring: refsgd's ring over the group, blocking, no request (Deviations)
+                        reqs[j] = run.iallreduce(group, send[j], sync_sum[j],
+                                                 "L9 global sync MPI_Iallreduce_group_k(x)")
                     phases.rotate(G)
             # L10: a sync started S batches ago is due: wait, merge by eq. 1, Bcast_local
             for j, k, S in phases.due(t):                                  # (complete communication)
