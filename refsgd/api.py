@@ -26,7 +26,7 @@ import warnings
 
 import numpy as np
 
-from refsgd import busy, checkpoint, datasets, options, registry, timeline
+from refsgd import busy, checkpoint, datasets, mpilib, options, registry, timeline
 from refsgd.errors import AgreedError, RefsgdError, Stopped
 from refsgd.version import __version__
 from refsgd.busy import ranks_on_node, set_threads
@@ -77,6 +77,10 @@ def _run(given, comm, log):
     from refsgd.run import build_run
 
     world_comm = MPI.COMM_WORLD if comm is None else comm
+    if not isinstance(world_comm, MPI.Intracomm) or world_comm == MPI.COMM_NULL:
+        shown = "MPI.COMM_NULL" if isinstance(comm, MPI.Comm) and comm == MPI.COMM_NULL else repr(comm)
+        raise RefsgdError(f"comm={shown}: expected an mpi4py intracommunicator whose ranks are the workers "
+                          "(e.g. MPI.COMM_WORLD or one of its Split()s), or None for MPI.COMM_WORLD")
     rank = world_comm.Get_rank()
     say = (lambda line: None) if log is None else log
     load_before = busy.load_average()
@@ -94,7 +98,7 @@ def _run(given, comm, log):
     r = build_run(cfg, comm, net=net, data=data, schedule=schedule, log=say, restorer=restorer, checkpoint=ckpt)
     for line in header(cfg, r, net, data, schedule, link, threads):
         r.log(line)
-    crowded = busy.note(load_before, ranks_on_node(world_comm), threads)
+    crowded = busy.note(load_before, ranks_on_node(world_comm), threads, world=world_comm.Get_size())
     if crowded:
         r.log(f"  note: {crowded}")
     if restorer:
@@ -247,10 +251,12 @@ def prepare(given, comm):
         raise RefsgdError("--checkpoint-every needs --checkpoint DIR")
     if cfg.checkpoint and not cfg.checkpoint_every:
         raise RefsgdError("--checkpoint DIR needs --checkpoint-every K")
+    if cfg.resume == "auto":
+        cfg = dataclasses.replace(cfg, resume=checkpoint.auto_resume(cfg.checkpoint))
     if cfg.trace and cfg.resume:
         raise RefsgdError("--trace records a run from its first step: it cannot be combined with --resume")
     check_outputs(cfg)
-    if cfg.timeline:
+    if cfg.timeline is not None:  # '' too: refused, not taken for no timeline
         timeline.parse_spec(cfg.timeline)
         if not cfg.out:
             raise RefsgdError("--timeline needs --out RUN.h5: the spans are written into the metrics file")
@@ -301,7 +307,10 @@ def on_every_rank(comm, prepare_fn, fingerprint_fn=None):
     """prepare_fn() on every rank, and its result; AgreedError on every rank if it raised a
     RefsgdError anywhere, or if the ranks' fingerprint_fn(prepared) differ (ranks launched with
     different options, models or data). These are the first collectives, so a bad input never
-    leaves a rank waiting in another."""
+    leaves a rank waiting in another. A launch that MPI left as worlds of one is refused first."""
+    from mpi4py import MPI
+    if comm == MPI.COMM_WORLD:  # (refsgd compile trains in MPI_COMM_SELF, a world of its own)
+        mpilib.refuse_singleton()
     try:
         prepared, err = prepare_fn(), None
     except RefsgdError as e:
