@@ -191,13 +191,13 @@ def warm(models, dtypes):
     from mpi4py import MPI
 
     from refsgd import api
-    from refsgd.algorithms import ALGORITHMS
+    from refsgd.registry import METHODS
     from refsgd.errors import AgreedError
     t0 = time.perf_counter()
     skipped = set()
     for model in models:
         for dtype in dtypes:
-            for algo in ALGORITHMS:
+            for algo in METHODS:
                 try:
                     api.train(algo, comm=MPI.COMM_SELF, log=None, model=model, dtype=dtype, iterations=3,
                               eval_every="1it")

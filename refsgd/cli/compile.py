@@ -17,11 +17,11 @@ def add(sub):
 
 def run(args, parser):
     from refsgd import launch  # here, not above: NumPy, Numba and mpi4py, which --help does without
-    from refsgd.algorithms import ALGORITHMS
+    from refsgd.registry import METHODS
     models = args.model or ["digits_tiny"]
     dtypes = args.dtype or ["float32", "float64"]
     seconds, left, folder, cached, total = launch.warm(models, dtypes)
-    print(f"refsgd compile: {len(ALGORITHMS) - len(left)} methods x {', '.join(models)} x {', '.join(dtypes)} in "
+    print(f"refsgd compile: {len(METHODS) - len(left)} methods x {', '.join(models)} x {', '.join(dtypes)} in "
           f"{seconds:.1f} s; the Numba cache {folder} holds {cached} of {total} kernels"
           + (f" ({', '.join(left)} need 2 ranks: their kernels are the others')" if left else ""))
     return 0
