@@ -37,7 +37,7 @@ def test_every_method_has_its_row_and_its_page(gen):
         page = _page(gen, f"methods/{gen.family_slug(m.section)}")
         assert "<!-- generated" in page and f"# {m.section}\n" in page
         assert re.search(r"^L1 ", page, flags=re.M) or "L1" in page, m.section   # the listing's lines
-        assert f"](/timelines/{m.name}.png)" in page and (DOCS / "timelines" / f"{m.name}.png").exists()
+        assert f"{{image}} /timelines/{m.name}.png" in page and (DOCS / "timelines" / f"{m.name}.png").exists()
         assert f":pyobject: {m.train.split(':')[1]}" in page
         for g in m.goldens:
             assert f"`{g.file}`" in page, (m.name, g.file)
