@@ -36,7 +36,7 @@ from refsgd.optim import make_schedule
 from refsgd.trace import dataset_sha256
 
 # Imported inside the functions below, never here: mpi4py.MPI and the modules that import it at
-# their top (refsgd.run, refsgd.metrics, refsgd.comm.link, the methods of refsgd.algorithms), because
+# their top (refsgd.run, refsgd.metrics, refsgd.comm.linkcomm, the methods of refsgd.algorithms), because
 # importing mpi4py.MPI starts MPI, and `refsgd golden` and `refsgd.train`'s keyword checks use this
 # module before (or without) any MPI.
 
@@ -74,7 +74,7 @@ def _run(given, comm, log):
     from mpi4py import MPI
 
     from refsgd.algorithms import by_gradients, micro_batches, servers
-    from refsgd.comm.link import Traffic, wrap
+    from refsgd.comm.linkcomm import Traffic, wrap
     from refsgd.run import Run
 
     world_comm = MPI.COMM_WORLD if comm is None else comm

@@ -312,7 +312,8 @@ def test_error_bound_and_ring_order(name, unit, n):
 @pytest.mark.mpi(min_size=2)
 @pytest.mark.skipif(not UNDER_MPI, reason="runs under mpiexec")
 def test_the_ring_on_an_emulated_link_counts_and_costs_one_all_reduce():
-    from refsgd.comm.link import Link, Traffic, wrap
+    from refsgd.comm.link import Link
+    from refsgd.comm.linkcomm import Traffic, wrap
     comm = _world()
     p = comm.Get_size()
     traffic = Traffic()
@@ -334,7 +335,8 @@ def test_the_link_holds_the_ring_for_transfer_plus_its_operator(name):
     """A compressed all-reduce on an emulated link is held for the transfer model plus the
     operator seconds (decompress, add, compress) this rank measured in the call, not the larger
     of the two: here a fake slow operator of 40 ms per step, p - 1 steps."""
-    from refsgd.comm.link import Link, wrap
+    from refsgd.comm.link import Link
+    from refsgd.comm.linkcomm import wrap
     comm = _world()
     p = comm.Get_size()
     base = codecs.get(name)

@@ -1,4 +1,4 @@
-"""The emulated link (refsgd.comm.link): the Pipe-SGD eq. 5 model and the delayed all-reduces.
+"""The emulated link (refsgd.comm.link, the model; refsgd.comm.linkcomm, MPI held to it): the Pipe-SGD eq. 5 model and the delayed all-reduces.
 
 Plain ``pytest`` runs the closed-form tests and ``test_under_mpiexec``, which launches this file
 under ``mpiexec -n 2 ... pytest --with-mpi``; there the ``mpi`` tests run on COMM_WORLD. Timing
@@ -15,8 +15,9 @@ import pytest
 from mpi4py import MPI
 
 from refsgd import RefsgdError
-from refsgd.comm import link as link_module
-from refsgd.comm.link import Link, LinkComm, LinkRequest, add_seconds, reduction_time, waitall, wrap
+from refsgd.comm import linkcomm
+from refsgd.comm.link import Link, add_seconds, reduction_time
+from refsgd.comm.linkcomm import LinkComm, LinkRequest, Traffic, waitall, wrap
 
 N = 1000            # float64 elements per message (8000 bytes)
 T_TARGET = 0.2      # seconds: the links below make one all-reduce of N doubles take this long
@@ -215,7 +216,7 @@ def test_the_link_holds_transfer_plus_reduction(monkeypatch):
     """Pipe-SGD eq. 5: an all-reduce costs its transfer T(n, p) plus its reduction R (here a fake
     slow reduction of 0.15 s): a blocking all-reduce is held T + R, a request's deadline is
     start + T + R, and the compressed ring's hold adds the operator seconds it was given."""
-    monkeypatch.setattr(link_module, "reduction_time", lambda nbytes, p, dtype: 0.15)
+    monkeypatch.setattr(linkcomm, "reduction_time", lambda nbytes, p, dtype: 0.15)
     comm, p, link, lc, x = setup_mpi()
     T = link.time(8 * N, p)
     y = np.empty_like(x)
@@ -314,9 +315,6 @@ def test_under_mpiexec(request):
 @pytest.mark.mpi(min_size=2)
 def test_overlapping_requests_queue_on_the_link():
     """Two requests started together: the second completes no earlier than start + 2T."""
-    from mpi4py import MPI
-
-    from refsgd.comm.link import Link, LinkComm, waitall
     comm = LinkComm(MPI.COMM_WORLD, Link(0, 0.1))
     p = comm.Get_size()
     a, b = np.ones(100_000), np.ones(100_000)
@@ -336,7 +334,6 @@ def test_a_message_occupies_the_senders_and_the_receivers_link():
     """Send holds the sender T_msg; Recv holds the receiver T_msg after the receipt: a round trip
     0 -> 1 -> 0 takes at least 2 T_msg at each end (a parameter server's push and reply), and both
     messages are counted once, at their sender."""
-    from refsgd.comm.link import Traffic
     traffic = Traffic()
     link = Link(1000.0, 0.01)                      # 1 ms and 8 ms for 10 kB
     lc = LinkComm(MPI.COMM_WORLD, link, traffic)

@@ -36,7 +36,7 @@ class Network:
       message ``alpha + n beta``.
     * ``"emulated"``: this machine with an emulated link (``bench overlap --link/--ratio``).
       The real collective runs first and the link holds it until ``X(p) + R(p)`` after its
-      start (:mod:`refsgd.comm.link`: R timed there as here, or the operator's measured
+      start (:mod:`refsgd.comm.linkcomm`: R timed there as here, or the operator's measured
       seconds), so a blocking all-reduce takes ``max(X(p) + R(p), C)``, with C (``cpu_real``)
       the measured real all-reduce of this machine. A parameter server's Gather/Bcast take
       ``max((p-1)(alpha + n beta), C)``; a Send/Recv takes ``max(alpha + n beta, p2p_real)``,

@@ -11,8 +11,8 @@ import time
 import numpy as np
 from mpi4py import MPI
 
-from refsgd.comm import codecs, link
-from refsgd.comm.link import waitall  # plain requests too; honours emulated deadlines
+from refsgd.comm import codecs, linkcomm
+from refsgd.comm.linkcomm import waitall  # plain requests too; honours emulated deadlines
 
 
 class Timing:
@@ -354,11 +354,11 @@ def _link_observed(tl):
     if tl is None:
         yield
         return
-    link.observer = tl.link_span
+    linkcomm.observer = tl.link_span
     try:
         yield
     finally:
-        link.observer = None
+        linkcomm.observer = None
 
 
 def _test_all(reqs):

@@ -113,7 +113,7 @@ class Timeline:
             self.spans.append((f[0], end, _KIND["flight"], f[1] or "in flight", f[2], f[3], FLIGHT))
 
     def link_span(self, start, end):
-        """The emulated link's modelled transfer (refsgd.comm.link calls it)."""
+        """The emulated link's modelled transfer (refsgd.comm.linkcomm calls it)."""
         if self.active:
             self.spans.append((start, end, _KIND["link"], "modelled transfer (--link)", self.t, 0, LINK))
 

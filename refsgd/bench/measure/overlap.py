@@ -190,7 +190,7 @@ def overlap(comm, args):
        own threads or waits slow its compute on this machine). Returns a dict (rank 0 prints it).
     ``args`` is an :class:`OverlapSpec`.
     """
-    from refsgd.comm.link import wrap
+    from refsgd.comm.linkcomm import wrap
     from refsgd.optim import Constant
     net, tau, P = args.net, args.tau, comm.Get_size()
     data = args.dataset

@@ -71,7 +71,7 @@ class Wire:
           receives block (r - s) mod p, copied as it is (no rounding).
 
         Every rank ends with the same bits, whatever the MPI library (only ``Sendrecv`` is used).
-        On an emulated link (:class:`refsgd.comm.link.LinkComm`) the ring counts and is held as
+        On an emulated link (:class:`refsgd.comm.linkcomm.LinkComm`) the ring counts and is held as
         one all-reduce of ``recv``."""
         from mpi4py import MPI
         start, op0 = time.perf_counter(), self.op_seconds
