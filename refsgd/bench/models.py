@@ -11,6 +11,8 @@ import time
 
 import numpy as np
 
+from refsgd.optim import SGD, fused_step, momentum_predict
+
 #: DASO's cycling parameters when not given: B = 4 (the paper's B_max), W = max(1, B / 4)
 DASO_B = 4
 
@@ -336,7 +338,6 @@ def update_seconds(algo, n, dtype=np.float32, world=2, B=DASO_B, repeat=20, befo
     compensated_step, DASO's merge), else its NumPy lines. ``before()`` runs untimed before
     each timing: a forward/backward pass of the model leaves the caches as a run's update
     finds them (the vectors are then read from memory, not from cache: 2-4x slower)."""
-    from refsgd.optim import SGD
     rng = np.random.default_rng(1)
     dt = np.dtype(dtype)
 
@@ -357,22 +358,20 @@ def update_seconds(algo, n, dtype=np.float32, world=2, B=DASO_B, repeat=20, befo
                 opt.step(w, g, lr, divide=world)
         base = median_time(step, repeat, before=before)
         if algo == "daso":  # eq. 1's merge every B batches
-            from refsgd.algorithms import daso
+            from refsgd.algorithms import daso  # noqa: PLC0415 mpi4py: refsgd.algorithms imports it (starting MPI); bench scale runs without MPI
             base += median_time(lambda: daso.merge(w, g, 1, 2), repeat, before=before) / max(1, B)
         return base
     if algo == "ssgd-nag":
-        from refsgd.optim import momentum_predict
         return median_time(lambda: momentum_predict(w, m, h, g, lr, 0.99, 0.99), repeat, before=before)
     if algo in ("pipe-sgd", "d-sync", "ps-sync"):  # w <- w - gamma g_sum, one fused pass
-        from refsgd.optim import fused_step
         return median_time(lambda: fused_step(w, g, None, lr), repeat, before=before)
     if algo == "dcs3gd":
-        from refsgd.algorithms import dcs3gd
+        from refsgd.algorithms import dcs3gd  # noqa: PLC0415 mpi4py: refsgd.algorithms imports it (starting MPI); bench scale runs without MPI
         dw, v, bar = vec(), vec(), vec()
         return median_time(lambda: dcs3gd.corrected_step(w, dw, v, g, bar, world, 0.2, lr, 0.9, 0.0), repeat,
                            before=before)
     if algo == "dcasgd":
-        from refsgd.algorithms import dcasgd
+        from refsgd.algorithms import dcasgd  # noqa: PLC0415 mpi4py: refsgd.algorithms imports it (starting MPI); bench scale runs without MPI
         bak = vec(1.0)
         return median_time(lambda: dcasgd.compensated_step(w, g, bak, lr, 0.04, 0.0), repeat, before=before)
     raise KeyError(algo)

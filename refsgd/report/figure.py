@@ -354,7 +354,9 @@ def plot_format(path):
 
 
 def save_figure(fig, path):
-    """Write the figure to ``path`` atomically, in the format its extension names."""
+    """Write a matplotlib Figure to ``path`` atomically, in the format its extension names (the
+    report's, bench's and reproduce's figures; built as ``Figure()``, not with pyplot, so that
+    nothing holds them once they are written)."""
     fmt = plot_format(path)
     with atomic_path(path, what="the figure") as tmp:
         fig.savefig(tmp, format=fmt, dpi=110)

@@ -8,6 +8,8 @@ import numpy as np
 
 from refsgd import mpilib
 from refsgd.bench import models
+from refsgd.busy import ranks_on_node, usable_cores
+from refsgd.comm.link import Link
 
 
 def _mean_over_ranks(comm, values, skip, servers=0):
@@ -23,7 +25,7 @@ def _mean_over_ranks(comm, values, skip, servers=0):
 def _allreduce_time(comm, n, dtype, repeat=20, stat=np.median):
     """Seconds of a blocking Allreduce of n values: ``stat`` (the median) of the repeats on each
     rank, the slowest rank's."""
-    from mpi4py import MPI
+    from mpi4py import MPI  # noqa: PLC0415 mpi4py: importing it starts MPI; bench scale and step use this module without
     a, b = np.ones(n, dtype), np.empty(n, dtype)
     times = []
     for _ in range(repeat + 3):
@@ -37,7 +39,7 @@ def _allreduce_time(comm, n, dtype, repeat=20, stat=np.median):
 def _message_time(comm, n, dtype, repeat=20, peer=1, stat=np.median):
     """``stat`` (the median) of the seconds of one message of n values from rank 0 to ``peer``
     and back, halved (the other ranks take no part); 0 on one rank."""
-    from mpi4py import MPI
+    from mpi4py import MPI  # noqa: PLC0415 mpi4py: importing it starts MPI; bench scale and step use this module without
     if comm.Get_size() < 2:
         return 0.0
     a = np.ones(n, dtype)
@@ -62,9 +64,6 @@ def measured_link(comm, n, dtype, repeat=20):
     ranks' wake-ups, up to 1.5 ms); alpha = the one-value message, beta = the rest of the n-value
     message per byte. Returns (Link, the two processor names), or (None, None) when every rank
     is on one node."""
-    from mpi4py import MPI
-
-    from refsgd.comm.link import Link
     names = comm.allgather(mpilib.processor_name())
     peer = next((r for r, name in enumerate(names) if name != names[0]), None)
     if peer is None:
@@ -78,8 +77,7 @@ def measured_link(comm, n, dtype, repeat=20):
 def _cores_per_rank(comm):
     """The cores each rank of this node may use: its affinity set, or the machine's cores shared
     by the ranks on the node, whichever is fewer (the same on every rank: the minimum)."""
-    from mpi4py import MPI
-    from refsgd.busy import ranks_on_node, usable_cores
+    from mpi4py import MPI  # noqa: PLC0415 mpi4py: importing it starts MPI; bench scale and step use this module without
     on_node = ranks_on_node(comm)
     return comm.allreduce(min(float(usable_cores()), (os.cpu_count() or 1) / on_node), op=MPI.MIN)
 
@@ -88,7 +86,6 @@ def _ranks_per_node(comm, given):
     """DASO's G: --ranks-per-node, or the ranks that share memory with this one."""
     if given:
         return given
-    from refsgd.busy import ranks_on_node
     return ranks_on_node(comm)
 
 
@@ -98,6 +95,6 @@ def _iteration_spread(comm, values, skip, servers=0):
     hi = len(values) - 1 if len(values) - 1 > skip else len(values)
     mine = np.asarray(values[skip:hi], dtype=np.float64) * (comm.Get_rank() >= servers)
     total = np.empty_like(mine)
-    from mpi4py import MPI
+    from mpi4py import MPI  # noqa: PLC0415 mpi4py: importing it starts MPI; bench scale and step use this module without
     comm.Allreduce(mine, total, op=MPI.SUM)
     return models.spread(total / max(1, comm.Get_size() - servers))
