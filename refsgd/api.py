@@ -30,15 +30,16 @@ from refsgd import busy, checkpoint, datasets, options, timeline
 from refsgd.errors import AgreedError, RefsgdError, Stopped, did_you_mean
 from refsgd.version import __version__
 from refsgd.busy import ranks_on_node, set_threads
+from refsgd.comm.link import Link
 from refsgd.files import check_distinct, check_folder, check_output, same_path
 from refsgd.nn import load_model
 from refsgd.optim import make_schedule
 from refsgd.trace import dataset_sha256
 
-# Imported inside the functions below, never here: mpi4py.MPI and the modules that import it at
-# their top (refsgd.run, refsgd.metrics, refsgd.comm.linkcomm, the methods of refsgd.algorithms), because
-# importing mpi4py.MPI starts MPI, and `refsgd golden` and `refsgd.train`'s keyword checks use this
-# module before (or without) any MPI.
+# Imported inside the functions below, never here (noqa "mpi4py"): mpi4py.MPI and the modules that
+# import it at their top (refsgd.run, refsgd.metrics, refsgd.comm.linkcomm, the methods of
+# refsgd.algorithms), because importing mpi4py.MPI starts MPI, and `refsgd golden` and
+# `refsgd.train`'s keyword checks use this module before (or without) any MPI.
 
 
 @dataclasses.dataclass
@@ -71,11 +72,11 @@ def run(given, comm=None, log=print):
 
 
 def _run(given, comm, log):
-    from mpi4py import MPI
+    from mpi4py import MPI  # noqa: PLC0415 mpi4py
 
-    from refsgd.algorithms import by_gradients, micro_batches, servers
-    from refsgd.comm.linkcomm import Traffic, wrap
-    from refsgd.run import Run
+    from refsgd.algorithms import by_gradients, micro_batches, servers  # noqa: PLC0415 mpi4py
+    from refsgd.comm.linkcomm import Traffic, wrap  # noqa: PLC0415 mpi4py
+    from refsgd.run import Run  # noqa: PLC0415 mpi4py
 
     world_comm = MPI.COMM_WORLD if comm is None else comm
     rank = world_comm.Get_rank()
@@ -120,7 +121,7 @@ def _run(given, comm, log):
 
 def _outputs(cfg, r, recorded, link, threads, say, load_before, summary=True):
     """Collective: the final model, the --trace file, the summary and the --out file."""
-    from refsgd import metrics
+    from refsgd import metrics  # noqa: PLC0415 mpi4py
     model = r.final_model()  # on every rank: it may be a collective (an average of the workers)
     load_after = busy.load_average()
     if cfg.trace:
@@ -198,7 +199,6 @@ def link_text(cfg, link):
     """The link as the summary and the metrics file name it (DASO: both tiers)."""
     if not cfg.local_link:
         return link
-    from refsgd.comm.link import Link
     return (f"between nodes: {link or 'the real network'}; within nodes: "
             f"{Link.parse(cfg.local_link, '--local-link')}")
 
@@ -239,7 +239,7 @@ def _value(text):
 def method(given, world):
     """The configuration ``given`` resolved (refsgd.options.resolve: the method's defaults) and
     checked (the method's own check); returns it."""
-    from refsgd.algorithms import ALGORITHMS, check
+    from refsgd.algorithms import ALGORITHMS, check  # noqa: PLC0415 mpi4py
     if given.algo not in ALGORITHMS:
         raise RefsgdError(f"unknown method --algo {given.algo!r}{did_you_mean(given.algo, ALGORITHMS)}; "
                           f"`refsgd train --list` shows {', '.join(ALGORITHMS)}")
@@ -255,7 +255,7 @@ def method(given, world):
 
 def per_epoch(cfg, data, workers):
     """Iterations per epoch (RefsgdError when the training set is too small for one)."""
-    from refsgd.algorithms import micro_batches
+    from refsgd.algorithms import micro_batches  # noqa: PLC0415 mpi4py
     n = len(data.y_train) // (workers * cfg.batch * micro_batches(cfg))
     if n == 0:
         raise RefsgdError(f"the training set has {len(data.y_train)} samples: too few for {workers} workers x "
@@ -267,12 +267,11 @@ def prepare(given, comm):
     """Everything that can fail on bad input, done identically on every rank before any
     collective: (the resolved configuration, the method's train function, link, net, data,
     schedule, restorer)."""
-    from refsgd.algorithms import ALGORITHMS, by_gradients, check_sizes, servers
+    from refsgd.algorithms import ALGORITHMS, by_gradients, check_sizes, servers  # noqa: PLC0415 mpi4py
 
     world = comm.Get_size()
     cfg = method(given, world)
     link = None
-    from refsgd.comm.link import Link
     if cfg.link is not None:  # --link '' is refused, not taken for no link
         link = Link.parse(cfg.link)
     if cfg.local_link is not None:

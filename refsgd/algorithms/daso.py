@@ -94,6 +94,8 @@ from mpi4py import MPI
 
 from refsgd.errors import RefsgdError
 from refsgd.comm import codecs
+from refsgd.comm.link import Link
+from refsgd.comm.topology import Topology
 from refsgd.optim import NO_BEST, plateaued
 from refsgd.options import default
 
@@ -244,9 +246,6 @@ def _merge(x, sync_sum, two_s, den, mask):
 
 def train(run):
     """DASO: hierarchical syncs with rotating groups and three phases (see the module docstring)."""
-    from refsgd.comm.link import Link
-    from refsgd.comm.topology import Topology
-
     c = run.cfg
     link = getattr(run.comm, "link", None)
     local_link = Link.parse(c.local_link, "--local-link") if getattr(c, "local_link", None) else None

@@ -8,6 +8,7 @@ import numpy as np
 from refsgd.errors import RefsgdError
 from refsgd.cli import cmdoptions
 from refsgd.cli.cmdoptions import positive_int
+from refsgd.options import APPLIES, config
 
 
 def add(sub):
@@ -28,15 +29,15 @@ def add(sub):
 
 
 def run(args, parser):
-    # here, not above: they load NumPy, Numba and h5py, which `refsgd --help` does without
-    from refsgd import api, datasets, trace
-    from refsgd.nn import load_model
-    from refsgd.options import config
-    from refsgd.serial import RENDERINGS
+    # here, not above: they load h5py, the models and (the serial renderings) mpi4py, which
+    # `refsgd --help` does without
+    from refsgd import api, datasets, trace  # noqa: PLC0415 start-up
+    from refsgd.nn import load_model  # noqa: PLC0415 start-up
+    from refsgd.serial import RENDERINGS  # noqa: PLC0415 mpi4py
 
     if args.algo not in RENDERINGS:
         raise RefsgdError(f"no serial rendering for --algo {args.algo!r}; available: {', '.join(RENDERINGS)}")
-    from refsgd.algorithms import micro_batches, servers
+    from refsgd.algorithms import micro_batches, servers  # noqa: PLC0415 mpi4py
     workers, steps, out_path, force = args.workers, args.steps, args.out, args.force
     # the Namespace stops here; --out and --force are the golden file's, not a run's
     given = cmdoptions.config_of(args, leave=("out", "force"))
@@ -49,7 +50,6 @@ def run(args, parser):
         raise RefsgdError("the serial renderings sum over workers in the Ring-AllReduce's order: refsgd golden "
                           "takes --allreduce ring (its default); a trace of --allreduce mpi verifies against it "
                           "within round-off")
-    from refsgd.options import APPLIES
     if "allreduce" in APPLIES.get(given.algo, ()):
         given = dataclasses.replace(given, allreduce="ring")
     cfg = api.method(given, workers)
@@ -58,7 +58,7 @@ def run(args, parser):
     data = datasets.load(cfg.data, dtype=dtype)
     datasets.check_fits(data, net.input_shape, net.num_classes, model=net.name)
     schedule = api.parse_schedule(cfg.schedule, cfg.lr, api.per_epoch(cfg, data, workers - servers(cfg.algo)))
-    from refsgd.files import check_distinct, check_output
+    from refsgd.files import check_distinct, check_output  # noqa: PLC0415 start-up
     check_distinct([("--data", cfg.data), ("--model", cfg.model if os.path.isfile(cfg.model) else None)],
                    [("--out", out_path)])
     check_output(out_path, "--out", force)

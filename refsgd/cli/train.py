@@ -1,5 +1,6 @@
 """``refsgd train``: train a model with a distributed method (refsgd.api.run)."""
 
+from refsgd import docs
 from refsgd.cli import cmdoptions
 
 
@@ -17,15 +18,13 @@ def add(sub):
 
 def run(args, parser):
     if args.list:
-        # here, not above: the methods load Numba and mpi4py (not MPI_Init), which --help does without
-        from refsgd import docs
-        from refsgd.algorithms import ALGORITHMS
+        from refsgd.algorithms import ALGORITHMS  # noqa: PLC0415 mpi4py: the methods import it, --help does without
         print(f"listings, equations and readings: {docs.path('algorithms.md')}\n"
               f"each method's exact step: {docs.path('implementers.md')}")
         for name, (_, what) in ALGORITHMS.items():
             print(f"{name:<10} {what}")
         return 0
-    from refsgd import api  # here, not above: api loads NumPy and the methods; `refsgd train --help` needs neither
+    from refsgd import api  # noqa: PLC0415 start-up: api loads h5py and the models; `refsgd train --help` needs neither
     api.run(cmdoptions.config_of(args))  # the Namespace stops here: below it, a frozen refsgd.options.Config
     return 0
 

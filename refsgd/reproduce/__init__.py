@@ -21,12 +21,16 @@ compares with the time it took.
 """
 
 import datetime
+import difflib
 import json
 import os
 import tempfile
 import time
 
+from refsgd import failure
+from refsgd.bench import suite
 from refsgd.errors import RefsgdError
+from refsgd.files import check_folder, check_output, write_text
 from refsgd.reproduce import claims as _claims
 from refsgd.reproduce import outputs
 from refsgd.reproduce.measure import fmt  # noqa: F401 -- what the markdown prints (the tests use it)
@@ -55,7 +59,6 @@ def names(name):
         return list(CLAIMS)
     if name in _claims.BY_NAME:
         return [_claims.BY_NAME[name]]
-    import difflib
     close = difflib.get_close_matches(name, list(_claims.BY_NAME), 1)
     raise RefsgdError(f"no claim {name!r}" + (f" (did you mean {close[0]!r}?)" if close else "")
                       + "; `refsgd reproduce --list` lists them")
@@ -103,7 +106,6 @@ def run_claim(claim, setup, runs):
             scale = [list(row) for row in claim.scale(setup, hp, means)]
         except RefsgdError as e:
             scale = [["not available", str(e), ""]]
-    from refsgd.bench import suite
     rows, common = outputs.variants(hp, runs.records)
     return {"name": claim.name, "paper": claim.paper, "where": claim.where, "claim": claim.sentence,
             "paper_number": claim.paper_number, "verdict": word, "why": why,
@@ -123,8 +125,6 @@ def run_claim(claim, setup, runs):
 
 def reproduce(name, setup, out_dir, force=False, log=None):
     """Run the claims ``name`` names and write their outputs in ``out_dir``; returns the results."""
-    from refsgd import failure
-    from refsgd.files import check_folder, check_output
     if (failure.launcher_size() or 1) > 1:
         raise RefsgdError("reproduce launches its own mpiexec: run it without mpiexec")
     chosen = names(name)
@@ -148,13 +148,13 @@ def reproduce(name, setup, out_dir, force=False, log=None):
             say(f"{c.name}: {c.sentence}")
             r = run_claim(c, setup, runs)
             base = os.path.join(out_dir, c.name)
-            outputs.write(base + ".json", json.dumps(r, indent=1, default=float) + "\n")
-            outputs.write(base + ".md", outputs.markdown(r))
+            write_text(base + ".json", json.dumps(r, indent=1, default=float) + "\n", "the result")
+            write_text(base + ".md", outputs.markdown(r), "the result")
             outputs.figure(r, base + ".png")
             say(f"{c.name}: {r['verdict']} ({r['seconds']:.0f} s; budget {r['budget_s'] * setup.seeds} s on 2 idle "
                 f"cores): {base}.md")
             results.append(r)
             # after every claim, so that an interrupted `all` leaves an index of what it finished
-            outputs.write(outputs.index_path(out_dir), outputs.index_text(out_dir))
+            write_text(outputs.index_path(out_dir), outputs.index_text(out_dir), "the result")
     say(f"index: {outputs.index_path(out_dir)}")
     return results

@@ -3,6 +3,7 @@ and SSGD+fp16 (Horovod), section 4 (Figures 6 and 7)."""
 
 import numpy as np
 
+from refsgd.comm.link import Link
 from refsgd.reproduce.measure import Claim, acc, curve, epochs, eval_every, link_for, run_seconds, scale_speedups
 from refsgd.reproduce.verdict import Check
 
@@ -19,7 +20,6 @@ def _hyper(setup):
 
 
 def _measure(runs, setup, hp, seed):
-    from refsgd.comm.link import Link
     link, t_c, _ = link_for(runs, setup, dict(hp, iterations=30), seed, ratio=3.0)
     g = Link.parse(link)
     local = f"{g.latency_us / 10:g},{g.gbit_s * 10:g}"

@@ -3,6 +3,8 @@
 
 import dataclasses
 
+from refsgd.bench import models, scale
+from refsgd.comm.link import Link
 from refsgd.reproduce.measure import Claim, acc, curve, epochs, link_for, per_iteration_ms
 from refsgd.reproduce.verdict import Check
 
@@ -75,8 +77,6 @@ def _speed_measure(runs, setup, hp, seed):
 def _scale(setup, hp, numbers):
     """bench scale's model at the paper's 8 workers: LAGA-SGD at tau over SSGD at tau = 1, in
     samples per second (link 50 us, 10 Gbit/s; t_C measured here)."""
-    from refsgd.bench import models, scale
-    from refsgd.comm.link import Link
     inputs = scale.measure_inputs(hp["model"], hp["batch"], Link.parse("50,10"), Link.parse("5,100"), 1, repeat=5)
     net, p = inputs.network(), 8
     base = models.iteration_time("ssgd", inputs.costs(), net, p)

@@ -4,18 +4,14 @@ dictionary itself), and the index of every claim in a folder, one line per claim
 import glob
 import json
 import os
+import textwrap
 
 from refsgd.errors import RefsgdError
+from refsgd.report import save_figure
 from refsgd.reproduce import claims as _claims
 from refsgd.reproduce.measure import fmt
 
 INDEX_TITLE = "# The papers' claims, reproduced"
-
-
-def write(path, text):
-    from refsgd.files import atomic_path, write_bytes
-    with atomic_path(path, what="the result") as tmp:
-        write_bytes(tmp, text.encode())
 
 
 def _value(v):
@@ -105,17 +101,14 @@ def markdown(r):
 def figure(r, path):
     """Draw the claim's series as the paper draws them and write ``path``."""
     try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
+        from matplotlib.figure import Figure  # noqa: PLC0415 matplotlib: the runs and the tables do without it
     except ImportError:
         raise RefsgdError("refsgd reproduce draws its figures with matplotlib: pip install matplotlib") from None
-    import textwrap
 
-    from refsgd.report import save_figure
     claim = _claims.BY_NAME[r["name"]]
     panels = list(r["series"][0])
-    fig, axes = plt.subplots(1, len(panels), figsize=(max(7.5, 5.5 * len(panels)), 4.6), squeeze=False)
+    fig = Figure(figsize=(max(7.5, 5.5 * len(panels)), 4.6))
+    axes = fig.subplots(1, len(panels), squeeze=False)
     for ax, panel in zip(axes[0], panels):
         labels = list(r["series"][0][panel])
         first = r["series"][0][panel][labels[0]]
@@ -153,7 +146,6 @@ def figure(r, path):
     fig.suptitle("\n".join(textwrap.wrap(title, 30 * max(3, len(panels)))), fontsize="small")
     fig.tight_layout()
     save_figure(fig, path)
-    plt.close(fig)
 
 
 def index_path(out_dir):

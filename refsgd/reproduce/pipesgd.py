@@ -3,6 +3,9 @@ Pipe-SGD+T/+Q): accuracy, time to accuracy, and the time split next to eq. 2 and
 
 import math
 
+from refsgd.comm import codecs
+from refsgd.comm.link import Link, reduction_time
+from refsgd.nn import load_model
 from refsgd.reproduce.measure import (Claim, acc, curve, epochs, eval_every, first_reach, link_for, per_iteration_ms,
                                       scale_speedups)
 from refsgd.reproduce.verdict import Check
@@ -48,9 +51,6 @@ def _measure(runs, setup, hp, seed):
     # max(l_up + l_comp, l_comm)), l_comm = X + R: the link's transfer of the bytes the codec puts on
     # the wire and eq. 5's reduction of float32 values (a codec's ring operator, which the link also
     # holds, costs more: it is in the measured communication, not in this model)
-    from refsgd.comm import codecs
-    from refsgd.comm.link import Link, reduction_time
-    from refsgd.nn import load_model
     lk, params = Link.parse(link), load_model(hp["model"]).num_params
     wire = {c: 4 * params if c == "none" else codecs.get(c).wire_bytes(params) for _, _, c in VARIANTS}
     split = {}

@@ -9,9 +9,12 @@ import functools
 import os
 import time
 
+from refsgd import report
+from refsgd.bench import suite
 from refsgd.errors import RefsgdError
 from refsgd.busy import load_average
 from refsgd.busy import usable_cores as cores  # noqa: F401 -- refsgd.reproduce's warnings use it
+from refsgd.datasets import load
 
 
 @dataclasses.dataclass
@@ -39,7 +42,6 @@ class Setup:
         """"digits", "mnist" (any 1 x 28 x 28 set) or "cifar10"."""
         if self.data is None:
             return "digits"
-        from refsgd.datasets import load
         d = load(self.data)
         shape = d.image_shape
         if shape == (1, 28, 28):
@@ -76,8 +78,6 @@ class Runs:
         (train's options, ``_`` for ``-``; True for a flag) and return its :class:`report.Run`
         (with ``.trace_path`` when ``trace``). ``variant`` names the run in the outputs (default
         the method with its --compress, --tau, --staleness)."""
-        from refsgd import report
-        from refsgd.bench import suite
         ranks = ranks or self.setup.ranks
         argv = ["train", "--algo", algo, "--seed", str(seed)]
         if self.setup.data is not None and "data" not in options:

@@ -6,6 +6,7 @@ import contextlib
 import functools
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 from mpi4py import MPI
@@ -257,7 +258,6 @@ class Run(Timing, Bookkeeping):
         """G threads for :meth:`in_threads` (Sato et al.'s gradient threads: SSGD-NAG's
         Algorithm 4, L5-L9, and PP-ASGD's deterministic mode), named ``ALGO-grad-RANK_g`` (their
         --timeline tracks), the GIL handed over promptly while they run (:func:`prompt_handover`)."""
-        from concurrent.futures import ThreadPoolExecutor
         with prompt_handover(), ThreadPoolExecutor(max_workers=G,
                                                    thread_name_prefix=f"{self.cfg.algo}-grad-{self.rank}") as pool:
             yield pool

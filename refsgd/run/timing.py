@@ -10,6 +10,7 @@ import time
 
 import numpy as np
 from mpi4py import MPI
+from numba.core import event
 
 from refsgd.comm import codecs, linkcomm
 from refsgd.comm.linkcomm import waitall  # plain requests too; honours emulated deadlines
@@ -247,7 +248,6 @@ class _CompileClock:
     ``main`` (the one that runs the loop) that lie in [lo, hi]."""
 
     def __init__(self):
-        from numba.core import event
         clock = self
 
         class Listener(event.Listener):

@@ -101,8 +101,8 @@ def gantt(timelines, names, iterations=None):
     """A matplotlib Figure: one panel per run (``timelines``: read() dicts, ``names``: titles),
     its ranks' threads and lanes as rows, on a common time axis that covers the same number of
     iterations of each run (``iterations``: that number, default the fewest any run recorded)."""
-    from matplotlib.figure import Figure
-    from matplotlib.patches import Patch
+    from matplotlib.figure import Figure  # noqa: PLC0415 matplotlib: optional (--timeline-plot)
+    from matplotlib.patches import Patch  # noqa: PLC0415 matplotlib
 
     spans = []
     for d in timelines:

@@ -121,7 +121,7 @@ class Timeline:
     def align(self, comm, phase, rounds=30):
         """Collective: this rank's perf_counter on rank 0's Wtime clock (see the module docstring).
         ``phase`` "start" sets the mapping, "end" measures the drift."""
-        from mpi4py import MPI
+        from mpi4py import MPI  # noqa: PLC0415 mpi4py: the timeline's files are read without MPI
         a, w, b = time.perf_counter(), MPI.Wtime(), time.perf_counter()
         to_wtime = w - (a + b) / 2
         if comm.Get_size() == 1:
@@ -165,7 +165,7 @@ def _ping_pong(comm, rounds, good=20e-6, most=10):
     minus the midpoint of the trip) and half its length bounds the error. A rank makes
     ``rounds`` round trips, and up to ``most`` times as many while none was faster than
     ``good`` (on a loaded machine a rank may wait for a core in every one of the first ones)."""
-    from mpi4py import MPI
+    from mpi4py import MPI  # noqa: PLC0415 mpi4py: the timeline's files are read without MPI
     rank, size = comm.Get_rank(), comm.Get_size()
     buf = np.zeros(1)
     tag = 27
