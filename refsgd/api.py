@@ -148,7 +148,7 @@ def _outputs(cfg, r, recorded, link, threads, say, load_before, summary=True):
 
 def timeline_gather(run):
     """Collective with --timeline: every rank's spans on rank 0 (None without one)."""
-    if run.timeline is None:
+    if not run.timeline.enabled:
         return None
     return timeline.gather(run.control_comm, run.timeline)
 

@@ -114,8 +114,9 @@ class Run(Timing, Bookkeeping):
             self.events = list(restorer.events)
             if restorer.schedule_state is not None:
                 schedule.state[...] = restorer.schedule_state
-        # --timeline: the spans of a window of iterations (refsgd.timeline); None: nothing recorded
-        self.timeline = None
+        # --timeline: the spans of a window of iterations (refsgd.timeline); without it a recorder
+        # that records nothing (timeline.enabled is False), called by the same timing points
+        self.timeline = timeline.NoTimeline()
         if getattr(cfg, "timeline", None):
             self.timeline = timeline.Timeline(*timeline.window(cfg.timeline, self.total, self.t))
 
@@ -209,7 +210,7 @@ class Run(Timing, Bookkeeping):
         tl = self.timeline
         if progress is not None and getattr(self.cfg, "poll", False):
             on_layer = functools.partial(_test_all, progress if isinstance(progress, list) else [progress])
-            if tl is not None and tl.active:  # the layers and the polls as spans of their own
+            if tl.active:  # the layers and the polls as spans of their own
                 on_layer = _LayerSpans(tl, self.net, label, on_layer)
         if k is None:
             k = self.t * self.tau + self._micro
@@ -224,7 +225,7 @@ class Run(Timing, Bookkeeping):
                                       on_segment=on_segment, on_layer=on_layer)
         t1 = time.perf_counter()
         self._compute += self._less_compiling(t1 - t0, c0)
-        if tl is not None and tl.active:
+        if tl.active:
             tl.add("compute", label, t0, t1)
         self._loss += loss
         self._nloss += 1
@@ -245,7 +246,7 @@ class Run(Timing, Bookkeeping):
         t1 = time.perf_counter()
         dt = self._less_compiling(t1 - t0, c0)
         tl = self.timeline
-        if tl is not None and tl.active:
+        if tl.active:
             tl.add("compute", label, t0, t1)
         with self._lock:
             self._thread_compute = (self._thread_compute or 0.0) + dt
@@ -313,15 +314,13 @@ class Run(Timing, Bookkeeping):
         self._bar = progress.bar if progress is not None else None
         clock = self._compiling
         tl = self.timeline
-        if tl is not None:
-            tl.align(self.control_comm, "start")  # collective: every rank's clock on rank 0's
+        tl.align(self.control_comm, "start")  # collective: every rank's clock on rank 0's
         with failure.deferring(), clock, _link_observed(tl):  # a signal stops every rank at the next loss check
             clock.main = threading.get_ident()
             t, ran = self.t, 0
             while not self._finished(t):
                 self.t = t
-                if tl is not None:
-                    tl.at(t)
+                tl.at(t)
                 self._micro = 0
                 self._compute = self._idle = self._codec = self._update = 0.0
                 self._spans = []
@@ -329,7 +328,7 @@ class Run(Timing, Bookkeeping):
                 t0, c0 = time.perf_counter(), clock.mine()
                 before = self.grads_done
                 yield t
-                self._record(t0)
+                self._record()
                 if self.tracing:
                     self._record_trace(t)
                 last = self._finished(t + 1)
@@ -338,7 +337,7 @@ class Run(Timing, Bookkeeping):
                 # non-finite state is ever saved (the last iteration is checkpointed too)
                 ckpt = self._checkpoint is not None and ((t + 1) % self._checkpoint[1] == 0 or last)
                 if (t + 1) % log_every == 0 or epoch_end or last or ckpt:
-                    mean_loss = self._check(t)
+                    mean_loss = self._check(t, last)
                     if progress is not None:
                         progress.show(t + 1, mean_loss)
                 # the boundary's bookkeeping (records, trace, loss check, status line) belongs to
@@ -352,15 +351,14 @@ class Run(Timing, Bookkeeping):
                 self.records["comm"][-1] = _union_length(spans, t0, t1, holes=clock.intervals(t0, t1))
                 self.records["compile"][-1] += clock.take()
                 segment["iterations"][1], segment["wall_seconds"] = t + 1, t1 - start
-                if tl is not None and tl.active:
+                if tl.active:
                     tl.add("iteration", f"iteration {t}", t0, t1)
                 if eval_due(t + 1, before, self.grads_done) or last:
                     self.records["evaluate"][-1] = self._outside(self.evaluate, t)
                 if ckpt:
                     self.records["checkpoint"][-1] = self._outside(self.save_checkpoint)
                 t, ran = t + 1, ran + 1
-            if tl is not None:
-                tl.active = False
+            tl.active = False
             if ran:  # the last boundary's evaluation and checkpoint may have compiled too
                 self.records["compile"][-1] += clock.take()
             self._discount_compile_waits(ran)
@@ -369,8 +367,7 @@ class Run(Timing, Bookkeeping):
             self._bar = None
         self.wall = segment["wall_seconds"] = time.perf_counter() - start
         self.iterations_run = ran
-        if tl is not None:
-            tl.align(self.control_comm, "end")    # the clocks' drift over the loop
+        tl.align(self.control_comm, "end")    # the clocks' drift over the loop
 
     def _finished(self, t):
         """Whether the run ends before iteration t: after total iterations, or once the

@@ -51,8 +51,38 @@ def window(spec, total, first=0):
     return start, count
 
 
+class NoTimeline:
+    """The recorder of a run without ``--timeline``: the Run's timing points call it as they call
+    a :class:`Timeline`, and it records nothing (``active`` is always False), so that no timing
+    point asks whether there is a timeline."""
+
+    enabled = False
+    active = False
+
+    def __init__(self):
+        self.idle_start = None         # written by the timing points, never read
+        self.posted = False
+
+    def at(self, t):
+        pass
+
+    def add(self, kind, label, start, end, nbytes=0, it=None, thread=None):
+        pass
+
+    def depart(self, key, label, start, nbytes=0, it=None):
+        pass
+
+    def land(self, key, end, since=None, label=None):
+        pass
+
+    def align(self, comm, phase, rounds=30):
+        pass
+
+
 class Timeline:
     """The spans of one rank (see the module docstring)."""
+
+    enabled = True
 
     def __init__(self, start, count):
         self.start, self.count = start, count

@@ -92,7 +92,7 @@ def _run_method(comm, cfg, net, data, schedule, skip, spans=None):
     run = Run(comm, net, data, cfg, schedule, log=lambda *a: None, servers=servers(cfg.algo))
     ALGORITHMS[cfg.algo][0](run)
     run.final_model()
-    if spans is not None and run.timeline is not None:
+    if spans is not None and run.timeline.enabled:
         spans.append(len(run.timeline.spans) / run.timeline.count)
     means = tuple(_mean_over_ranks(comm, run.records[k], skip, servers(cfg.algo))
                   for k in ("compute", "idle", "codec", "wall", "update"))
