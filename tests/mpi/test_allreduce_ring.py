@@ -21,7 +21,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import ROOT, cli, mpi_env, mpiexec
+from tests.helpers.launch import ROOT, cli, mpi_env, mpiexec
 
 GOLDEN = os.path.join(ROOT, "tests", "golden")
 #: digits' training samples (the embedded data set), for daso's epochs

@@ -7,7 +7,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import ROOT, mpi_env
+from tests.helpers.launch import ROOT, mpi_env
 
 from refsgd import mpilib
 

@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from conftest import ROOT, cli
+from tests.helpers.launch import ROOT, cli
 from refsgd.bench import models
 from refsgd.comm.link import Link
 

@@ -8,7 +8,7 @@ import argparse
 
 import numpy as np
 import pytest
-from conftest import UNDER_MPI, launch_under_mpiexec
+from tests.helpers.launch import UNDER_MPI, launch_under_mpiexec
 
 from refsgd import datasets
 from refsgd.datasets import epoch_batches

@@ -6,7 +6,7 @@ import json
 import os
 
 import pytest
-from conftest import cli
+from tests.helpers.launch import cli
 
 from refsgd.reproduce import Setup, claims, fmt, outputs, warnings_for
 from refsgd.reproduce.runner import cores

@@ -9,7 +9,7 @@ import shutil
 
 import h5py
 import numpy as np
-from conftest import ROOT, cli
+from tests.helpers.launch import ROOT, cli
 
 GOLDEN = os.path.join(ROOT, "tests", "golden")
 

@@ -5,7 +5,7 @@ import time
 
 import numpy as np
 import pytest
-from conftest import UNDER_MPI, launch_under_mpiexec
+from tests.helpers.launch import UNDER_MPI, launch_under_mpiexec
 
 from refsgd import datasets
 from refsgd.nn import load_model

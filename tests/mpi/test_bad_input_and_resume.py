@@ -9,7 +9,7 @@ import shutil
 import h5py
 import numpy as np
 import pytest
-from conftest import cli
+from tests.helpers.launch import cli
 
 SHORT = ["--no-progress"]
 

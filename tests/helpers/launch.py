@@ -1,11 +1,11 @@
+"""Launching refsgd and pytest-mpi as a user does: ``mpiexec`` of the MPI library mpi4py uses,
+one BLAS thread per rank, a hang failing through a timeout."""
+
 import os
 import subprocess
 import sys
 
-# the shared gradient-check helpers live beside the tests
-sys.path.insert(0, os.path.dirname(__file__))
-
-from refsgd import mpilib  # noqa: E402
+from refsgd import mpilib
 
 #: set in the processes that `launch_under_mpiexec` starts
 UNDER_MPI = os.environ.get("REFSGD_UNDER_MPIEXEC") == "1"
@@ -25,23 +25,6 @@ def mpi_env(base=None, **extra):
     return mpilib.environ(base, **{**ONE_THREAD, **extra})
 
 
-def pytest_collection_modifyitems(config, items):
-    """Every test of a file that launches mpiexec is an MPI test (marker mpi_launch): CI runs
-    them again under a second MPI library."""
-    for item in items:
-        if item.fspath.basename in MPI_FILES:
-            item.add_marker("mpi_launch")
-
-
-#: the test files that launch mpiexec (each of their tests is marked mpi_launch)
-MPI_FILES = {"test_bench.py", "test_cli.py", "test_codecs_mpi.py", "test_daso_mpi.py", "test_dc_mpi.py",
-             "test_failure_mpi.py", "test_golden.py", "test_allreduce_ring_mpi.py", "test_laga_mpi.py", "test_link.py",
-             "test_pipesgd_mpi.py",
-             "test_ppasgd_mpi.py", "test_run_mpi.py", "test_ssgd_mpi.py", "test_usability.py", "test_mpilib.py",
-             "test_reliability_mpi.py", "test_report.py", "test_report_comparisons.py", "test_signals_mpi.py",
-             "test_timeline.py", "test_what_users_read.py", "test_reproduce.py"}
-
-
 def launch_under_mpiexec(test_file, n, timeout=300):
     """Run ``test_file``'s pytest-mpi tests under ``mpiexec -n n``; plain pytest calls this, so the
     MPI tests run without --with-mpi. A hang fails through the timeout."""
@@ -53,7 +36,7 @@ def launch_under_mpiexec(test_file, n, timeout=300):
     assert " passed" in r.stdout and " failed" not in r.stdout
     return r
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def cli(*args, n=None, timeout=300, cwd=ROOT):

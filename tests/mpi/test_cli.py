@@ -9,7 +9,7 @@ import sys
 import numpy as np
 import pytest
 
-from conftest import ROOT, cli
+from tests.helpers.launch import ROOT, cli
 
 
 def refsgd(*args, timeout=120, cwd=None):

@@ -9,8 +9,8 @@ import sys
 import h5py
 import numpy as np
 import pytest
-from conftest import ROOT, mpi_env, mpiexec, verify_mpi_against_serial
-from conftest import cli as refsgd
+from tests.helpers.launch import ROOT, mpi_env, mpiexec, verify_mpi_against_serial
+from tests.helpers.launch import cli as refsgd
 
 from refsgd import datasets
 from refsgd.nn import load_model

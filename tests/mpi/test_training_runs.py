@@ -10,7 +10,7 @@ import sys
 import h5py
 import numpy as np
 import pytest
-from conftest import FROZEN_SPEC, ONE_THREAD, ROOT, cli, mpi_env, mpilib, mpiexec
+from tests.helpers.launch import FROZEN_SPEC, ONE_THREAD, ROOT, cli, mpi_env, mpilib, mpiexec
 
 from refsgd.options import APPLIES
 

@@ -9,7 +9,7 @@ import sys
 import numpy as np
 import pytest
 
-from conftest import cli
+from tests.helpers.launch import cli
 from refsgd import timeline as T
 
 EPS = 1e-9

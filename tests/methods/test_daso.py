@@ -6,8 +6,8 @@ import json
 import h5py
 import numpy as np
 import pytest
-from conftest import FROZEN_SPEC, verify_mpi_against_serial
-from conftest import cli as refsgd
+from tests.helpers.launch import FROZEN_SPEC, verify_mpi_against_serial
+from tests.helpers.launch import cli as refsgd
 
 D = 4810                     # digits_mlp's parameters
 # digits at batch 64 x 4 ranks (or 32 x 8): 5 iterations per epoch. B_max 2 and a threshold no epoch

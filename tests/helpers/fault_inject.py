@@ -1,6 +1,6 @@
 """Run `refsgd ARGS` with a fault injected on one rank (tests and experiments/faults.py only).
 
-    mpiexec -n 2 python tests/fault_inject.py RANK ITERATION KIND train --algo ssgd ...
+    mpiexec -n 2 python tests/helpers/fault_inject.py RANK ITERATION KIND train --algo ssgd ...
 
 At the gradient of iteration ITERATION, rank RANK raises (KIND = "user": a RefsgdError, an
 input problem found on that rank alone; "bug": a RuntimeError; "exit": SystemExit(3), a rank
@@ -17,7 +17,7 @@ import errno
 import os
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 from refsgd import RefsgdError, cli  # noqa: E402
 from refsgd.run import Run  # noqa: E402

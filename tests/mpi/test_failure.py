@@ -13,9 +13,9 @@ import time
 import h5py
 import numpy as np
 import pytest
-from conftest import ROOT, cli, mpi_env, mpiexec, mpilib
+from tests.helpers.launch import ROOT, cli, mpi_env, mpiexec, mpilib
 
-INJECT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fault_inject.py")
+INJECT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "helpers", "fault_inject.py")
 SHORT = ["--iterations", "12", "--no-progress"]
 
 

@@ -7,8 +7,8 @@ import shutil
 import h5py
 import numpy as np
 import pytest
-from conftest import ROOT, verify_mpi_against_serial
-from conftest import cli as refsgd
+from tests.helpers.launch import ROOT, verify_mpi_against_serial
+from tests.helpers.launch import cli as refsgd
 
 GOLDEN = os.path.join(ROOT, "tests", "golden")
 

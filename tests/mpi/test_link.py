@@ -303,7 +303,7 @@ def test_under_mpiexec(request):
     if request.config.getoption("--with-mpi", default=False) or MPI.COMM_WORLD.Get_size() > 1 \
             or os.environ.get("REFSGD_LINK_UNDER_MPIEXEC") == "1":
         pytest.skip("already under mpiexec")
-    from conftest import mpi_env, mpiexec
+    from tests.helpers.launch import mpi_env, mpiexec
     env = {**mpi_env(), "REFSGD_LINK_UNDER_MPIEXEC": "1", "OMP_NUM_THREADS": "1",
            "OPENBLAS_NUM_THREADS": "1", "NUMBA_NUM_THREADS": "1"}
     r = subprocess.run(mpiexec(2) + [sys.executable, "-m", "pytest", "--with-mpi", "-q", "-p",

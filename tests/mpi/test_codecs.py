@@ -6,7 +6,7 @@ import time
 
 import numpy as np
 import pytest
-from conftest import UNDER_MPI, launch_under_mpiexec
+from tests.helpers.launch import UNDER_MPI, launch_under_mpiexec
 
 from refsgd.comm import codecs
 from refsgd.comm.codecs import Q8_BLOCK

@@ -14,7 +14,7 @@ import sys
 import h5py
 import numpy as np
 import pytest
-from conftest import mpi_env, mpiexec, verify_mpi_against_serial
+from tests.helpers.launch import mpi_env, mpiexec, verify_mpi_against_serial
 
 from refsgd import datasets
 from refsgd.nn import load_model

@@ -2,7 +2,7 @@
 (tests only): the deterministic form of "a signal at any moment from the first instruction to
 the last".
 
-    mpiexec -n 2 python tests/signal_inject.py PHASE SIGNAL[:RANKS] train --iterations 30 ...
+    mpiexec -n 2 python tests/helpers/signal_inject.py PHASE SIGNAL[:RANKS] train --iterations 30 ...
 
 PHASE is one of PHASES: the moment the process sends SIGNAL (SIGINT or SIGTERM) to itself, as
 scancel or a Ctrl-C would; or BEFORE, before refsgd's first instruction, where SIGNAL may also be
@@ -15,7 +15,7 @@ import os
 import signal
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # this checkout's refsgd
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))  # this checkout's refsgd
 
 #: the moments, in the order a run meets them
 PHASES = ("start", "imports", "mpi-import", "mpi-up", "data", "collective", "loop", "write", "exit")

@@ -4,8 +4,8 @@ import argparse
 
 import numpy as np
 import pytest
-from conftest import UNDER_MPI, launch_under_mpiexec, verify_mpi_against_serial
-from conftest import cli as refsgd
+from tests.helpers.launch import UNDER_MPI, launch_under_mpiexec, verify_mpi_against_serial
+from tests.helpers.launch import cli as refsgd
 
 from refsgd import datasets
 from refsgd.algorithms.dcs3gd import corrected_step

@@ -1,7 +1,7 @@
 """SIGINT and SIGTERM at any moment of `mpiexec -n 2 refsgd train`: exit code 130 / 143, every rank
 gone within seconds, one line; and an interrupted run keeps its --out and --trace files.
 
-Deterministic moments come from tests/signal_inject.py (the process signals itself at a named
+Deterministic moments come from tests/helpers/signal_inject.py (the process signals itself at a named
 phase of its start-up, loop or end); the others from signals to the whole job at offsets after
 the launch, as a Ctrl-C or scancel lands. Every run has a timeout, so a hang fails.
 """
@@ -15,11 +15,11 @@ import time
 import h5py
 import numpy as np
 import pytest
-from conftest import ROOT, cli, mpi_env, mpiexec, mpilib
+from tests.helpers.launch import ROOT, cli, mpi_env, mpiexec, mpilib
 
-INJECT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "signal_inject.py")
-sys.path.insert(0, os.path.dirname(INJECT))
-from signal_inject import PHASES  # noqa: E402
+from tests.helpers.signal_inject import PHASES
+
+INJECT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "helpers", "signal_inject.py")
 
 OPENMPI = mpilib.library_kind() == "openmpi"
 

@@ -1,0 +1,4 @@
+"""What the tests share: launching refsgd under mpiexec (:mod:`.launch`), gradients against
+finite differences (:mod:`.gradcheck`), faults and signals injected into a run
+(:mod:`.fault_inject`, :mod:`.signal_inject`, also run as scripts). Imported as ``tests.helpers``:
+``tests`` is a package, so pytest puts the repository's root on ``sys.path``."""
