@@ -1,7 +1,9 @@
 """DC-S3GD and DC-ASGD: MPI against the serial renderings, closed forms, bad input."""
 
 import argparse
+import json
 
+import h5py
 import numpy as np
 import pytest
 from tests.helpers.launch import UNDER_MPI, launch_under_mpiexec, verify_mpi_against_serial
@@ -184,3 +186,16 @@ def test_under_mpiexec(n):
 def test_bad_input(args, n, msg):
     r = refsgd("train", *args, "--no-progress", n=n, timeout=120)
     assert r.returncode == 2 and msg in r.stderr and r.stderr.count("refsgd: error:") == 1, r.stderr
+
+
+@pytest.mark.skipif(UNDER_MPI, reason="launcher")
+def test_golden_dcasgd_is_round_robin(tmp_path):
+    """The serial rendering serves the workers in turn: refsgd golden refuses --ps-order arrival."""
+    out = tmp_path / "g.h5"
+    r = refsgd("golden", "--algo", "dcasgd", "--workers", "3", "--steps", "2", "--ps-order", "arrival",
+               "--out", str(out))
+    assert r.returncode == 2 and "round-robin" in r.stderr
+    r = refsgd("golden", "--algo", "dcasgd", "--workers", "3", "--steps", "2", "--out", str(out))
+    assert r.returncode == 0, r.stderr
+    with h5py.File(out) as f:
+        assert json.loads(f.attrs["config"])["ps_order"] == "round-robin"

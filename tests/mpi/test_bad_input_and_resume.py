@@ -1,5 +1,5 @@
-"""The last reliability gaps (issue 25, items 2 to 5): a damaged file, options that allocate
-without bound, resumes that should be refused, and the small ones. Every test runs the command
+"""Bad input and resumes: a damaged file, options that would allocate without bound, resumes
+that must be refused, and small refusals. Every test runs the command
 line as a user does (under mpiexec for train), with a timeout, and asserts the exit code and the
 one message."""
 
@@ -56,7 +56,7 @@ def damage_chunk(path, name):
     os.unlink(tmp)
 
 
-# ---------------------------------------------------------------------- 25.2 a damaged file
+# ---------------------------------------------------------------------- a damaged file
 def test_verify_on_a_damaged_trace_names_the_file_and_the_dataset(tmp_path):
     g = tmp_path / "g.h5"
     assert cli("golden", "--workers", "2", "--steps", "6", "--out", str(g)).returncode == 0
@@ -85,7 +85,7 @@ def test_report_and_resume_of_a_damaged_file_name_the_dataset(tmp_path):
                 "(on rank(s) 1)")
 
 
-# ---------------------------------------------------------------------- 25.3 allocations nobody asked for
+# ---------------------------------------------------------------------- allocations nobody asked for
 @pytest.mark.parametrize("args, text", [
     (["--algo", "pipe-sgd", "--dependency", "1000000000"], "--dependency 1000000000 is not below the run's 20 iterations"),
     (["--algo", "pipe-sgd", "--dependency", "20"], "would never apply a gradient"),
@@ -120,7 +120,7 @@ def test_what_the_run_would_allocate_is_said_when_it_exceeds_the_memory(tmp_path
     one_message(r, text, "of memory available")
 
 
-# ---------------------------------------------------------------------- 25.4 resumes
+# ---------------------------------------------------------------------- resumes
 @pytest.fixture(scope="module")
 def forty(tmp_path_factory):
     """A 40-iteration run on a copy of the embedded digits, checkpointed at its end."""
@@ -180,7 +180,7 @@ def test_a_version_2_checkpoint_without_the_data_sha_still_resumes(tmp_path):
     assert "resumed from" in r.stdout and "after 15 iterations" in r.stdout
 
 
-# ---------------------------------------------------------------------- 25.5 small ones
+# ---------------------------------------------------------------------- small refusals
 @pytest.mark.parametrize("args, text", [
     (["--link", ""], "--link expects LATENCY_US,GBIT_S with latency in [0, 1e+07] us and bandwidth in [1e-06, 1e+06] "
                      "Gbit/s, got ''"),

@@ -1,4 +1,4 @@
-"""Every number a user reads is right (issue 22): verify's values and indices, the report of a
+"""Every number a user reads is right: verify's values and indices, the report of a
 trace, the evaluation lines, bench's small print. Run as a user runs them: the command line."""
 
 import importlib.util
@@ -91,7 +91,7 @@ def test_bench_scale_check_says_how_many_iterations_it_times():
     assert lo <= float(row[2]) <= hi, row
 
 
-# ---------------------------------------------------------------------------- busy machines (item 8)
+# ---------------------------------------------------------------------------- busy machines
 def test_the_busy_note_says_when_the_load_exceeds_the_free_cores():
     from refsgd import busy
     crowded = busy.note([5.0, 4.0, 3.0], ranks=1, threads=2, cores=2)

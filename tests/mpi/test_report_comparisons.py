@@ -1,4 +1,4 @@
-"""`refsgd report` comparing runs (issue 22, item 5): what differs between the runs and nothing
+"""`refsgd report` comparing runs: what differs between the runs and nothing
 else, on metrics files made by `refsgd train` under mpiexec; the figures inspected as matplotlib
 objects, the text as the command line prints it."""
 

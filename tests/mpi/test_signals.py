@@ -112,7 +112,7 @@ def test_signals_to_the_whole_job_at_offsets_after_the_launch(name):
         assert_stopped(p.returncode, err, name, time.monotonic() - t0 - offset, limit=45)
 
 
-# ---------------------------------------------------------------------- issue 22, item 6
+# ---------------------------------------------------------------------- what an interrupted run writes
 @pytest.mark.parametrize("name", ["SIGINT", "SIGTERM"])
 def test_an_interrupted_run_writes_out_and_trace_for_the_iterations_done(tmp_path, name):
     out, trace = tmp_path / "run.h5", tmp_path / "trace.h5"
