@@ -76,3 +76,11 @@ layers = [
   { type = "dense", units = 10 },
 ]
 """
+
+
+def mark_launching(folder, items):
+    """Marker ``mpi_launch`` on every test in ``folder`` (a folder whose tests launch mpiexec; its
+    conftest.py calls this): CI runs them again under a second MPI library."""
+    for item in items:
+        if folder in item.path.parents:
+            item.add_marker("mpi_launch")

@@ -1,12 +1,9 @@
-"""Every test in this folder launches mpiexec: marker ``mpi_launch`` (CI runs them again under a
-second MPI library)."""
+"""Every test in this folder launches mpiexec (marker mpi_launch)."""
 
 from pathlib import Path
 
-HERE = Path(__file__).parent
+from tests.helpers.launch import mark_launching
 
 
 def pytest_collection_modifyitems(config, items):
-    for item in items:
-        if HERE in item.path.parents:
-            item.add_marker("mpi_launch")
+    mark_launching(Path(__file__).parent, items)
