@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Regenerate the golden files of this folder from the serial renderings (refsgd golden).
 # Run from anywhere: tests/golden/regenerate.sh   (uses the repository's .venv)
-# tests/test_golden.py checks that these commands still reproduce the checked-in files.
+# tests/mpiexec/test_golden.py checks that these commands still reproduce the checked-in files.
 set -euo pipefail
 cd "$(dirname "$0")"
 R=${REFSGD:-../../.venv/bin/refsgd}
