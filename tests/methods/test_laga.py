@@ -14,12 +14,11 @@ import sys
 import h5py
 import numpy as np
 import pytest
-from tests.helpers.launch import mpi_env, mpiexec, verify_mpi_against_serial
+from tests.helpers.launch import ROOT, mpi_env, mpiexec, verify_mpi_against_serial
 
 from refsgd import datasets
 from refsgd.nn import load_model
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ALGOS = ["laga-sgd", "laga-sgdm", "laga-sgdn"]
 MODEL = "digits_mlp"
 

@@ -6,7 +6,7 @@ import json
 import os
 
 import pytest
-from tests.helpers.launch import cli
+from tests.helpers.launch import ROOT, cli
 
 from refsgd.reproduce import Setup, claims, fmt, outputs, warnings_for
 from refsgd.reproduce.runner import cores
@@ -49,7 +49,7 @@ def test_every_claim_checks_numbers_it_measures_and_shares_its_hyperparameters()
 def test_results_index_is_the_one_reproduce_writes():
     """docs/results.md is what `refsgd reproduce ... --out-dir docs/results` writes (its first line
     lets a run update it without --force): a row per claim, linking docs/results/NAME.md."""
-    with open(os.path.join(os.path.dirname(__file__), "..", "docs", "results.md")) as f:
+    with open(os.path.join(ROOT, "docs", "results.md")) as f:
         text = f.read()
     assert text.splitlines()[0] == outputs.INDEX_TITLE
     rows = [line for line in text.splitlines() if line.startswith("| [")]
