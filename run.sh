@@ -4,7 +4,8 @@
 #                       mpiexec -n ${REFSGD_NP:-4} refsgd train ARGS (default: SSGD on the embedded
 #                       digits), e.g. ./run.sh --algo dcs3gd --epochs 5; the mpiexec is the one of
 #                       mpi4py's MPI library ($MPIEXEC first), with its flags (refsgd/mpilib.py)
-#   ./run.sh test       run the whole test suite (pytest; MPI tests launch mpiexec themselves);
+#   ./run.sh test       run the whole test suite (pytest -q -rs: the reason of every skip; MPI tests
+#                       launch mpiexec themselves, their time limits stretched by the machine's load);
 #                       ./run.sh test -m mpi_launch runs only the tests that launch mpiexec
 #   ./run.sh setup      only create/update .venv
 #   ./run.sh --help | --list   refsgd train's help or its methods, printed once (no mpiexec)
@@ -63,7 +64,7 @@ case "${1:-main}" in
     setup
     shift
     one_thread_per_rank
-    exec "$PY" -m pytest -q "$@" ;;
+    exec "$PY" -m pytest -q -rs "$@" ;;  # -rs: every skipped test's reason
   main|-*)
     setup
     [ "${1:-}" = main ] && shift

@@ -79,6 +79,10 @@ def _run(given, comm, log):
     from refsgd.run import Run  # noqa: PLC0415 mpi4py
 
     world_comm = MPI.COMM_WORLD if comm is None else comm
+    if not isinstance(world_comm, MPI.Intracomm) or world_comm == MPI.COMM_NULL:
+        shown = "MPI.COMM_NULL" if isinstance(comm, MPI.Comm) and comm == MPI.COMM_NULL else repr(comm)
+        raise RefsgdError(f"comm={shown}: expected an mpi4py intracommunicator whose ranks are the workers "
+                          "(e.g. MPI.COMM_WORLD or one of its Split()s), or None for MPI.COMM_WORLD")
     rank = world_comm.Get_rank()
     say = (lambda line: None) if log is None else log
     load_before = busy.load_average()
@@ -294,7 +298,7 @@ def prepare(given, comm):
     if cfg.trace and cfg.resume:
         raise RefsgdError("--trace records a run from its first step: it cannot be combined with --resume")
     check_outputs(cfg)
-    if getattr(cfg, "timeline", None):
+    if getattr(cfg, "timeline", None) is not None:  # '' too: refused, not taken for no timeline
         timeline.parse_spec(cfg.timeline)
         if not cfg.out:
             raise RefsgdError("--timeline needs --out RUN.h5: the spans are written into the metrics file")

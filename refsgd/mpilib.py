@@ -38,6 +38,7 @@ This module does not import ``mpi4py.MPI`` at import time: the processes that la
 tests, ``refsgd bench all``) must not start an MPI singleton of their own.
 """
 
+import ctypes
 import functools
 import os
 import re
@@ -203,8 +204,20 @@ def launcher():
         flags = ["--oversubscribe", "--quiet"]
         if hasattr(os, "geteuid") and os.geteuid() == 0:
             env = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
-    first = version.strip().splitlines()[0].strip() if version.strip() else ""
-    return Launcher(argv + flags, kind, env, first)
+    return Launcher(argv + flags, kind, env, version_line(version))
+
+
+def version_line(version_text):
+    """The launcher's version in one line from its ``--version`` output: the first line
+    ("mpiexec (Open MPI) 5.0.3", "Intel(R) MPI Library ..., Version 2021.6"), or for MPICH's
+    hydra, whose first line is only "HYDRA build details:", "HYDRA" and its "Version:" field."""
+    lines = [line.strip() for line in version_text.strip().splitlines() if line.strip()]
+    if not lines:
+        return ""
+    m = re.search(r"^\s*Version:\s*(\S+)", version_text, re.MULTILINE)
+    if lines[0].endswith("build details:") and m:
+        return f"{lines[0][:-len('build details:')].strip()} {m.group(1)}"
+    return lines[0]
 
 
 def exit_code(returncode):
@@ -226,6 +239,65 @@ def wrapped(n, *program):
     """``python -m refsgd.mpilib -n n PROGRAM...``: a job whose SIGINT and SIGTERM reach the ranks
     under any MPI library (for a process that signals the job's process group)."""
     return [sys.executable, "-m", "refsgd.mpilib", "-n", str(n), *map(str, program)]
+
+
+def _prctl():
+    """libc's prctl (Linux), loaded in the parent: a child between fork and exec must not dlopen."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        return ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+
+
+_PR_SET_PDEATHSIG = 1
+
+
+def tied():
+    """A ``preexec_fn`` that has the child (an mpiexec) sent SIGTERM when this process ends, kill -9
+    included (Linux ``prctl(PR_SET_PDEATHSIG)``, sent when the thread that started the child ends:
+    start it from the main thread); None elsewhere."""
+    prctl, parent = _prctl(), os.getpid()
+    if prctl is None:
+        return None
+
+    def tie():  # in the child, between fork and exec
+        prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+        if os.getppid() != parent:  # the parent was gone before prctl took effect
+            os.kill(os.getpid(), signal.SIGTERM)
+    return tie
+
+
+def run_job(cmd, env=None, timeout=None):
+    """Run the job ``cmd`` (an mpiexec command line) to its end, tied to this process; returns
+    its CompletedProcess (stdout and stderr captured as text).
+
+    mpiexec gets a session of its own and, on Linux, SIGTERM when this process ends however it
+    ends, kill -9 included (:func:`tied`: call this from the main thread); mpiexec, so signalled,
+    ends its ranks. Any exception here (the ``timeout`` in seconds, a signal's Stopped,
+    KeyboardInterrupt) hands SIGTERM to the ranks (:func:`forward`), and SIGKILL to what is left
+    10 s later, before it propagates: no rank outlives the command that launched it."""
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                            start_new_session=True, preexec_fn=tied())
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except BaseException:
+        stop_job(proc)
+        raise
+    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
+
+
+def stop_job(proc, grace=10.0):
+    """End the job that ``proc`` (an mpiexec in a session of its own) runs: SIGTERM to its ranks,
+    SIGKILL to what is left after ``grace`` seconds."""
+    forward(proc, signal.SIGTERM)
+    try:
+        proc.communicate(timeout=grace)
+    except subprocess.TimeoutExpired:
+        forward(proc, signal.SIGKILL)
+        proc.kill()
+        proc.communicate()
 
 
 def _children(pid):
@@ -270,7 +342,8 @@ def forward(proc, sig, kind=None):
 
 def main(argv=None):
     """``python -m refsgd.mpilib -n N PROGRAM ...``: run PROGRAM under this library's mpiexec;
-    SIGINT and SIGTERM reach the ranks (:func:`forward`), and the exit code is the job's.
+    SIGINT and SIGTERM reach the ranks (:func:`forward`), the job ends with this process
+    (:func:`tied`), and the exit code is the job's.
     ``--show`` prints the launcher."""
     argv = sys.argv[1:] if argv is None else argv
     job, pending = [], []
@@ -286,15 +359,18 @@ def main(argv=None):
     try:
         lau = launcher()
         if argv[:1] == ["--show"]:
-            print(f"{' '.join(lau.argv)}\nkind: {lau.kind}\nversion: {lau.version}\n"
-                  f"variables: {' '.join(f'{k}={v}' for k, v in lau.env.items()) or 'none'}")
+            try:
+                print(f"{' '.join(lau.argv)}\nkind: {lau.kind}\nversion: {lau.version}\n"
+                      f"variables: {' '.join(f'{k}={v}' for k, v in lau.env.items()) or 'none'}", flush=True)
+            except BrokenPipeError:  # piped into `head -1` (run.sh): the reader has what it wanted
+                os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no error at exit's flush
             return 0
         if len(argv) < 3 or argv[0] != "-n" or not argv[1].isdigit():
             print("usage: python -m refsgd.mpilib -n N PROGRAM [ARGS...] | --show", file=sys.stderr)
             return 2
         # a session of its own: a signal to this process's group reaches mpiexec only through forward()
         job.append(subprocess.Popen(lau.command(int(argv[1]), *argv[2:]), env=lau.environ(),
-                                    start_new_session=True))
+                                    start_new_session=True, preexec_fn=tied()))
     except RefsgdError as exc:
         print(f"refsgd: error: {exc}", file=sys.stderr)
         return 2

@@ -123,8 +123,8 @@ def write(path, *, method, source, config, net, data, w0, batches, loss, lr, sta
 
 
 #: the attributes a trace must have (README, "For implementers")
-REQUIRED_ATTRS = ("method", "source", "world_size", "steps", "dtype", "config", "model", "model_spec",
-                  "dataset_sha256", "state_names")
+REQUIRED_ATTRS = ("format_version", "method", "source", "world_size", "steps", "dtype", "config", "model",
+                  "model_spec", "dataset_sha256", "state_names")
 
 
 #: a model spec's free-text fields, which verify does not compare
@@ -181,11 +181,11 @@ class Trace:
 
     def _version(self, path):
         """The format version, refusing one whose meaning this refsgd cannot reproduce."""
-        try:
-            version = int(self.attrs.get("format_version", 1))
-        except (TypeError, ValueError):
-            raise RefsgdError(f"{path}: malformed trace attribute format_version "
-                              f"{self.attrs.get('format_version')!r}") from None
+        version = self.attrs["format_version"]  # present: REQUIRED_ATTRS (every version wrote it)
+        # an integer of HDF5 (not 2.5, not "3", not a bool); 0 and below were never written
+        if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+            raise RefsgdError(f"{path}: malformed trace attribute format_version {version!r}: expected an integer "
+                              f"1 .. {FORMAT_VERSION}")
         if version > FORMAT_VERSION:
             raise RefsgdError(f"{path}: trace format version {version} is newer than this refsgd reads "
                               f"({FORMAT_VERSION}): update refsgd")

@@ -16,7 +16,7 @@ import time
 
 import h5py
 import pytest
-from tests.helpers.launch import ONE_THREAD, ROOT
+from tests.helpers.launch import ONE_THREAD, ROOT, scaled
 from tests.helpers.launch import cli as refsgd
 
 SCRIPT = os.path.join(ROOT, "scripts", "cluster")
@@ -47,7 +47,7 @@ class Cluster:
 
     def script(self, *args, timeout=60):
         return subprocess.run([SCRIPT, args[0], "--name", self.name, *args[1:]], capture_output=True, text=True,
-                              timeout=timeout)
+                              timeout=scaled(timeout))
 
     def command(self, *args):
         """`scripts/cluster run -- -n 4 -ppn 2 python -m refsgd ARGS` with this test's venv."""
@@ -55,7 +55,7 @@ class Cluster:
                 sys.executable, "-m", "refsgd", *args]
 
     def refsgd(self, *args, timeout=300):
-        return subprocess.run(self.command(*args), capture_output=True, text=True, timeout=timeout, cwd=ROOT,
+        return subprocess.run(self.command(*args), capture_output=True, text=True, timeout=scaled(timeout), cwd=ROOT,
                               env={**os.environ, **ONE_THREAD})
 
     def pids(self, ns):
@@ -67,12 +67,12 @@ class Cluster:
 def cluster():
     c = Cluster(f"rt{os.getpid() % 100000}x{next(_names)}")
     r = subprocess.run([SCRIPT, "up", "--name", c.name, "--nodes", "2", "--rate", "1gbit"], capture_output=True,
-                       text=True, timeout=60)
+                       text=True, timeout=scaled(60))
     try:
         assert r.returncode == 0, r.stdout + r.stderr
         yield c
     finally:
-        d = subprocess.run([SCRIPT, "down", "--name", c.name], capture_output=True, text=True, timeout=60)
+        d = subprocess.run([SCRIPT, "down", "--name", c.name], capture_output=True, text=True, timeout=scaled(60))
         assert d.returncode == 0, d.stdout + d.stderr
         left = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
         assert not [n for n in left.split() if n.startswith(c.name + "-")]
@@ -146,7 +146,7 @@ def _start_long_run(cluster, *extra):
     for line in p.stdout:
         if "test acc" in line:
             return p
-    p.wait(timeout=30)
+    p.wait(timeout=scaled(30))
     raise AssertionError("the run ended before its first evaluation: " + p.stderr.read())
 
 
@@ -221,21 +221,21 @@ def test_a_node_whose_link_goes_down_is_lost_and_the_job_ends(cluster):
 
 
 def test_up_refuses_a_leftover_and_two_clusters_coexist(cluster):
-    r = subprocess.run([SCRIPT, "up", "--name", cluster.name], capture_output=True, text=True, timeout=60)
+    r = subprocess.run([SCRIPT, "up", "--name", cluster.name], capture_output=True, text=True, timeout=scaled(60))
     assert r.returncode == 1
     assert f"a cluster named '{cluster.name}' is up or was left over" in r.stderr
     assert f"scripts/cluster down --name {cluster.name}" in r.stderr
     other = Cluster(cluster.name + "b")
     try:
         r = subprocess.run([SCRIPT, "up", "--name", other.name, "--nodes", "1", "--rate", "100mbit"],
-                           capture_output=True, text=True, timeout=60)
+                           capture_output=True, text=True, timeout=scaled(60))
         assert r.returncode == 0, r.stderr
         r = other.script("exec", "0", "--", "hostname")
         assert r.stdout.strip() == f"{other.name}-n0"
         r = cluster.script("exec", "1", "--", "hostname")
         assert r.stdout.strip() == f"{cluster.name}-n1"
     finally:
-        subprocess.run([SCRIPT, "down", "--name", other.name], capture_output=True, timeout=60)
+        subprocess.run([SCRIPT, "down", "--name", other.name], capture_output=True, timeout=scaled(60))
 
 
 def test_an_interrupted_up_removes_what_it_made():
@@ -245,7 +245,7 @@ def test_an_interrupted_up_removes_what_it_made():
     try:
         time.sleep(1.0)
         p.send_signal(signal.SIGINT)
-        out, err = p.communicate(timeout=120)
+        out, err = p.communicate(timeout=scaled(120))
         assert p.returncode == 130 and "interrupted; removing what it created" in err, out + err
         left = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
         assert not [n for n in left.split() if n.startswith(name + "-")]
@@ -253,14 +253,14 @@ def test_an_interrupted_up_removes_what_it_made():
     finally:
         if p.poll() is None:
             p.kill()
-        subprocess.run([SCRIPT, "down", "--name", name], capture_output=True, timeout=120)
+        subprocess.run([SCRIPT, "down", "--name", name], capture_output=True, timeout=scaled(120))
 
 
 def test_without_the_capabilities_it_says_which_and_exits_2():
     if shutil.which("capsh") is None:
         pytest.skip("needs capsh to drop a capability")
     r = subprocess.run(["capsh", "--drop=cap_sys_admin", "--", "-c", f"{SCRIPT} up --name rtcaps"],
-                       capture_output=True, text=True, timeout=60)
+                       capture_output=True, text=True, timeout=scaled(60))
     assert r.returncode == 2
     assert r.stderr.strip() == ("scripts/cluster: needs root, or CAP_NET_ADMIN and CAP_SYS_ADMIN: this process "
                                 "lacks CAP_SYS_ADMIN")
@@ -272,17 +272,17 @@ def test_bench_overlap_measures_the_real_link_and_models_with_it(tmp_path):
     was given (a 2.6 MB message, far beyond tbf's bucket), and each method has a model with it."""
     c = Cluster(f"rt{os.getpid() % 100000}x{next(_names)}")
     r = subprocess.run([SCRIPT, "up", "--name", c.name, "--rate", "100mbit"], capture_output=True, text=True,
-                       timeout=60)
+                       timeout=scaled(60))
     try:
         assert r.returncode == 0, r.stderr
         cmd = c.command("bench", "overlap", "--model", "mnist_mlp", "--batch", "16", "--iterations", "8",
                         "--skip", "2", "--algos", "ssgd,dcs3gd", "--json", str(tmp_path / "o.json"))
         cmd[cmd.index("-n") + 1], cmd[cmd.index("-ppn") + 1] = "2", "1"
-        r = subprocess.run(cmd, capture_output=True, text=True, timeout=400, cwd=ROOT,
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=scaled(400), cwd=ROOT,
                            env={**os.environ, **ONE_THREAD})
         assert r.returncode == 0, r.stdout + r.stderr
     finally:
-        subprocess.run([SCRIPT, "down", "--name", c.name], capture_output=True, timeout=60)
+        subprocess.run([SCRIPT, "down", "--name", c.name], capture_output=True, timeout=scaled(60))
     assert f"between nodes {c.name}-n0 and {c.name}-n1, MEASURED" in r.stdout
     out = json.loads((tmp_path / "o.json").read_text())
     latency_us, gbit_s = map(float, out["real_link"].split(","))

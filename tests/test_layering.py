@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from tests.helpers.launch import scaled
 
 pytest.importorskip("importlinter")  # the [test] extra installs it
 
@@ -21,7 +22,7 @@ def lint(cwd, config, pythonpath=None):
     if pythonpath is not None:  # the copy first, ahead of the installed refsgd
         env["PYTHONPATH"] = os.pathsep.join([str(pythonpath)] + [p for p in [env.get("PYTHONPATH")] if p])
     return subprocess.run([sys.executable, "-c", LINT, "--no-cache", "--no-logo", str(config)], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=300)
+                          capture_output=True, text=True, timeout=scaled(300))
 
 
 def test_the_layers_contract_holds():

@@ -9,6 +9,7 @@ import subprocess
 import sys
 
 import pytest
+from tests.helpers.launch import scaled
 
 from refsgd import RefsgdError, options
 from refsgd.cli import build_parser, cmdoptions
@@ -189,7 +190,7 @@ def test_refsgd_train_builds_no_argparse_parser():
     code = ("import sys, refsgd\n"
             "try:\n    refsgd.train('ssgd', epochs=0)\nexcept refsgd.RefsgdError as e:\n    print(e)\n"
             "print('argparse' in sys.modules, 'refsgd.cli.app' in sys.modules, 'mpi4py.MPI' in sys.modules)\n")
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=scaled(120))
     assert r.returncode == 0, r.stderr
     assert r.stdout.splitlines() == ["epochs=0: expected a positive integer", "False False False"], r.stdout
 
@@ -197,5 +198,5 @@ def test_refsgd_train_builds_no_argparse_parser():
 def test_import_refsgd_loads_neither_mpi_nor_the_parser():
     code = ("import sys, refsgd\n"
             "print(sorted(m for m in ('mpi4py.MPI', 'numpy', 'argparse', 'matplotlib') if m in sys.modules))")
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=scaled(60))
     assert r.stdout.strip() == "[]", r.stdout + r.stderr

@@ -41,12 +41,13 @@ ONE_THREAD = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "NUMBA_NUM_TH
 def launch(n, argv, timeout=900):
     """``mpiexec -n n python -m refsgd ARGV`` (:mod:`refsgd.mpilib`: the launcher of mpi4py's MPI
     library, with its flags) with one BLAS/Numba thread per rank; its stdout. A failure is one
-    RefsgdError with the command's last line of error output."""
+    RefsgdError with the command's last line of error output. The job dies with this process
+    (:func:`refsgd.mpilib.run_job`: also when it is killed, or stopped by a signal meanwhile)."""
     cmd = mpilib.command(n, sys.executable, "-m", "refsgd", *argv)
     env = mpilib.environ(None, **ONE_THREAD)
     shown = f"mpiexec -n {n} refsgd {' '.join(argv)}"
     try:
-        r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
+        r = mpilib.run_job(cmd, env=env, timeout=timeout)
     except FileNotFoundError:
         raise RefsgdError(f"cannot start {cmd[0]} (set $MPIEXEC to the MPI launcher)") from None
     except subprocess.TimeoutExpired:

@@ -18,12 +18,14 @@ def add(sub):
                        epilog="example: refsgd reproduce laga-table1 --seeds 3 --out-dir results")
     r.add_argument("name", nargs="?", metavar="NAME", help="a claim (--list) or all")
     r.add_argument("--list", action="store_true", help="list the claims: name, paper, figure, claim, the paper's number")
-    r.add_argument("--seeds", type=positive_int, default=None, help="seeds per claim (default 3; 1 with --quick)")
+    r.add_argument("--seeds", type=positive_int, default=None,
+                   help="seeds per claim, at most 20 (default 3; 1 with --quick)")
     r.add_argument("--quick", action="store_true",
                    help="fewer epochs and iterations and one seed: a smoke test (all claims in minutes), not a result")
     cmdoptions.add(r, "data", help="MNIST or CIFAR-10 from `refsgd data convert` (default: the embedded digits)")
     r.add_argument("--ranks", type=positive_int, default=2,
-                   help="MPI ranks of each run (default 2; one per core, or timing claims mean nothing)")
+                   help="MPI ranks of each run, at most 4 per core (default 2; one per core, or timing claims "
+                        "mean nothing)")
     cmdoptions.add(r, "link", default=None,
                    help="the emulated link of the timing claims (default: chosen from the measured compute, "
                         "as each claim says)")

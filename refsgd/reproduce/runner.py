@@ -17,9 +17,19 @@ from refsgd.busy import usable_cores as cores  # noqa: F401 -- refsgd.reproduce'
 from refsgd.datasets import load
 
 
+#: at most this many ranks per usable core (a claim's runs take ranks + 1 processes with a server):
+#: past one per core timing claims mean nothing, past this the runs only time-slice, and a typo
+#: (--ranks 100000) would start processes by the thousand
+MAX_RANKS_PER_CORE = 4
+#: at most this many seeds: each runs every variant of a claim again (about 10 minutes per seed
+#: for `all` on 2 idle cores)
+MAX_SEEDS = 20
+
+
 @dataclasses.dataclass
 class Setup:
-    """What every claim of one ``refsgd reproduce`` call shares."""
+    """What every claim of one ``refsgd reproduce`` call shares (its counts checked: at most
+    MAX_RANKS_PER_CORE ranks per usable core, at most MAX_SEEDS seeds)."""
 
     ranks: int = 2
     data: str = None  # None: the embedded digits
@@ -32,6 +42,15 @@ class Setup:
     #: the 1/5/15-minute load averages when the command started (before its first run): a claim's
     #: own earlier runs keep the load average up for a minute, so the load is judged here once
     load_at_start: list = None
+
+    def __post_init__(self):
+        most = MAX_RANKS_PER_CORE * cores()
+        if not 1 <= self.ranks <= most:
+            raise RefsgdError(f"--ranks {self.ranks}: reproduce runs at most {most} ranks here ({MAX_RANKS_PER_CORE} "
+                              f"per core on {cores()} usable cores; one per core for the timing claims)")
+        if not 1 <= self.seeds <= MAX_SEEDS:
+            raise RefsgdError(f"--seeds {self.seeds}: give 1 .. {MAX_SEEDS} (each seed runs every variant of "
+                              "a claim again)")
 
     def say(self, line):
         if self.log:

@@ -117,7 +117,7 @@ class Run(Timing, Bookkeeping):
         # --timeline: the spans of a window of iterations (refsgd.timeline); without it a recorder
         # that records nothing (timeline.enabled is False), called by the same timing points
         self.timeline = timeline.NoTimeline()
-        if getattr(cfg, "timeline", None):
+        if getattr(cfg, "timeline", None) is not None:
             self.timeline = timeline.Timeline(*timeline.window(cfg.timeline, self.total, self.t))
 
     def log(self, msg):

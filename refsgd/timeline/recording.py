@@ -26,8 +26,11 @@ MAX_SPANS = 2_000_000            # a safety net: recording stops there (``trunca
 
 def parse_spec(text):
     """``--timeline`` SPEC -> (start or None for the default, count); RefsgdError if malformed."""
-    if text is None or text is True or str(text) in ("", "default", "True"):
+    if text is None or text is True or str(text) in ("default", "True"):
         return None, DEFAULT_COUNT
+    if not str(text).strip():  # not taken for the default: an empty shell variable, most likely
+        raise RefsgdError(f"--timeline {text!r}: give START:COUNT (e.g. 100:5), START or :COUNT, or --timeline "
+                          "alone for the default window")
     m = re.fullmatch(r"\s*(?:it)?(\d*)\s*(?::\s*(\d+))?\s*", str(text))
     if not m or (m.group(1) == "" and m.group(2) is None):
         raise RefsgdError(f"--timeline {text!r}: give START:COUNT (iterations START .. START+COUNT-1, e.g. 100:5 "

@@ -5,12 +5,26 @@ import os
 import subprocess
 import sys
 
-from refsgd import mpilib
+from refsgd import busy, mpilib
 
 #: set in the processes that `launch_under_mpiexec` starts
 UNDER_MPI = os.environ.get("REFSGD_UNDER_MPIEXEC") == "1"
 ONE_THREAD = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "NUMBA_NUM_THREADS": "1",
               "MKL_NUM_THREADS": "1"}
+
+
+#: the most a test's time limit is stretched on a loaded machine: a real hang still ends the test
+MAX_STRETCH = 8
+
+
+def scaled(seconds):
+    """A test's time limit of ``seconds`` (what the test needs on idle cores, with a margin)
+    stretched by the machine's load now: x (1-minute load average + 1) / usable cores, between 1
+    and MAX_STRETCH. On a 2-core machine at load 7 every limit is 4x its idle value, so a slow
+    run under load passes while a hang still fails (a fixed 300 s failed three DASO tests of an
+    unchanged tree on a loaded machine)."""
+    load = (busy.load_average() or [0.0])[0]
+    return seconds * min(MAX_STRETCH, max(1.0, (load + 1) / busy.usable_cores()))
 
 
 def mpiexec(n):
@@ -27,11 +41,12 @@ def mpi_env(base=None, **extra):
 
 def launch_under_mpiexec(test_file, n, timeout=300):
     """Run ``test_file``'s pytest-mpi tests under ``mpiexec -n n``; plain pytest calls this, so the
-    MPI tests run without --with-mpi. A hang fails through the timeout."""
+    MPI tests run without --with-mpi. A hang fails through the timeout (``timeout`` seconds on
+    idle cores, :func:`scaled` by the load)."""
     env = mpi_env(REFSGD_UNDER_MPIEXEC="1")
     r = subprocess.run(mpiexec(n) + [sys.executable, "-m", "pytest", "--with-mpi", "-q", "-p",
-                                     "no:cacheprovider", test_file], capture_output=True, text=True, timeout=timeout,
-                       env=env)
+                                     "no:cacheprovider", test_file], capture_output=True, text=True,
+                       timeout=scaled(timeout), env=env)
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-4000:]
     assert " passed" in r.stdout and " failed" not in r.stdout
     return r
@@ -41,11 +56,12 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 def cli(*args, n=None, timeout=300, cwd=ROOT):
     """``refsgd ARGS`` as a user runs it (under ``mpiexec -n n`` when n is given), one BLAS
-    thread per process; returns the CompletedProcess. A hang fails through the timeout."""
+    thread per process; returns the CompletedProcess. A hang fails through the timeout
+    (``timeout`` seconds on idle cores, :func:`scaled` by the load)."""
     cmd = [sys.executable, "-m", "refsgd", *args]
     if n is not None:
         cmd = mpiexec(n) + cmd
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=cwd, env=mpi_env())
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=scaled(timeout), cwd=cwd, env=mpi_env())
 
 
 def verify_mpi_against_serial(tmp_path, options, n, steps, rtol="1e-10"):

@@ -14,7 +14,7 @@ import sys
 import h5py
 import numpy as np
 import pytest
-from tests.helpers.launch import ROOT, mpi_env, mpiexec, verify_mpi_against_serial
+from tests.helpers.launch import ROOT, mpi_env, mpiexec, scaled, verify_mpi_against_serial
 
 from refsgd import datasets
 from refsgd.nn import load_model
@@ -27,7 +27,7 @@ def refsgd(*args, n=None, timeout=120):
     cmd = [sys.executable, "-m", "refsgd", *args]
     if n is not None:
         cmd = mpiexec(n) + cmd
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=ROOT,
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=scaled(timeout), cwd=ROOT,
                        env=mpi_env())
     return r
 

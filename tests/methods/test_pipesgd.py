@@ -9,7 +9,7 @@ import sys
 import h5py
 import numpy as np
 import pytest
-from tests.helpers.launch import ROOT, mpi_env, mpiexec, verify_mpi_against_serial
+from tests.helpers.launch import ROOT, mpi_env, mpiexec, scaled, verify_mpi_against_serial
 from tests.helpers.launch import cli as refsgd
 
 from refsgd import datasets
@@ -100,7 +100,7 @@ def test_resume_equals_an_uninterrupted_run(tmp_path):
 def test_too_low_thread_level_is_refused_before_the_first_collective():
     env = mpi_env(MPI4PY_RC_THREAD_LEVEL="funneled")
     r = subprocess.run(mpiexec(2) + [sys.executable, "-m", "refsgd", "train", "--algo", "pipe-sgd",
-                        "--no-progress"], capture_output=True, text=True, timeout=120, cwd=ROOT, env=env)
+                        "--no-progress"], capture_output=True, text=True, timeout=scaled(120), cwd=ROOT, env=env)
     assert r.returncode == 2, r.stderr
     assert r.stderr.count("refsgd: error:") == 1 and "needs MPI_THREAD_MULTIPLE" in r.stderr, r.stderr
     assert "Traceback" not in r.stderr
@@ -126,7 +126,7 @@ def test_a_failure_in_the_communication_thread_ends_every_rank(tmp_path):
     script = tmp_path / "fail.py"
     script.write_text(FAIL_ON_RANK_1)
     r = subprocess.run(mpiexec(2) + [sys.executable, str(script), "train", "--algo", "pipe-sgd",
-                        "--iterations", "200", "--no-progress"], capture_output=True, text=True, timeout=60,
+                        "--iterations", "200", "--no-progress"], capture_output=True, text=True, timeout=scaled(60),
                        cwd=ROOT, env=mpi_env())
     assert r.returncode != 0
     assert r.stderr.count("refsgd: error: rank 1: the communication thread of pipe-sgd failed: OSError: "

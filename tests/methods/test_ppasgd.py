@@ -9,7 +9,7 @@ import sys
 import h5py
 import numpy as np
 import pytest
-from tests.helpers.launch import ROOT, mpi_env, mpiexec, verify_mpi_against_serial
+from tests.helpers.launch import ROOT, mpi_env, mpiexec, scaled, verify_mpi_against_serial
 from tests.helpers.launch import cli as refsgd
 
 from refsgd.algorithms.ppasgd import horizon, randpick
@@ -119,7 +119,7 @@ def test_a_failing_gradient_thread_ends_every_rank(tmp_path, mode):
     script.write_text(FAIL_ON_RANK_1)
     r = subprocess.run(mpiexec(2) + [sys.executable, str(script), "train", "--algo", "pp-asgd", *mode,
                         "--iterations", "300", "--lr", "0.00001", "--no-progress"], capture_output=True, text=True,
-                       timeout=90, cwd=ROOT, env=mpi_env())
+                       timeout=scaled(90), cwd=ROOT, env=mpi_env())
     assert r.returncode != 0
     assert r.stderr.count("refsgd: error: rank 1:") == 1 and "injected failure in a gradient thread" in r.stderr, \
         r.stderr

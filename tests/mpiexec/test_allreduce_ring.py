@@ -21,7 +21,7 @@ import subprocess
 import sys
 
 import pytest
-from tests.helpers.launch import ROOT, cli, mpi_env, mpiexec
+from tests.helpers.launch import ROOT, cli, mpi_env, mpiexec, scaled
 
 GOLDEN = os.path.join(ROOT, "tests", "golden")
 #: digits' training samples (the embedded data set), for daso's epochs
@@ -116,10 +116,10 @@ def _check_world(tmp_path, n, names):
                   str(tmp_path / f"{name}-golden.h5")]
         checks.append((name, golden, mine))
     r = subprocess.run(mpiexec(n) + [sys.executable, "-c", _TRAIN_ALL, json.dumps(jobs)], capture_output=True,
-                       text=True, timeout=1200, env=mpi_env(), cwd=ROOT)
+                       text=True, timeout=scaled(1200), env=mpi_env(), cwd=ROOT)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     r = subprocess.run([sys.executable, "-c", _CHECK_ALL, json.dumps(checks)], capture_output=True, text=True,
-                       timeout=600, env=mpi_env(), cwd=ROOT)
+                       timeout=scaled(600), env=mpi_env(), cwd=ROOT)
     lines = [line for line in r.stdout.splitlines() if line.startswith(("OK ", "FAILED "))]
     assert r.returncode == 0 and len(lines) == sum(len(c[2]) for c in checks), r.stdout[-3000:] + r.stderr[-3000:]
     failed = [line for line in lines if not line.startswith("OK ")]

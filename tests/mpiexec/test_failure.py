@@ -13,7 +13,7 @@ import time
 import h5py
 import numpy as np
 import pytest
-from tests.helpers.launch import ROOT, cli, mpi_env, mpiexec, mpilib
+from tests.helpers.launch import ROOT, cli, mpi_env, mpiexec, mpilib, scaled
 
 INJECT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "helpers", "fault_inject.py")
 SHORT = ["--iterations", "12", "--no-progress"]
@@ -33,7 +33,7 @@ def one_message(r, text):
 def mpmd(*parts, timeout=120):
     """mpiexec -n 1 refsgd A : -n 1 refsgd B : ... (each part a list of arguments)."""
     cmd = mpilib.launcher().mpmd(*[(1, [sys.executable, "-m", "refsgd", *args]) for args in parts])
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=ROOT, env=mpi_env())
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=scaled(timeout), cwd=ROOT, env=mpi_env())
 
 
 # ---------------------------------------------------------------------- 1. one rank fails
@@ -44,16 +44,16 @@ def mpmd(*parts, timeout=120):
 def test_a_rank_failing_alone_ends_every_rank(kind, code, text):
     t0 = time.monotonic()
     r = subprocess.run(mpiexec(3) + [sys.executable, INJECT, "1", "4", kind, "train", "--iterations", "500",
-                                     "--no-progress"], capture_output=True, text=True, timeout=120, cwd=ROOT,
+                                     "--no-progress"], capture_output=True, text=True, timeout=scaled(120), cwd=ROOT,
                        env=mpi_env())
     assert r.returncode == code, r.stderr
     one_message(r, text)
-    assert time.monotonic() - t0 < 60
+    assert time.monotonic() - t0 < scaled(60)
 
 
 def test_a_bug_on_one_rank_ends_every_rank_with_its_traceback():
     r = subprocess.run(mpiexec(2) + [sys.executable, INJECT, "0", "3", "bug", "train", "--iterations", "500",
-                                     "--no-progress"], capture_output=True, text=True, timeout=120, cwd=ROOT,
+                                     "--no-progress"], capture_output=True, text=True, timeout=scaled(120), cwd=ROOT,
                        env=mpi_env())
     assert r.returncode == 1
     assert "RuntimeError: injected bug" in r.stderr and "internal error on rank 0" in r.stderr
@@ -76,7 +76,7 @@ def _signal_ranks_when_training(p, sig):
         line = p.stdout.readline()
         assert line, p.stderr.read()
     os.killpg(p.pid, sig)  # the launcher, which hands it to every rank (as a terminal's Ctrl-C)
-    out, err = p.communicate(timeout=90)
+    out, err = p.communicate(timeout=scaled(90))
     return out, err
 
 
@@ -293,7 +293,7 @@ def test_a_failed_write_keeps_the_previous_file(tmp_path, what):
         _write_idx(src, n_train=200, n_test=50)
         args = ["data", "convert", "mnist", str(src), str(out), "--force"]
     r = subprocess.run([sys.executable, INJECT, "0", "0", "enospc", *args], capture_output=True, text=True,
-                       timeout=120, cwd=ROOT, env=mpi_env())
+                       timeout=scaled(120), cwd=ROOT, env=mpi_env())
     assert r.returncode == 2, r.stderr
     one_message(r, "the previous file is unchanged")
     assert out.read_bytes() == b"previous good file"
@@ -305,7 +305,7 @@ def test_a_failed_checkpoint_write_stops_with_latest_intact(tmp_path):
     # rank 1's third checkpoint write fails, as on a full disk
     r = subprocess.run(mpiexec(2) + [sys.executable, INJECT, "1", "2", "enospc", "train", "--iterations",
                         "30", "--no-progress", "--checkpoint", str(ck), "--checkpoint-every", "5"],
-                       capture_output=True, text=True, timeout=120, cwd=ROOT, env=mpi_env())
+                       capture_output=True, text=True, timeout=scaled(120), cwd=ROOT, env=mpi_env())
     assert r.returncode == 2, r.stderr
     one_message(r, "could not write checkpoint")
     assert "No space left on device" in r.stderr and "latest still names ckpt-10" in r.stderr

@@ -303,11 +303,11 @@ def test_under_mpiexec(request):
     if request.config.getoption("--with-mpi", default=False) or MPI.COMM_WORLD.Get_size() > 1 \
             or os.environ.get("REFSGD_LINK_UNDER_MPIEXEC") == "1":
         pytest.skip("already under mpiexec")
-    from tests.helpers.launch import mpi_env, mpiexec
+    from tests.helpers.launch import mpi_env, mpiexec, scaled
     env = {**mpi_env(), "REFSGD_LINK_UNDER_MPIEXEC": "1", "OMP_NUM_THREADS": "1",
            "OPENBLAS_NUM_THREADS": "1", "NUMBA_NUM_THREADS": "1"}
     r = subprocess.run(mpiexec(2) + [sys.executable, "-m", "pytest", "--with-mpi", "-q", "-p",
-                        "no:cacheprovider", __file__], capture_output=True, text=True, timeout=120, env=env)
+                        "no:cacheprovider", __file__], capture_output=True, text=True, timeout=scaled(120), env=env)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert "passed" in r.stdout and "failed" not in r.stdout
 

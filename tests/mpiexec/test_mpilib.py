@@ -7,7 +7,7 @@ import subprocess
 import sys
 
 import pytest
-from tests.helpers.launch import ROOT, mpi_env
+from tests.helpers.launch import ROOT, mpi_env, scaled
 
 from refsgd import mpilib
 
@@ -32,7 +32,7 @@ def test_kind_of_a_launcher(banner, kind):
 
 def _show(env):
     r = subprocess.run([sys.executable, "-m", "refsgd.mpilib", "--show"], capture_output=True, text=True,
-                       timeout=120, env=env, cwd=ROOT)
+                       timeout=scaled(120), env=env, cwd=ROOT)
     assert r.returncode == 0, r.stderr
     lines = dict(line.split(": ", 1) for line in r.stdout.splitlines()[1:])
     return r.stdout.splitlines()[0], lines
@@ -61,6 +61,6 @@ def test_more_ranks_than_cores_and_the_exit_code_of_a_rank():
     """Open MPI refuses more ranks than cores without --oversubscribe; the launcher adds it."""
     n = len(os.sched_getaffinity(0)) + 2
     code = "import os, sys; sys.exit(3 if os.environ.get('PMI_RANK', os.environ.get('OMPI_COMM_WORLD_RANK')) == '1' else 0)"
-    r = subprocess.run(mpilib.wrapped(n, sys.executable, "-c", code), capture_output=True, text=True, timeout=120,
+    r = subprocess.run(mpilib.wrapped(n, sys.executable, "-c", code), capture_output=True, text=True, timeout=scaled(120),
                        env=mpi_env())
     assert r.returncode == 3, r.stderr

@@ -6,7 +6,7 @@ import json
 import os
 
 import pytest
-from tests.helpers.launch import ROOT, cli
+from tests.helpers.launch import ROOT, cli, scaled
 
 from refsgd.reproduce import Setup, claims, fmt, outputs, warnings_for
 from refsgd.reproduce.runner import cores
@@ -167,12 +167,12 @@ def test_ctrl_c_stops_every_run_and_writes_nothing(tmp_path):
     p = subprocess.Popen([sys.executable, "-m", "refsgd", "reproduce", "daso", "--quick", "--out-dir", str(out)],
                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
     try:
-        deadline = time.time() + 120
+        deadline = time.time() + scaled(120)
         while time.time() < deadline and not list(tmp_path.glob("res")):
             time.sleep(0.2)
         time.sleep(3)  # a run is in flight
         os.killpg(p.pid, signal.SIGINT)
-        text, _ = p.communicate(timeout=60)
+        text, _ = p.communicate(timeout=scaled(60))
     finally:
         if p.poll() is None:
             os.killpg(p.pid, signal.SIGKILL)

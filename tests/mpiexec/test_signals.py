@@ -15,7 +15,7 @@ import time
 import h5py
 import numpy as np
 import pytest
-from tests.helpers.launch import ROOT, cli, mpi_env, mpiexec, mpilib
+from tests.helpers.launch import ROOT, cli, mpi_env, mpiexec, mpilib, scaled
 
 from tests.helpers.signal_inject import PHASES
 
@@ -37,7 +37,7 @@ def run(args, timeout=90, env=None):
                          stderr=subprocess.PIPE, text=True, env=mpi_env(**(env or {})),
                          start_new_session=True)
     try:
-        out, err = p.communicate(timeout=timeout)
+        out, err = p.communicate(timeout=scaled(timeout))
     except subprocess.TimeoutExpired:
         os.killpg(p.pid, signal.SIGKILL)
         p.communicate()
@@ -51,7 +51,7 @@ def assert_stopped(r_code, stderr, name, elapsed, limit=30):
     lines = refsgd_lines(stderr)
     assert len(lines) == 1 and lines[0].startswith(word), stderr
     assert "Traceback" not in stderr and "BAD TERMINATION" not in stderr and "Abort(" not in stderr, stderr
-    assert elapsed < limit, elapsed
+    assert elapsed < scaled(limit), elapsed
 
 
 @pytest.mark.parametrize("phase", PHASES)
@@ -77,7 +77,7 @@ def test_a_rank_gone_before_mpi_init_does_not_leave_the_others_there_forever():
     t0 = time.monotonic()
     r = run([INJECT, "interpreter", "EXIT:1", "train", "--iterations", "30", "--no-progress"], timeout=60,
             env={"REFSGD_MPI_START_TIMEOUT": "5"})
-    assert r.returncode != 0 and time.monotonic() - t0 < 40, r.stderr
+    assert r.returncode != 0 and time.monotonic() - t0 < scaled(40), r.stderr
     # and a run that starts within the limit is not touched by it
     r = run(["-m", "refsgd", "train", "--iterations", "300", "--no-progress"], env={"REFSGD_MPI_START_TIMEOUT": "5"})
     assert r.returncode == 0, r.stderr
@@ -104,7 +104,7 @@ def test_signals_to_the_whole_job_at_offsets_after_the_launch(name):
         time.sleep(offset)
         os.killpg(p.pid, getattr(signal, name))
         try:
-            out, err = p.communicate(timeout=60)
+            out, err = p.communicate(timeout=scaled(60))
         except subprocess.TimeoutExpired:
             os.killpg(p.pid, signal.SIGKILL)
             p.communicate()

@@ -11,7 +11,7 @@ import sys
 import h5py
 import numpy as np
 import pytest
-from tests.helpers.launch import FROZEN_SPEC, ONE_THREAD, ROOT, cli, mpi_env, mpilib, mpiexec
+from tests.helpers.launch import FROZEN_SPEC, ONE_THREAD, ROOT, cli, mpi_env, mpiexec, mpilib, scaled
 
 from refsgd.options import APPLIES
 
@@ -119,12 +119,12 @@ def test_threads_per_rank_follow_the_ranks_on_the_node():
     env = mpilib.environ({k: v for k, v in os.environ.items() if k not in ONE_THREAD})
     cores = len(os.sched_getaffinity(0))
     cmd = mpiexec(2) + [sys.executable, "-m", "refsgd", "train", "--epochs", "1", "--no-progress"]
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=env, cwd=ROOT)
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=scaled(120), env=env, cwd=ROOT)
     assert r.returncode == 0, r.stderr
     assert f"{max(1, cores // 2)} BLAS/Numba thread(s) per rank" in r.stdout, r.stdout
-    r = subprocess.run(cmd + ["--blas-threads", "3"], capture_output=True, text=True, timeout=120, env=env, cwd=ROOT)
+    r = subprocess.run(cmd + ["--blas-threads", "3"], capture_output=True, text=True, timeout=scaled(120), env=env, cwd=ROOT)
     assert "3 BLAS/Numba thread(s) per rank" in r.stdout, r.stdout  # an explicit setting wins
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env={**env, "OMP_NUM_THREADS": "1"}, cwd=ROOT)
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=scaled(120), env={**env, "OMP_NUM_THREADS": "1"}, cwd=ROOT)
     assert "1 BLAS/Numba thread(s) per rank" in r.stdout, r.stdout
 
 
@@ -277,7 +277,7 @@ def test_python_entry_point_trains_and_checks_its_options():
             "        refsgd.train('ssgd', log=None, **bad)\n"
             "    except refsgd.RefsgdError as e:\n"
             "        print('refused:', e)\n")
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=scaled(120),
                        env={**os.environ, **ONE_THREAD}, cwd=ROOT)
     assert r.returncode == 0, r.stderr
     lines = r.stdout.splitlines()
@@ -398,7 +398,7 @@ def test_a_first_runs_compiling_is_outside_every_time(tmp_path):
     out = tmp_path / "m.h5"
     env = mpi_env(NUMBA_CACHE_DIR=str(tmp_path / "numba-cache"))
     r = subprocess.run(mpiexec(2) + [sys.executable, "-m", "refsgd", "train", "--algo", "dcs3gd", "--epochs", "1",
-                                     "--log-every", "1", "--out", str(out)], capture_output=True, text=True, timeout=600,
+                                     "--log-every", "1", "--out", str(out)], capture_output=True, text=True, timeout=scaled(600),
                        env=env, cwd=ROOT)
     assert r.returncode == 0, r.stderr
     assert any(x.startswith("Numba compiling its kernels: ") and "outside every time below" in x

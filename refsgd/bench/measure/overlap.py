@@ -295,7 +295,10 @@ def overlap(comm, args):
                              (algo == "daso" and local_link is None) else models.iteration_time(
                                  algo, in_run, models.Network(nbytes, "model", link=real_link, local_link=local_link,
                                                               gamma=gamma), P),
-                             model_text=model.text, update=costs.up(algo), update_run=update,
+                             # update: the t_up of `model` (printed beside it); update_apart: that of
+                             # model_at_t_c (the update timed apart, after a forward/backward pass)
+                             model_text=model.text, update=in_run.up(algo), update_apart=costs.up(algo),
+                             update_run=update,
                              samples=models.samples_per_iteration(algo, P, args.batch, tau)))
         runs.append(dict(ratio=ratio, link=link, t_comm=t_comm, transfer=network.transfer(P),
                          reduce=network.reduce_cpu(P), t_ar_model=network.allreduce(P), rows=rows, holds=holds))
@@ -388,7 +391,7 @@ def format_overlap(r):
                   f"  {'method':<15} {'compute':>8} {'idle':>8} {'other':>8} {'iteration':>10} {'model':>8} "
                   f"{'ratio':>6} {'update':>7} {'at t_C':>8} {'median':>8} {'quartiles':>15}   (ms per iteration, "
                   "mean over the workers; the model at this run's compute, measured / model, its t_up; the model at "
-                  "t_C; the median iteration and its quartiles)"]
+                  "t_C with the update timed apart; the median iteration and its quartiles)"]
         for row in run["rows"]:
             quartiles = (f"{ms * row['wall_p25']:.3f}-{ms * row['wall_p75']:.3f}" if "wall_p25" in row else "-")
             lines.append(f"  {row['method']:<15} {ms * row['compute']:8.3f} {ms * row['idle']:8.3f} "
@@ -419,7 +422,8 @@ def format_overlap(r):
                          f"   {n:5.1f} spans x {1e6 * each:.2f} us = {100 * n * each / off:5.2f} %" + link)
     lines.append("'other' is the rest of the iteration besides compute and idle: the method's update, posting "
                  "requests, bookkeeping; 'update' is the t_up the model takes (the run's own update time; a "
-                 "parameter server's step measured apart). The means leave out a parameter server's rank "
+                 "parameter server's step measured apart); 'at t_C' takes the update timed apart, after a "
+                 "forward/backward pass. The means leave out a parameter server's rank "
                  "(ps-sync, dcasgd), which computes no gradient. A method "
                  "overlaps when its idle time is below T_comm. An emulated link delays all-reduces, Gather, "
                  "Bcast and dcasgd's Send/Recv.")
