@@ -26,7 +26,7 @@ import warnings
 
 import numpy as np
 
-from refsgd import busy, checkpoint, datasets, options, timeline
+from refsgd import busy, checkpoint, datasets, mpilib, options, timeline
 from refsgd.errors import AgreedError, RefsgdError, Stopped, did_you_mean
 from refsgd.version import __version__
 from refsgd.busy import ranks_on_node, set_threads
@@ -102,7 +102,7 @@ def _run(given, comm, log):
             checkpoint=ckpt, servers=servers(cfg.algo), by_gradients=by_gradients(cfg))
     for line in header(cfg, r, net, data, schedule, link, threads):
         r.log(line)
-    crowded = busy.note(load_before, ranks_on_node(world_comm), threads)
+    crowded = busy.note(load_before, ranks_on_node(world_comm), threads, world=world_comm.Get_size())
     if crowded:
         r.log(f"  note: {crowded}")
     if restorer:
@@ -295,6 +295,8 @@ def prepare(given, comm):
         raise RefsgdError("--checkpoint-every needs --checkpoint DIR")
     if cfg.checkpoint and not cfg.checkpoint_every:
         raise RefsgdError("--checkpoint DIR needs --checkpoint-every K")
+    if cfg.resume == "auto":
+        cfg = dataclasses.replace(cfg, resume=checkpoint.auto_resume(cfg.checkpoint))
     if cfg.trace and cfg.resume:
         raise RefsgdError("--trace records a run from its first step: it cannot be combined with --resume")
     check_outputs(cfg)
@@ -349,7 +351,10 @@ def on_every_rank(comm, prepare_fn, fingerprint_fn=None):
     """prepare_fn() on every rank, and its result; AgreedError on every rank if it raised a
     RefsgdError anywhere, or if the ranks' fingerprint_fn(prepared) differ (ranks launched with
     different options, models or data). These are the first collectives, so a bad input never
-    leaves a rank waiting in another."""
+    leaves a rank waiting in another. A launch that MPI left as worlds of one is refused first."""
+    from mpi4py import MPI  # noqa: PLC0415 mpi4py
+    if comm == MPI.COMM_WORLD:  # (refsgd compile trains in MPI_COMM_SELF, a world of its own)
+        mpilib.refuse_singleton()
     try:
         prepared, err = prepare_fn(), None
     except RefsgdError as e:

@@ -35,17 +35,20 @@ ONE_THREAD = "--blas-threads 1 (or OMP_NUM_THREADS=1)"
 ONE_THREAD_ENV = "OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 NUMBA_NUM_THREADS=1"
 
 
-def note(load, ranks, threads, cores=None, how=ONE_THREAD):
+def note(load, ranks, threads, cores=None, how=ONE_THREAD, world=None):
     """The line saying that the machine is busy, or None: when the 1-minute load average already
     exceeds by a whole core the cores left free by ``ranks`` processes of ``threads`` threads each
-    on this machine (of ``cores``, default the usable ones); ``how`` takes one thread each."""
+    on this machine (of ``cores``, default the usable ones); ``how`` takes one thread each;
+    ``world``: the run's ranks on all its machines (default ``ranks``)."""
     if load is None:
         return None
     cores = usable_cores() if cores is None else cores
     free = max(0, cores - ranks * threads)
     if load[0] < free + 1:
         return None
-    mine = f"{ranks} rank(s) x {threads} thread(s)"
+    world = ranks if world is None else world
+    mine = (f"{ranks} rank(s) x {threads} thread(s)" if world == ranks else
+            f"{ranks} rank(s) on this machine (of its {world}) x {threads} thread(s)")
     hint = (f"; {how} takes fewer cores and is often much faster here"
             if threads > 1 else "; fewer ranks per machine would take fewer cores" if ranks > 1 else "")
     return (f"the machine is busy: load average {load[0]:.2f} (1 min) on {cores} core(s), and this run's {mine} "

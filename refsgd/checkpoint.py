@@ -32,7 +32,8 @@ Nothing else is needed: the sampler is a pure function of (seed, epoch, rank, wo
 and the micro-batch position is ``t * tau``; the initial weights come from the seed; no other
 random state exists.
 
-``--resume DIR`` (the checkpoint root, whose ``latest`` is used, or one ``ckpt-<t>``) refuses a
+``--resume auto`` is ``--resume`` of the ``--checkpoint`` folder when it holds a checkpoint, and
+a fresh start otherwise (:func:`auto_resume`). ``--resume DIR`` (the checkpoint root, whose ``latest`` is used, or one ``ckpt-<t>``) refuses a
 checkpoint of another method, model, world size or trajectory-changing option, naming the
 differences, and one whose dataset content differs (the same path may hold other data), naming
 both SHA-256s, and one already past the end of the resuming run (nothing to do); the number of
@@ -79,6 +80,20 @@ def _ckpt_dir(path):
     if not os.path.isfile(os.path.join(d, "meta.json")):
         raise RefsgdError(f"--resume {path}: 'latest' names {name}, which is missing or incomplete")
     return d
+
+
+def auto_resume(root):
+    """``--resume auto``: the folder to resume from (``root``, the ``--checkpoint`` folder, when its
+    ``latest`` names a checkpoint), or None to start from the first iteration; one job script thus
+    serves the first run and every requeue. A ``latest`` that names a missing checkpoint is an
+    error, never a silent restart."""
+    if not root:
+        raise RefsgdError("--resume auto needs --checkpoint DIR: it resumes from DIR's latest checkpoint when there "
+                          "is one and starts the run otherwise")
+    if not os.path.isfile(os.path.join(root, "latest")):
+        return None
+    _ckpt_dir(root)
+    return root
 
 
 def read_meta(path, config, world, num_params, data_sha256=None, total=None):

@@ -11,9 +11,11 @@ class RefsgdError(Exception):
     The command line prints its message alone (no traceback) and exits with code 2. Raised on
     one rank, it ends every rank (see :mod:`refsgd.failure`); ``collective = True`` marks an
     error that every rank raises at the same point (agreed on), which stops the ranks together.
+    ``quiet = True``: this process says nothing (another process of the launch prints the line).
     """
 
     collective = False
+    quiet = False
 
 
 def did_you_mean(word, names, cutoff=0.6):

@@ -12,7 +12,16 @@ There are two ways for a rank to stop (see README, "Failures and signals"):
   MPICH's own "Abort(code) ..." line is silenced, so the user reads one message.
 
 Exit codes: 1 a failure (a bug, a thread, a crash), 2 a user error (input, files), 130
-interrupted (SIGINT), 143 terminated (SIGTERM).
+interrupted (SIGINT), 143 terminated (SIGTERM: ``scancel``, a batch system's time limit), 138
+pre-empted (SIGUSR1: a batch system's warning before the time limit or a pre-emption, e.g.
+Slurm's ``sbatch --signal=USR1@60``).
+
+SIGUSR1 is a warning, not an order: it never ends a command at once. It asks the training loop
+to stop at the next loss check, where every rank agrees on it, writes the checkpoint (with
+``--checkpoint``) and the files of the iterations done, and exits 138 together, before the
+limit; a job script then requeues the job, whose ``--resume auto`` continues from that
+checkpoint. Outside the loop (start-up, the last writes, a command without a loop) it is
+remembered for the loop or ignored.
 
 Signals: the handler is installed by the command's first instruction (:mod:`refsgd.entry`),
 with a bound on the time to MPI_Init (:func:`bound_mpi_start`).
@@ -60,7 +69,11 @@ RANK0_FIRST_OPENMPI_TERM = 3.0
 #: seconds between two looks of the watcher that waits for MPI to be up (see _Stop.handler)
 WATCH = 0.02
 
-_NAMES = {signal.SIGINT: ("interrupted", "SIGINT"), signal.SIGTERM: ("terminated", "SIGTERM")}
+_NAMES = {signal.SIGINT: ("interrupted", "SIGINT"), signal.SIGTERM: ("terminated", "SIGTERM"),
+          signal.SIGUSR1: ("pre-empted", "SIGUSR1")}
+#: the batch system's warning (see the module docstring)
+WARNING = signal.SIGUSR1
+EXIT_PREEMPTED = 128 + int(WARNING)
 
 
 def say(line):
@@ -161,8 +174,12 @@ class _Stop:
         self.late = False         # the command has returned: nothing left to unwind
         self.pending = None       # a signal that waits for MPI to be up (see the module docstring)
         self.ending = None        # the signal this rank is ending the world on (see leave)
+        self.warned = False       # SIGUSR1 arrived: stop at the next loss check (module docstring)
 
     def handler(self, signum, frame):
+        if signum == WARNING:
+            self.warned = True
+            return
         if self.ending is not None:
             # this rank is already ending the world on a signal and waits for rank 0's line and
             # abort (abort_world); a signal now is the launcher ending the job (Open MPI's mpirun
@@ -259,18 +276,19 @@ def bound_mpi_start():
 
 
 def install(mpi_command=False):
-    """Handle SIGINT and SIGTERM as described in the module docstring (main thread only);
+    """Handle SIGINT, SIGTERM and SIGUSR1 as described in the module docstring (main thread only);
     ``mpi_command``: the command initialises MPI on every rank."""
     if threading.current_thread() is not threading.main_thread():
         return
     STOP.mpi_command = mpi_command
-    for s in (signal.SIGINT, signal.SIGTERM):
+    for s in (signal.SIGINT, signal.SIGTERM, WARNING):
         signal.signal(s, STOP.handler)
 
 
 def requested():
-    """The signal number a stop was requested with on this rank, or 0."""
-    return int(STOP.signum or 0)
+    """The signal number a stop was requested with on this rank (SIGUSR1 for the batch system's
+    warning when no other signal came), or 0."""
+    return int(STOP.signum or (WARNING if STOP.warned else 0))
 
 
 class deferring:

@@ -20,9 +20,10 @@ Schema (HDF5, written by rank 0, atomically)::
     /iterations/update   float64 (world, T)  seconds in the method's update of its state (the
                                              optimizer step) and its listing's scalings (e.g.
                                              LAGA's 1/N); part of wall - compute - idle - codec
-    /iterations/compile  float64 (world, T)  seconds Numba spent compiling kernels since the
-                                             previous record, any thread (a first run; 0 when
-                                             loaded from its cache), and this rank's wait in a
+    /iterations/compile  float64 (world, T)  seconds Numba spent compiling kernels (a first
+                                             run) or loading them from its cache since the
+                                             previous record, any thread (the first record: the
+                                             run's set-up and warm-up too), and this rank's wait in a
                                              collective for a rank that compiled longer (at most
                                              the difference); none of it is in the other times
                                              (version 3; within them in versions 1-2)

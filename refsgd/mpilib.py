@@ -34,6 +34,11 @@ Command line: ``python -m refsgd.mpilib -n 4 refsgd train ...`` runs ``mpiexec -
 train ...`` with these flags (``run.sh`` starts training this way); ``python -m refsgd.mpilib
 --show`` prints the launcher and its kind.
 
+Singletons (:func:`refuse_singleton`, called before the first collective of every MPI command):
+a launcher that cannot start the library (``srun`` without the PMI it speaks) leaves each process
+in a world of one; the launcher's variables give it away, and every process stops with exit
+code 2, the launcher's rank 0 printing the one line.
+
 This module does not import ``mpi4py.MPI`` at import time: the processes that launch jobs (the
 tests, ``refsgd bench all``) must not start an MPI singleton of their own.
 """
@@ -65,6 +70,57 @@ def outside_job(base=None):
         return dict(base)
     return {k: v for k, v in base.items() if not k.startswith(LAUNCHER_PREFIXES)}
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+
+#: (variable, what it counts) that say how many processes a launcher started: hydra's and Cray's
+#: PMI, Open MPI's mpirun, and a Slurm job step (SLURM_NTASKS in a batch script is the
+#: allocation's, not a launch's; PMIx passes its size through its server, not the environment)
+_LAUNCHED_SIZE = ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "SLURM_STEP_NUM_TASKS")
+#: the variables that give this process's rank in that launch
+_LAUNCHED_RANK = ("PMI_RANK", "PMIX_RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID")
+
+
+def _int_var(names, env):
+    for name in names:
+        v = env.get(name, "").strip()
+        if v.isdigit():
+            return name, int(v)
+    return None, None
+
+
+def singleton_error(world_size, library="", env=None):
+    """The one line that refuses a world of one started as one of N processes, or "" when the launch
+    is fine. A launcher that cannot start this MPI library (``srun`` without the PMI the library
+    speaks, one MPI's mpiexec starting another's ranks) leaves each process alone in a world of
+    one: N independent trainings. A process finds it out from the launcher's variables: a size
+    above 1 or a rank above 0 while MPI says the world is 1."""
+    env = os.environ if env is None else env
+    if world_size != 1:
+        return ""
+    size_name, size = _int_var(_LAUNCHED_SIZE, env)
+    rank_name, rank = _int_var(_LAUNCHED_RANK, env)
+    if not ((size or 0) > 1 or (rank or 0) > 0):
+        return ""
+    said = f"{size_name}={size}" if size_name and size > 1 else f"{rank_name}={rank}"
+    lib = library or "this MPI library"
+    fix = ("under Slurm start the ranks with `srun --mpi=pmi2` (the mpich wheel, MPICH, Cray MPICH) or "
+           "`srun --mpi=pmix` (Open MPI), or with the library's own mpiexec inside the allocation; "
+           "elsewhere use the mpiexec of the MPI that mpi4py loads (python -m refsgd.mpilib --show)")
+    return (f"the launcher started several processes ({said}) but MPI made each one a world of 1: {lib} was not "
+            f"started by this launcher (it does not speak the launcher's PMI), so the processes would train "
+            f"alone; {fix}")
+
+
+def refuse_singleton():
+    """RefsgdError (:func:`singleton_error`) in every process of a launch that MPI left as worlds of
+    one; only the launcher's rank 0 carries the message (``quiet`` on the others), so the user
+    reads one line. Call with MPI up, before the first collective."""
+    from mpi4py import MPI  # noqa: PLC0415 mpi4py: the launcher's side of this module runs without MPI
+    line = singleton_error(MPI.COMM_WORLD.Get_size(), " ".join(library_version(first_line=True).split()))
+    if line:
+        err = RefsgdError(line)
+        err.quiet = _int_var(_LAUNCHED_RANK, os.environ)[1] not in (None, 0)
+        raise err
+
 
 
 def text(value):

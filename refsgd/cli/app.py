@@ -18,12 +18,12 @@ import numpy as np
 from refsgd import failure
 from refsgd.errors import RankFailure, RefsgdError, Stopped, did_you_mean
 from refsgd.version import __version__
-from refsgd.cli import bench, data, golden, models, report, reproduce, train, verify
+from refsgd.cli import bench, check, compile, data, golden, models, report, reproduce, train, verify
 from refsgd.cli.words import is_mpi_command
 
 #: command -> its module, in the order of `refsgd --help`
 COMMANDS = {"train": train, "golden": golden, "verify": verify, "report": report, "models": models, "data": data,
-            "bench": bench, "reproduce": reproduce}
+            "bench": bench, "reproduce": reproduce, "check": check, "compile": compile}
 
 
 def build_parser():
@@ -59,7 +59,7 @@ def main(argv=None):
         return failure.abort_world(e.code, f"refsgd: {e}")
     except RefsgdError as e:
         if e.collective or failure.world_size() == 1:
-            if _rank() == 0:  # an argparse error of another rank is already a whole line
+            if _rank() == 0 and not e.quiet:  # an argparse error of another rank is already a whole line
                 failure.say(str(e) if _ARGPARSE_ERROR.match(str(e)) else f"refsgd: error: {e}")
             return failure.EXIT_USER
         # this rank alone: the others may be waiting in a collective, so end them all
@@ -94,7 +94,7 @@ def _dispatch(args, parser):
 
 def _is_mpi_command(args):
     """Commands whose ranks communicate (their first collective is :func:`refsgd.api.on_every_rank`)."""
-    return (args.command == "train" and not args.list) or \
+    return (args.command == "train" and not args.list) or args.command == "check" or \
         (args.command == "bench" and getattr(args, "bench_command", None) in ("overlap", "codec"))
 
 

@@ -26,7 +26,7 @@ def add(sub):
     p.add_argument("--timeline", default=None, metavar="OUT.json",
                    help="export the spans of train --timeline (one file) in the Trace Event Format: one process per "
                         "rank, one track per thread and per lane of requests in flight, named by the listing's lines "
-                        "(open in https://ui.perfetto.dev or chrome://tracing)")
+                        "(open in https://ui.perfetto.dev or speedscope)")
     p.add_argument("--timeline-plot", default=None, metavar="OUT.png",
                    help="draw the spans of each file's train --timeline as a Gantt chart, one panel per run on a "
                         "common time axis of the same number of iterations (needs matplotlib)")

@@ -182,6 +182,8 @@ def config(cfg, extra=None, run=True):
     ``extra`` and the method's own options."""
     run_keys = tuple(k for k in RUN if k != "poll" or cfg.algo in POLLED) if run else ()
     out = {k: getattr(cfg, k, None) for k in COMMON + run_keys}
+    if out.get("iterations"):   # --iterations N ends the run: --epochs' default did not
+        out["epochs"] = None
     out.update(extra or {})
     out.update((k, getattr(cfg, k, None)) for k in APPLIES[cfg.algo])
     return out

@@ -114,7 +114,9 @@ OPTIONS = (
     Option("resume", Text(path=True), None,
            "continue from a checkpoint (DIR or DIR/ckpt-T); the continued trajectory is "
            "identical to an uninterrupted run. Method, model, world size and every "
-           "option that changes the trajectory must match", metavar="DIR"),
+           "option that changes the trajectory must match. 'auto': the --checkpoint folder's "
+           "latest checkpoint if there is one, else a fresh start (one job script for the first "
+           "run and every requeue; a folder named auto is ./auto)", metavar="DIR|auto"),
     Option("out", Text(path=True), None,
            "write per-iteration times and losses of every rank, the evaluations and the "
            "final model (HDF5)", metavar="RUN.h5"),

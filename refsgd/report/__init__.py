@@ -89,7 +89,7 @@ JSON (``--json F.json``)
 
 Timeline (``--timeline F.json``, one file; ``--timeline-plot F.png``, one or several)
     The spans that ``refsgd train --timeline`` recorded (:mod:`refsgd.timeline`): exported in the
-    Trace Event Format (Perfetto, chrome://tracing), or drawn as a Gantt chart, one panel per run
+    Trace Event Format (Perfetto, speedscope), or drawn as a Gantt chart, one panel per run
     on a common time axis of the same number of iterations. The text gets one line per file
     saying its window, its span count and how well its clocks are aligned. A file without a
     timeline is refused with one message.

@@ -15,11 +15,14 @@ from .export import csv_text, json_text
 
 
 def _timeline_title(run, d):
+    """Two lines: the run and its window; its link, emulated (the file's text names it so)."""
     link = d["link"]
-    extra = "" if link in ("none", "") else f", link {link} (EMULATED)"
     first, count = d["window"]
-    return (f"{run.algo}, {run.world} ranks{extra}: iterations {first}..{first + count - 1} ({run.path}; measured "
-            "on this machine)")
+    title = (f"{run.algo}, {run.world} ranks: iterations {first}..{first + count - 1} ({run.path}; measured on this "
+             "machine)")
+    if link not in ("none", ""):
+        title += "\n" + (link if "emulated" in link.lower() else f"emulated link: {link}")
+    return title
 
 
 # ---------------------------------------------------------------------- the command
@@ -60,9 +63,13 @@ def report(paths, plot=None, csv_out=None, json_out=None, force=False, timeline=
     if spans is not None:
         parts.append("\n".join(tl.clock_text(d, r.path) for r, d in zip(runs, spans)))
     if timeline:
-        write_text(timeline, json.dumps(tl.chrome_trace(spans[0])), "the timeline")
+        try:   # never a file that is not JSON (a NaN read from a damaged file)
+            text = json.dumps(tl.chrome_trace(spans[0]), allow_nan=False)
+        except ValueError as exc:
+            raise RefsgdError(f"{runs[0].path}: malformed /timeline ({exc})") from None
+        write_text(timeline, text, "the timeline")
         notes.append(f"timeline written to {timeline} (Trace Event Format: open it in https://ui.perfetto.dev "
-                     "or chrome://tracing)")
+                     "or speedscope)")
     if gantt is not None:
         save_figure(gantt, timeline_plot)
         notes.append(f"timeline plot written to {timeline_plot}")

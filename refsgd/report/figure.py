@@ -13,8 +13,9 @@ from .runs import moving_mean, smoothing_window
 from .text import _event_text, _links, _settings_text, differing_settings
 
 # ---------------------------------------------------------------------- figure
+#: (the hatch of the communication in flight is black: every green, orange or blue is some method's)
 TIME_COLORS = {"compute": "#4C72B0", "idle": "#DD8452", "update": "#8172B3", "other": "#B8B8B8",
-               "comm": "#55A868"}
+               "comm": "#000000"}
 
 #: one colour per method, whatever the order of the files on the command line
 METHOD_COLORS = {"ssgd": "#1f77b4", "ssgd-opt": "#17becf", "ssgd-nag": "#0b3d91", "dcs3gd": "#ff7f0e",
@@ -222,7 +223,8 @@ def figure(runs):
     span = f"{lo}" if lo == hi else f"{lo}-{hi}"
     style = "gray" if multi else "C0"
     handles = [Line2D([], [], color=style, lw=0.7, alpha=0.4, label="train, per iteration"),
-               Line2D([], [], color=style, lw=1.8, label=f"train, moving mean over {span} iterations"),
+               Line2D([], [], color=style, lw=1.8, label=f"train, moving mean over about an epoch ({span} iterations; "
+                                                          "at most a tenth of the run)"),
                Line2D([], [], color=style, marker="o", ls="--", lw=1, mec="white", label="test (evaluations)")]
     if any_event:
         handles.append(Line2D([], [], color=style if multi else "dimgray", ls=":", lw=1.2,

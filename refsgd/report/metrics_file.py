@@ -51,12 +51,13 @@ def summary(evals, rec, wall, link, batch=None, segments=None, version=FORMAT_VE
     compiled = rec["compile"].sum(axis=1) if "compile" in rec else np.zeros(world)
     shown = compiled.max() >= 0.01 * max(wall, 1e-9) and compiled.max() >= 0.05
     outside = version >= 3
-    busy = wall - (compiled.max() if outside else 0.0)
+    # the training's throughput: over rank 0's iterations' wall times, as the status line counts
+    # it (evaluations, checkpoints and Numba's compiling are outside them; inside in version 1-2)
+    busy = rec["wall"][0].sum() - (0.0 if outside else compiled[0])
     if grads is not None and batch and n and busy > 0:
-        notes = [what for what, yes in (("over all segments", segments and len(segments) > 1),
-                                        ("Numba's compiling left out", outside and shown)) if yes]
-        lines.append(f"throughput {grads.sum() * batch / busy:,.0f} samples/s, {n / busy:,.1f} iterations/s"
-                     + (f" ({'; '.join(notes)})" if notes else ""))
+        over = "over all segments; " if segments and len(segments) > 1 else ""
+        lines.append(f"throughput {grads.sum() * batch / busy:,.0f} samples/s, {n / busy:,.1f} iterations/s "
+                     f"({over}the iterations' time: evaluations, checkpoints and Numba's compiling left out)")
     if "global_bytes" in rec and n:
         gb, lb = rec["global_bytes"].sum(), rec["local_bytes"].sum()
         if lb:   # a hierarchical method (DASO): its two tiers
@@ -68,8 +69,8 @@ def summary(evals, rec, wall, link, batch=None, segments=None, version=FORMAT_VE
         r = int(np.argmax(compiled))
         where = ("outside every time below" if outside else
                  f"inside the times below (of {rec['wall'][r].sum():.2f} s)")
-        lines.append(f"Numba compiling its kernels: {compiled[r]:.2f} s on rank {r}, {where}: a first run compiles "
-                     f"them for this machine and caches them, later runs load them")
+        lines.append(f"Numba compiling or loading its kernels: {compiled[r]:.2f} s on rank {r}, {where}: a first run "
+                     "compiles them for this machine and caches them, later runs load them")
     side = {k: rec[k][0].sum() for k in ("evaluate", "checkpoint") if k in rec and rec[k][0].sum() > 0}
     if side:
         lines.append("outside the iterations' times below (rank 0): " + ", ".join(

@@ -130,6 +130,19 @@ class Run:
         n = max(self.iterations, 1)
         return {k: 1e3 * v / n for k, v in self.time_totals().items()}
 
+    def time_quartiles_ms(self):
+        """{part: (25th, 75th percentile)} of the per-iteration ms, each iteration the mean over
+        the ranks: the spread beside a mean (one slow stretch of a loaded machine moves a mean)."""
+        c, i, w = (self.rec[k] for k in ("compute", "idle", "wall"))
+        zero = np.zeros_like(w)
+        u = self.rec.get("update", zero)
+        parts = {"compute": c, "idle": i, "update": u, "other": w - c - i - u, "comm": self.rec.get("comm", zero)}
+        out = {}
+        for k, v in parts.items():
+            per_iteration = 1e3 * np.asarray(v, dtype=np.float64).mean(axis=0)
+            out[k] = tuple(np.percentile(per_iteration, (25, 75))) if per_iteration.size else (0.0, 0.0)
+        return out
+
 
 def rank_nanmean(a):
     """Mean over axis 0 of the values that are not NaN (NaN where there is none), without the

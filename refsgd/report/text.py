@@ -1,7 +1,8 @@
 """The report's text: a run's header, configuration, evaluations and summary; with several
 runs, the comparison table and the settings in which they differ."""
 
-from refsgd.options import one_worker_note
+from refsgd.options import OPTIONS, one_worker_note
+from refsgd.options.table import TRAJECTORY as TRAJECTORY_RECORD
 
 from .metrics_file import summary
 from .runs import EXTRA_ATTRS, PARTS, _attr_text, _one_line, _text
@@ -47,15 +48,18 @@ def run_text(run):
 def comparison_text(runs):
     """The table comparing several runs (time split: mean over each run's ranks), with the
     settings in which they differ (besides the method and the ranks, which have columns)."""
-    keys = [k for k in differing_settings(runs) if k != "ranks"]
+    differ = differing_settings(runs)
+    keys = [k for k in differ if k != "ranks"]
     rows = []
     for r in runs:
         e = r.evals[-1] if r.evals else None
         ms = {k: v.mean() for k, v in r.time_ms().items()}
+        spread = r.time_quartiles_ms()
         rows.append([str(r.index), r.algo, str(r.world),
                      f"{100 * e['test_acc']:.2f}%" if e else "-", f"{e['test_loss']:.4f}" if e else "-",
                      f"{float(r.attrs.get('wall_seconds', 0)):.2f}",
-                     *(f"{ms[k]:.2f}" if ms[k] >= 0 else "n/a" for k in PARTS), r.path])  # n/a: see metrics.summary
+                     *(f"{ms[k]:.2f} [{spread[k][0]:.2f}-{spread[k][1]:.2f}]" if ms[k] >= 0 else "n/a"
+                       for k in PARTS), r.path])  # n/a: see metrics.summary
         if keys:  # before the file
             rows[-1][-1:-1] = [_settings_text(r, keys) or "-"]
     header = ["run", "method", "ranks", "test acc", "test loss", "wall s", *PARTS, "file"]
@@ -74,10 +78,16 @@ def comparison_text(runs):
         emulated = [f"  run {r.index}: {link} -- EMULATED, not the real network" for r, link in _links(runs)]
     notes = [f"  run {r.index}: {one_worker_note(r.algo, r.world)}" for r in runs if one_worker_note(r.algo, r.world)]
     emulated += notes
-    return "\n".join([f"comparison of {len(runs)} runs (final evaluation; time: mean ms per iteration, mean over "
-                      "the run's ranks; other = wall - compute - idle - update; comm = communication in "
-                      "flight):",
-                      fmt(header), *map(fmt, rows), *emulated])
+    deciding = [k for k in differ if k in DECIDING or k in TRAJECTORY]
+    warning = []
+    if deciding:
+        warning = ["warning: the runs differ in " + "; ".join(
+            f"{SETTING_NAMES.get(k, k.replace('_', ' '))} ({', '.join(_values(runs, k))})" for k in deciding)
+            + ": their accuracy and times differ for that too, not only for their methods"]
+    return "\n".join([f"comparison of {len(runs)} runs (final evaluation; time: mean ms per iteration [its quartiles "
+                      "over the iterations, 25%-75%], mean over the run's ranks; other = wall - compute - idle - "
+                      "update; comm = communication in flight):",
+                      fmt(header), *map(fmt, rows), *emulated, *warning])
 
 
 def _links(runs):
@@ -131,6 +141,19 @@ def differing_settings(runs):
             values.setdefault(k, set()).add(v)
     keys = [k for k, vs in values.items() if len(vs) > 1]
     return [k for k in SETTINGS_ORDER if k in keys] + sorted(k for k in keys if k not in SETTINGS_ORDER)
+
+
+#: the settings besides the method's trajectory options (TRAJECTORY) that decide what a
+#: comparison of accuracy and time shows: the processes, the link, the run's length, polling
+DECIDING = {"ranks", "link", "threads per rank", "epochs", "iterations", "poll", "local_link"}
+
+#: the options that shape a trajectory, the method aside (the comparison is of methods)
+TRAJECTORY = {o.name for o in OPTIONS if o.record == TRAJECTORY_RECORD} - {"algo"}
+
+
+def _values(runs, key):
+    """"run 1: 0, run 2: 0.9" of a setting, for the runs that have it."""
+    return [f"run {r.index}: {settings(r)[key]}" for r in runs if key in settings(r)]
 
 
 def _settings_text(run, keys):

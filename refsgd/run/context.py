@@ -4,6 +4,7 @@ timing points and bookkeeping are mixed in from :mod:`.timing` and :mod:`.bookke
 
 import contextlib
 import functools
+import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -61,15 +62,17 @@ class Run(Timing, Bookkeeping):
         self.budget = cfg.epochs * self.grads_per_epoch if by_gradients and not cfg.iterations else None
         self.total = (None if self.budget is not None else cfg.iterations if cfg.iterations
                       else cfg.epochs * self.iters_per_epoch)
-        # compile / load the Numba kernels now, so the first iteration's compute time is real
-        w0 = net.init_params(0)
-        net.loss_and_grad(w0, data.x_train[:2], data.y_train[:2], out=np.empty_like(w0))
         self.t = 0
         self._first, self.iterations_run = 0, 0
         self.wall = 0.0
         # the processes that made this trajectory: [{"iterations": [first, last], "wall_seconds"}]
         self.segments = []
-        self._compiling = _CompileClock()
+        # Numba's one-off work on the kernels (compiling them on a first run, loading them from
+        # its cache on later ones) is counted from here on and kept out of every time
+        self._compiling = _CompileClock.shared()
+        self._compiling.take()
+        if self.rank == 0:  # said before Numba compiles the first kernel (from the method's set-up on)
+            self._compiling.announce = self._announce_compiling
         self._thread_compute = None  # gradient threads' compute (grad_at), thread-seconds
         self.state = {}
         self._untraced = set()
@@ -302,6 +305,7 @@ class Run(Timing, Bookkeeping):
     def iterations(self):
         """Yield t = 0 .. total-1 (with a gradient budget: until it is consumed); bookkeeping at
         each boundary (see the module docstring)."""
+        self._warm_up()
         start = time.perf_counter()
         self._run_start = start
         self._first = self.t  # > 0 after --resume: the throughput counts this process's iterations
@@ -315,7 +319,7 @@ class Run(Timing, Bookkeeping):
         clock = self._compiling
         tl = self.timeline
         tl.align(self.control_comm, "start")  # collective: every rank's clock on rank 0's
-        with failure.deferring(), clock, _link_observed(tl):  # a signal stops every rank at the next loss check
+        with failure.deferring(), _link_observed(tl):  # a signal stops every rank at the next loss check
             clock.main = threading.get_ident()
             t, ran = self.t, 0
             while not self._finished(t):
@@ -325,7 +329,7 @@ class Run(Timing, Bookkeeping):
                 self._compute = self._idle = self._codec = self._update = 0.0
                 self._spans = []
                 self._loss, self._nloss = 0.0, 0
-                t0, c0 = time.perf_counter(), clock.mine()
+                t0, c0 = self._iteration_start = time.perf_counter(), clock.mine()
                 before = self.grads_done
                 yield t
                 self._record()
@@ -361,6 +365,7 @@ class Run(Timing, Bookkeeping):
             tl.active = False
             if ran:  # the last boundary's evaluation and checkpoint may have compiled too
                 self.records["compile"][-1] += clock.take()
+            clock.announce = None
             self._discount_compile_waits(ran)
         if progress is not None:
             progress.close()
@@ -368,6 +373,22 @@ class Run(Timing, Bookkeeping):
         self.wall = segment["wall_seconds"] = time.perf_counter() - start
         self.iterations_run = ran
         tl.align(self.control_comm, "end")    # the clocks' drift over the loop
+
+    def _warm_up(self):
+        """Before the loop: the network's kernels called once (compiled on a first run, else
+        loaded from Numba's cache), so that the first iteration's compute is real. Its seconds,
+        and those of the method's set-up, are the first iteration's ``compile``, outside every
+        time."""
+        w0 = self.net.init_params(0)
+        self.net.loss_and_grad(w0, self.data.x_train[:2], self.data.y_train[:2], out=np.empty_like(w0))
+        # the ranks start the loop together: one that compiled less waits here for the others,
+        # not in the first iteration's collective (the status line would count that wait)
+        self.control_comm.Barrier()
+
+    def _announce_compiling(self):
+        self.log("  compiling kernels for this machine, once: Numba caches them for later runs (its seconds are "
+                 "outside every time of the run)")
+        sys.stdout.flush()
 
     def _finished(self, t):
         """Whether the run ends before iteration t: after total iterations, or once the
@@ -380,6 +401,14 @@ class Run(Timing, Bookkeeping):
     def epochs_done(self):
         """Epochs of gradients consumed by the iterations done: gradients / grads_per_epoch."""
         return self.grads_done / self.grads_per_epoch
+
+    def iterations_time(self, since=0):
+        """Seconds of the iterations from record ``since`` on, the one running now so far: their
+        wall times, which the throughput divides (not the evaluations, checkpoints or Numba's
+        compiling between and in them)."""
+        t0, c0 = self._iteration_start
+        now = time.perf_counter() - t0 - (self._compiling.mine() - c0)
+        return max(float(np.sum(self.records["wall"][since:-1])) + now, 1e-12)
 
     def samples_per_second(self, elapsed):
         """Training samples (of the gradients consumed) per second of this process: iterations

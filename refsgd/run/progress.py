@@ -17,8 +17,10 @@ class Progress:
     printed every 10% of the run or every 30 s, whichever comes first (at most one a second).
     A run with a gradient budget (PP-ASGD's threaded mode with --epochs) counts its progress
     in gradients: ``iter T, gradients G/BUDGET (P%)  ...``. The rate and the ETA leave out the
-    seconds Numba spent compiling (a first run's, once). Every other line (evaluations, events)
-    starts a line of its own.
+    seconds Numba spent compiling or loading its kernels (once); the rate is the summary's
+    throughput so far: the samples over the iterations' wall times (:meth:`Run.iterations_time`,
+    without the evaluations and checkpoints between them). Every other line (evaluations,
+    events) starts a line of its own.
     """
 
     EVERY_FRACTION, EVERY_SECONDS, AT_MOST = 0.1, 30.0, 1.0
@@ -28,6 +30,7 @@ class Progress:
         self.stream = stream or sys.stdout
         self.start = time.perf_counter()
         self.compiled = run._compiling.total()
+        self.since = len(run.records["wall"])   # this process's iterations (after a --resume)
         self.bar = None
         self.last_time, self.last_pos = self.start, self._position(run.t)[0]
         self.first = self.last_pos
@@ -45,7 +48,7 @@ class Progress:
     def show(self, done, loss):
         now = time.perf_counter()
         elapsed = max(now - self.start - (self.run._compiling.total() - self.compiled), 1e-12)
-        rate = self.run.samples_per_second(elapsed)
+        rate = self.run.samples_per_second(self.run.iterations_time(self.since))
         pos, end = self._position(done)
         if self.bar is not None:
             self.bar.update(pos - self.bar.n)

@@ -232,13 +232,20 @@ class Timing:
 
 
 class _CompileClock:
-    """Seconds Numba spends compiling kernels (not loading them from its disk cache), from
-    Numba's event API, per thread: the first run after an install or a change compiles the
-    kernels it meets, inside whatever part of an iteration first calls them; the run's timers
-    take this thread's compiling out of what they time (``mine()`` before and after). Listens
-    while registered (``with clock:``); ``take()`` returns the seconds compiled by any thread
-    since the last take, ``total()`` all of them, ``intervals(lo, hi)`` the spans of the thread
-    ``main`` (the one that runs the loop) that lie in [lo, hi]."""
+    """Seconds of Numba's one-off work on a kernel's first call in a process, per thread:
+    compiling it (the first run after an install or a change, seconds per kernel) or loading it
+    from Numba's disk cache (every later run, milliseconds), saving it there, and waiting for
+    another thread that does. Numba holds its compiler lock for all of that and announces it
+    (the event ``numba:compiler_lock``, from before it waits for the lock to after it lets go);
+    its ``numba:compile`` covers only the compiling, not the cache, and was all this clock
+    counted before. The run's timers take this thread's seconds out of what they time
+    (``mine()`` before and after). ``announce``: called once, before the first kernel is
+    compiled (not loaded), so that a first run says what it waits for. Listens while registered
+    (``with clock:``, or for good with :meth:`shared`); ``take()`` returns the seconds of any
+    thread since the last take, ``total()`` all of them, ``intervals(lo, hi)`` the spans of the
+    thread ``main`` (the one that runs the loop) that lie in [lo, hi]."""
+
+    _shared = None
 
     def __init__(self):
         clock = self
@@ -265,19 +272,41 @@ class _CompileClock:
                         if me == clock.main:
                             clock._spans.append((clock._since[me], now))
 
-        self._event, self._listener = event, Listener()
+        class Compiling(event.Listener):
+            def on_start(self, ev):
+                say, clock.announce = clock.announce, None
+                if say is not None:
+                    say()
+
+            def on_end(self, ev):
+                pass
+
+        self._event = event
+        self._listeners = (("numba:compiler_lock", Listener()), ("numba:compile", Compiling()))
         self._lock = threading.Lock()
         self._depth, self._since, self._mine = {}, {}, {}
         self._seconds = self._total = 0.0
         self._spans = []
         self.main = None
+        self.announce = None
+
+    @classmethod
+    def shared(cls):
+        """The process's clock, registered for good on first use: a Run's kernels may first be
+        called anywhere from its warm-up to its last evaluation, and a clock that stopped
+        listening between them would miss some (a listener costs nothing between compilations)."""
+        if cls._shared is None:
+            cls._shared = cls().__enter__()
+        return cls._shared
 
     def __enter__(self):
-        self._event.register("numba:compile", self._listener)
+        for kind, listener in self._listeners:
+            self._event.register(kind, listener)
         return self
 
     def __exit__(self, *exc):
-        self._event.unregister("numba:compile", self._listener)
+        for kind, listener in self._listeners:
+            self._event.unregister(kind, listener)
 
     def mine(self):
         """Seconds the calling thread has spent compiling so far."""

@@ -46,7 +46,7 @@ into the rank's entry of the attribute ``threads``; -1 the requests in flight, -
 ``clock`` (JSON, per rank: ``offset_s``, ``error_s``, ``drift_s``, ``method``), ``truncated``.
 
 Export: :func:`chrome_trace` (``refsgd report run.h5 --timeline out.json``, the Trace Event
-Format of chrome://tracing and Perfetto) and :func:`gantt` (``--timeline-plot t.png``).
+Format of Perfetto and speedscope) and :func:`gantt` (``--timeline-plot t.png``).
 """
 
 from .recording import (  # noqa: F401
@@ -77,6 +77,8 @@ from .gantt import (  # noqa: F401
     COLOURS,
     LEGEND,
     line_of,
+    listing_key,
+    untimed,
     SCHEDULES,
     model_schedule,
     gantt,

@@ -8,7 +8,7 @@ import numpy as np
 from refsgd.errors import RefsgdError
 from refsgd.files import open_h5
 
-from .recording import KINDS
+from .recording import KINDS, LINK
 
 
 # ---------------------------------------------------------------------- file
@@ -61,12 +61,56 @@ def read(path):
         d["truncated"] = bool(g.attrs.get("truncated", False))
         d["config"] = json.loads(f.attrs.get("config", "{}"))
         d["link"] = str(f.attrs.get("link", "none"))
-    lengths = {len(d[k]) for k in ("start", "end", "rank", "thread", "kind", "label", "iteration", "bytes")}
-    if len(lengths) != 1:
-        raise RefsgdError(f"{path}: malformed /timeline: its columns differ in length")
+    problem = _damage(d)
+    if problem:
+        raise RefsgdError(f"{path}: malformed /timeline: {problem}")
     d["kind_names"] = [d["kinds"][k] for k in d["kind"]]
     d["label_names"] = [d["labels"][k] for k in d["label"]]
     return d
+
+
+def _damage(d):
+    """What makes a /timeline as read unusable (its indices out of range, times not finite, a
+    window that is no window), or None: checked before any of it is exported or drawn."""
+    cols = ("start", "end", "rank", "thread", "kind", "label", "iteration", "bytes")
+    if any(d[k].ndim != 1 for k in cols) or len({len(d[k]) for k in cols}) != 1:
+        return "its columns differ in length or are not one-dimensional"
+    for k in cols[2:]:
+        if len(d[k]) and not np.issubdtype(d[k].dtype, np.integer):
+            return f"its column {k} holds {d[k].dtype} values, not integers"
+    for k in ("start", "end"):
+        if len(d[k]) and not (np.issubdtype(d[k].dtype, np.number) and np.isfinite(d[k]).all()):
+            return f"its column {k} holds values that are not finite times"
+    for k in ("kinds", "labels"):
+        if not (isinstance(d[k], list) and all(isinstance(x, str) for x in d[k])):
+            return f"its attribute {k} is not a list of names"
+    threads = d["threads"]
+    if not (isinstance(threads, list) and all(isinstance(r, list) and all(isinstance(x, str) for x in r)
+                                              for r in threads)):
+        return "its attribute threads is not a list of each rank's thread names"
+    w = d["window"]
+    if not (isinstance(w, list) and len(w) == 2 and all(type(x) is int for x in w) and w[0] >= 0 and w[1] >= 1):
+        return f"its window {w!r} is not [first iteration >= 0, count >= 1]"
+    if not (isinstance(d["clock"], list) and all(
+            isinstance(c, dict) and all(_finite(c.get(k, 0.0)) for k in ("offset_s", "error_s", "drift_s"))
+            for c in d["clock"])):
+        return "its attribute clock is not a list of each rank's alignment (finite seconds)"
+    if (d["end"] < d["start"]).any():
+        return "a span ends before it starts"
+    for k, n in (("kind", len(d["kinds"])), ("label", len(d["labels"])), ("rank", len(threads))):
+        bad = (d[k] < 0) | (d[k] >= n)
+        if bad.any():
+            return f"a span's {k} index {int(d[k][bad][0])} is outside 0..{n - 1}"
+    own = np.array([len(r) for r in threads], dtype=np.int64)[d["rank"]] if len(threads) else d["rank"]
+    bad = (d["thread"] < LINK) | (d["thread"] >= own)
+    if bad.any():
+        return (f"a span's thread index {int(d['thread'][bad][0])} is outside the threads of its rank "
+                f"({LINK} .. {int(own[bad][0]) - 1})")
+    return None
+
+
+def _finite(x):
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and bool(np.isfinite(x))
 
 
 def clock_text(d, path):

@@ -2,6 +2,7 @@
 spans coloured by kind, each iteration's listing lines, and the modelled schedule of the method."""
 
 import re
+import textwrap
 
 import numpy as np
 
@@ -12,12 +13,13 @@ from .chrome import tracks
 #: the Gantt chart's colours, by kind
 COLOURS = {"compute": "#4c72b0", "idle": "#c44e52", "flight": "#f0a35e", "comm": "#dd8452", "codec": "#8172b2",
            "update": "#55a868", "mpi": "#7f7f7f", "link": "#fbd7a8", "evaluate": "#937860",
-           "checkpoint": "#da8bc3", "bookkeeping": "#e9a3a5"}
+           "checkpoint": "#da8bc3", "bookkeeping": "#e9a3a5", "untimed": "#d9d9d9"}
 
 LEGEND = (("compute", "compute"), ("idle", "idle (blocked)"), ("flight", "communication in flight"),
           ("comm", "a thread's all-reduce"), ("codec", "codec"), ("update", "update"), ("mpi", "MPI_Test (poll)"),
           ("link", "link (modelled)"), ("bookkeeping", "idle in the run's loss check"), ("evaluate", "evaluation"),
-          ("checkpoint", "checkpoint"))
+          ("checkpoint", "checkpoint"),
+          ("untimed", "in no span: the run's bookkeeping; with threads, waiting for the GIL"))
 
 
 def line_of(label):
@@ -26,8 +28,55 @@ def line_of(label):
     return m.group(1) if m else None
 
 
+def listing_key(d):
+    """{listing line: its label} of a timeline, in the listing's order (the loop's lines L,
+    then the other threads' or roles' C, S, W), each line's label the one of its spans that
+    take the most time (a pass's, not one of its layers')."""
+    seconds = {}
+    for label, a, e in zip(d["label_names"], d["start"], d["end"]):
+        line = line_of(label)
+        if line is not None:
+            seconds.setdefault(line, {}).setdefault(label, 0.0)
+            seconds[line][label] += float(e - a)
+    order = {"L": 0, "C": 1, "S": 2, "W": 3}
+    lines = sorted(seconds, key=lambda x: (order.get(x[0], 4), x[0], int(x[1:])))
+    return {x: max(seconds[x], key=lambda lab: (seconds[x][lab], -len(lab))) for x in lines}
+
+
+def _key_text(d, width=175):
+    """The panel's key of listing lines, wrapped: 'L1 grad F_i(...)   L2 ...'."""
+    items = [label.replace(" ", "\u00a0") for label in listing_key(d).values()]
+    return "\n".join(textwrap.wrap("listing lines: " + "   ".join(items), width)).replace("\u00a0", " ")
+
+
+def untimed(d, r):
+    """The spans of time on rank r's loop thread, within its iterations, that no span of the
+    thread covers: [(start, end)] (seconds on rank 0's clock). The thread runs
+    the run's bookkeeping there (sub-millisecond); a method with threads' loop thread also waits
+    there for the GIL that another thread of the rank holds (measured with Pipe-SGD on a loaded
+    machine: 11 ms after each gradient, with 0.02 ms of the thread's CPU time)."""
+    mine = (d["rank"] == r) & (d["thread"] == 0) & (np.array(d["kind_names"]) != "iteration")
+    spans = sorted(zip(d["start"][mine], d["end"][mine]))
+    it = d["kinds"].index("iteration") if "iteration" in d["kinds"] else -1
+    out = []
+    for i in np.flatnonzero((d["rank"] == r) & (d["thread"] == 0) & (d["kind"] == it)):
+        lo, hi = float(d["start"][i]), float(d["end"][i])
+        cur = lo
+        for a, e in spans:
+            if e <= cur or a >= hi:
+                continue
+            if a > cur:
+                out.append((cur, a))
+            cur = max(cur, e)
+        if hi > cur:
+            out.append((cur, hi))
+    return out
+
+
 def _iteration_bounds(d):
     """{iteration: (start, end)} of rank 0's main thread."""
+    if "iteration" not in d["kinds"]:
+        return {}
     it = d["kinds"].index("iteration")
     sel = np.flatnonzero((d["kind"] == it) & (d["rank"] == 0))
     return {int(d["iteration"][i]): (float(d["start"][i]), float(d["end"][i])) for i in sel}
@@ -114,19 +163,27 @@ def gantt(timelines, names, iterations=None):
     rows_of = [tracks(d) for d in timelines]
     models = [model_schedule(d, n) for d in timelines]
     heights = [sum(len(rows) for rows in r) + len(m) for r, m in zip(rows_of, models)]
-    fig = Figure(figsize=(13, 1.2 + 0.32 * sum(heights) + 0.7 * len(timelines)))
+    titles = [f"{name}\n{_key_text(d)}" for name, d in zip(names, timelines)]
+    extra = sum(t.count("\n") for t in titles)                  # title lines past the first
+    fig = Figure(figsize=(13, 1.2 + 0.32 * sum(heights) + 0.7 * len(timelines) + 0.16 * extra))
     axes = fig.subplots(len(timelines), 1, sharex=True, squeeze=False,
                         gridspec_kw=dict(height_ratios=[max(h, 1) for h in heights]))[:, 0]
     widest, texts = 0.0, []
-    for ax, d, bounds, rows, title, model in zip(axes, timelines, spans, rows_of, names, models):
+    for ax, d, bounds, rows, title, model in zip(axes, timelines, spans, rows_of, titles, models):
         first = sorted(bounds)[:n]
         t0, t1 = bounds[first[0]][0], bounds[first[-1]][1]
         widest = max(widest, t1 - t0)
         labels, y = [], 0
         scale = 1e3                                       # milliseconds
         for r, rank_rows in enumerate(rows):
-            for name, _, idx in rank_rows:
+            for name, tid, idx in rank_rows:
                 labels.append(f"rank {r} {name}")
+                if tid == 0:                                  # the loop thread: what no span covers
+                    for a, e in untimed(d, r):
+                        a, e = a - t0, e - t0
+                        if e > 0 and a < t1 - t0:
+                            ax.broken_barh([(a * scale, (e - a) * scale)], (y - 0.25, 0.5),
+                                           facecolors=COLOURS["untimed"], edgecolor="none")
                 for i in idx:
                     kind = _shown_kind(d, i)
                     a, e = d["start"][i] - t0, d["end"][i] - t0
@@ -154,17 +211,17 @@ def gantt(timelines, names, iterations=None):
         ax.set_yticks(range(len(labels)))
         ax.set_yticklabels(labels, fontsize=7)
         ax.set_ylim(len(labels) - 0.5, -0.9)
-        ax.set_title(title, fontsize=9, loc="left")
+        ax.set_title(title, fontsize=8.5, loc="left", pad=10)
     axes[-1].set_xlim(0, widest * 1e3)
     axes[-1].set_xlabel(f"ms from the start of the window ({n} iterations of each run)")
-    fig.tight_layout(rect=(0, 0.06, 1, 1))
+    fig.tight_layout(rect=(0, 0.06 + 0.2 / fig.get_figheight(), 1, 1))
     for ax, d, t0 in texts:
         _listing_text(ax, d, t0)
-    present = {_shown_kind(d, i) for d in timelines for i in range(len(d["kind_names"]))}
+    present = {_shown_kind(d, i) for d in timelines for i in range(len(d["kind_names"]))} | {"untimed"}
     handles = [Patch(color=COLOURS[k], label=text) for k, text in LEGEND if k in present]
     if any(models):
         handles.append(Patch(facecolor="white", edgecolor="#777777", hatch="///", label="the timing model"))
-    fig.legend(handles=handles, loc="lower center", ncol=len(handles), fontsize=8, frameon=False)
+    fig.legend(handles=handles, loc="lower center", ncol=min(len(handles), 6), fontsize=8, frameon=False)
     return fig
 
 
@@ -178,13 +235,21 @@ def _shown_kind(d, i):
 
 def _listing_text(ax, d, t0):
     """The listing line on every span wide enough to hold it (not on the layers of a pass that
-    already shows it)."""
+    already shows it); on a loop thread's time in no span, what it does there when the rank has
+    other threads: it waits for the GIL."""
     x0, x1 = ax.get_xlim()
     width_px = ax.get_window_extent().width
     ms_per_px = (x1 - x0) / max(width_px, 1)
     y, rows = 0, tracks(d)
-    for rank_rows in rows:
-        for _, _, idx in rank_rows:
+    for r, rank_rows in enumerate(rows):
+        for _, tid, idx in rank_rows:
+            if tid == 0 and len(d["threads"][r]) > 1:
+                for a, e in untimed(d, r):
+                    a, e = max((a - t0) * 1e3, x0), min((e - t0) * 1e3, x1)     # its part in view
+                    fits = [t for t in ("waiting for the GIL", "GIL") if (e - a) / ms_per_px >= 6 * len(t) + 4]
+                    if fits:
+                        ax.text((a + e) / 2, y, fits[0], ha="center", va="center", fontsize=6.5, color="#444444",
+                                clip_on=True)
             drawn = []
             for i in sorted(idx, key=lambda i: (d["start"][i], -d["end"][i])):
                 kind = d["kind_names"][i]

@@ -68,10 +68,22 @@ def measured_link(comm, n, dtype, repeat=20):
     peer = next((r for r, name in enumerate(names) if name != names[0]), None)
     if peer is None:
         return None, None
-    t = {size: _message_time(comm, size, dtype, repeat, peer, np.min) for size in (1, n)}
+    return link_to(comm, peer, n, dtype, repeat), (names[0], names[peer])
+
+
+def message_times(comm, peer, sizes, dtype=np.float64, repeat=20):
+    """{n: the fastest of ``repeat`` one-way times of an n-value message between rank 0 and rank
+    ``peer``} for each n of ``sizes`` (collective)."""
+    return {size: _message_time(comm, size, dtype, repeat, peer, np.min) for size in sizes}
+
+
+def link_to(comm, peer, n, dtype=np.float64, repeat=20):
+    """The link between rank 0 and rank ``peer`` (collective): alpha, the fastest of ``repeat``
+    one-value messages; beta, the rest of the fastest n-value message per byte (a Link)."""
+    t = message_times(comm, peer, (1, n), dtype, repeat)
     nbytes = (n - 1) * np.dtype(dtype).itemsize
     beta = max(t[n] - t[1], 1e-12) / nbytes
-    return Link(1e6 * t[1], 8.0 / beta / 1e9), (names[0], names[peer])
+    return Link(1e6 * t[1], 8.0 / beta / 1e9)
 
 
 def _cores_per_rank(comm):
