@@ -92,14 +92,17 @@ def _adaptive(ms, g, decay, rest, lam0, eps, out):
 
 @nb.njit(cache=True, nogil=True)
 def _compensated(w, g, w_bak, eta, lam, wd, decayed):
-    """The element-wise form of S2, in the order of the NumPy passes it replaces; lam and wd
-    have one value for all elements or one per element."""
+    """The element-wise form of S2, each element in the order of the serial rendering's NumPy
+    line (refsgd.serial.dc): ``w - eta * (g + wd*w + lam*g*g*(w - w_bak))``, the products left to
+    right, so that a trace is bitwise its golden file; lam and wd have one value for all elements
+    or one per element."""
     one_lam, one_wd = lam.size == 1, wd.size == 1
     for j in range(w.size):
-        s = (w[j] - w_bak[j]) * g[j] * g[j] * (lam[0] if one_lam else lam[j]) + g[j]
-        if decayed:
+        s = g[j]
+        if decayed:  # wd = 0 adds +-0: g unchanged
             s = s + (wd[0] if one_wd else wd[j]) * w[j]
-        w[j] = w[j] - s * eta
+        s = s + (lam[0] if one_lam else lam[j]) * g[j] * g[j] * (w[j] - w_bak[j])
+        w[j] = w[j] - eta * s
 
 
 def train(run):

@@ -11,10 +11,13 @@ def add(sub):
                        description="Run a claim of one of the five papers (or all of them) at small scale: its "
                                    "variants with one shared set of hyperparameters, once per seed, as `mpiexec -n "
                                    "RANKS refsgd train` runs (launched here: run it without mpiexec). Writes "
-                                   "OUT_DIR/NAME.md (the paper's numbers beside refsgd's, mean and min-max over "
-                                   "the seeds, a verdict computed from them), NAME.json (every number, the "
-                                   "commands, versions, machine and load) and NAME.png, and rewrites OUT_DIR.md "
-                                   "beside the folder: the index, one line per claim. --list shows the claims.",
+                                   "OUT_DIR/NAME.md (the paper quoted verbatim, the regime, every check's "
+                                   "two-sided band with each seed's number, a verdict: reproduced, partly, not "
+                                   "reproduced or not testable here), NAME.json (every number, the commands, "
+                                   "versions, machine and load) and NAME.png, and rewrites OUT_DIR/index.md (and "
+                                   "OUT_DIR.md beside the folder where that already is such an index): one line per "
+                                   "claim. The accuracy claims need MNIST (`refsgd data download mnist`, or --data). "
+                                   "--list shows the claims.",
                        epilog="example: refsgd reproduce laga-table1 --seeds 3 --out-dir results")
     r.add_argument("name", nargs="?", metavar="NAME", help="a claim (--list) or all")
     r.add_argument("--list", action="store_true", help="list the claims: name, paper, figure, claim, the paper's number")
@@ -22,10 +25,12 @@ def add(sub):
                    help="seeds per claim, at most 20 (default 3; 1 with --quick)")
     r.add_argument("--quick", action="store_true",
                    help="fewer epochs and iterations and one seed: a smoke test (all claims in minutes), not a result")
-    cmdoptions.add(r, "data", help="MNIST or CIFAR-10 from `refsgd data convert` (default: the embedded digits)")
+    cmdoptions.add(r, "data", help="MNIST or CIFAR-10 from `refsgd data convert`, for every claim (default: MNIST "
+                                   "from `refsgd data download mnist`'s cache for the accuracy claims, the embedded "
+                                   "digits for the timing claims)")
     r.add_argument("--ranks", type=positive_int, default=2,
-                   help="MPI ranks of each run, at most 4 per core (default 2; one per core, or timing claims "
-                        "mean nothing)")
+                   help="MPI ranks of each run, at most 4 per core (default 2; one per core, or the timing checks "
+                        "are not testable)")
     cmdoptions.add(r, "link", default=None,
                    help="the emulated link of the timing claims (default: chosen from the measured compute, "
                         "as each claim says)")

@@ -5,19 +5,20 @@ refsgd's and a verdict computed from the numbers.
 NAME`` (or ``all``) runs each claim's variants with one shared set of hyperparameters, once per
 seed, as ``mpiexec -n P refsgd train ... --out F.h5`` (:mod:`refsgd.reproduce.runner`), and writes
 
-* ``D/NAME.md``: the claim, the paper's number, the hyperparameters, every number (mean and
-  min-max over the seeds, the paper's value beside it where it has one), the verdict and why
-  (:mod:`refsgd.reproduce.verdict`), and, where a laptop cannot show the claim, why and
-  ``refsgd bench scale``'s prediction at the paper's scale;
+* ``D/NAME.md``: the claim, the paper quoted verbatim (where, about which network and data), the
+  regime and where it comes from, what is ours, the hyperparameters, every number on every seed,
+  the verdict and every check's two-sided band with the seeds inside it
+  (:mod:`refsgd.reproduce.verdict`), and, where the claim needs the paper's scale, why and
+  ``refsgd bench scale``'s prediction beside the paper's number;
 * ``D/NAME.json``: the same numbers (each seed's too), the commands, the versions, the machine,
-  the load before and after each run;
+  the load before and after each run, the runs that diverged;
 * ``D/NAME.png``: the figure, drawn as the paper draws it (matplotlib).
 
-and ``D.md`` beside the folder, the index of every claim whose JSON the folder holds: one line
-per claim (the paper's number, ours, the verdict; :mod:`refsgd.reproduce.outputs`), so that
-``--out-dir docs/results`` keeps docs/results.md up to date. Each claim has a budget (seconds per
-seed on 2 idle cores, :attr:`measure.Claim.budget`) that ``--list`` shows and each output
-compares with the time it took.
+and ``D/index.md`` (and ``D.md`` beside the folder where that already is an index reproduce wrote,
+so that ``--out-dir docs/results`` keeps docs/results.md up to date), one line per claim
+(:mod:`refsgd.reproduce.outputs`). Each claim has a budget (seconds per seed on 2 idle cores at
+one rank per core, :attr:`measure.Claim.budget`) that ``--list`` shows and each output compares
+with the time it took.
 """
 
 import datetime
@@ -30,7 +31,7 @@ import time
 from refsgd import failure
 from refsgd.bench import suite
 from refsgd.errors import RefsgdError
-from refsgd.files import check_folder, check_output, write_text
+from refsgd.files import check_folder, check_output
 from refsgd.reproduce import claims as _claims
 from refsgd.reproduce import outputs
 from refsgd.reproduce.measure import fmt  # noqa: F401 -- what the markdown prints (the tests use it)
@@ -44,12 +45,17 @@ def list_text():
     lines = []
     for c in CLAIMS:
         lines += [f"{c.name}", f"    {c.paper}, {c.where}", f"    claim: {c.sentence}", f"    paper: {c.paper_number}"]
+        lines.append(f"    regime: {c.regime}")
         lines.append(f"    hyperparameters: {c.tuning}")
-        lines.append(f"    budget: {c.budget[1]} s per seed on 2 idle cores ({c.budget[0]} s with --quick)")
-        if c.at_scale:
-            lines.append("    (needs the paper's scale to show fully: the output says what holds at small scale)")
-    lines.append(f"all: about {_claims.budget(False, 3) / 60:.0f} min at 3 seeds on 2 idle cores "
-                 f"({_claims.budget(True, 1) / 60:.1f} min with --quick)")
+        lines.append(f"    data: " + ("MNIST from `refsgd data download mnist` (or --data); without it: not testable here"
+                                      if c.data else "any (default the embedded digits: a timing model)"))
+        lines.append(f"    budget: {c.budget[1]} s per seed on 2 idle cores at one rank per core "
+                     f"({c.budget[0]} s with --quick)")
+        if c.untestable:
+            lines.append("    not testable on one machine: the page says why and what it needs")
+    lines.append(f"all: at most {_claims.budget(False, 3) / 60:.0f} min at 3 seeds on 2 idle cores at one rank per "
+                 f"core ({_claims.budget(True, 1) / 60:.1f} min with --quick; the claims that need MNIST are "
+                 "not testable, and cost nothing, without it)")
     return "\n".join(lines)
 
 
@@ -64,59 +70,80 @@ def names(name):
                       + "; `refsgd reproduce --list` lists them")
 
 
-def warnings_for(setup, records=()):
+def warnings_for(setup, records=(), timing=True):
     """What makes this run's numbers mean less than they say: more processes than cores (the
-    setup's ranks, or a run's own, e.g. a parameter server's extra process), load, --quick."""
+    setup's ranks, or a run's own, e.g. a parameter server's extra process), load (for a claim with
+    timing checks: an accuracy claim does not measure time), --quick."""
     out = []
     if setup.ranks > cores():
-        out.append(f"{setup.ranks} ranks on {cores()} cores: the ranks share cores, so the timing claims "
-                   "(iteration times, idle, speed-ups) are meaningless in this run; the accuracy claims hold")
+        out.append(f"{setup.ranks} ranks on {cores()} cores: the ranks share cores, so the timing checks "
+                   "(iteration times, idle, speed-ups) are not testable in this run; the accuracy checks hold")
     # the load when the command started (its own runs raise the load average for a minute after)
     load = setup.load_at_start if setup.load_at_start is not None else load_average()
-    if load and load[0] >= cores():
+    if timing and load and load[0] >= cores():
         out.append(f"the machine is busy (1-minute load average {load[0]:g} on {cores()} cores) before this "
-                   "reproduce starts: the timing claims measure that load as much as the methods")
+                   "reproduce starts: the timing checks measure that load as much as the methods")
     # (with more ranks than cores the first warning already covers every run)
     over = sorted({(r["variant"], r["ranks"]) for r in records if r["ranks"] > cores() >= setup.ranks})
     if over:
         out.append("more processes than cores in " + ", ".join(f"{v} ({p} processes)" for v, p in over)
-                   + f" on {cores()} cores: its times include time-slicing (a server's busy-waiting MPI "
-                   "takes a core), so its timing numbers are not the method's")
+                   + f" on {cores()} cores: its times include time-slicing (a parameter server's busy-waiting "
+                   "MPI takes a core; DASO's 2 nodes x 2 ranks), so the timing checks leave it out")
     if setup.quick:
         out.append("--quick: fewer epochs and iterations, one seed: a smoke test, not a result")
     return out
 
 
+def oversubscribed(setup, records):
+    """Whether a run of the claim had more processes than cores (its timing checks are then not
+    testable): the setup's ranks, or a run's own (a parameter server's extra process, DASO's 4)."""
+    return setup.ranks > cores() or any(r["ranks"] > cores() for r in records if r.get("timed", True))
+
+
 def run_claim(claim, setup, runs):
     """Run ``claim`` for every seed; the result dictionary the outputs are written from."""
     runs.start_claim()
-    hp = claim.hyper(setup)
+    s = setup.for_claim(claim)
+    runs.setup = s
+    hp = claim.hyper(s)
     per_seed, series = [], []
     t0 = time.perf_counter()
-    for seed in range(setup.seeds):
-        numbers, curves = claim.measure(runs, setup, hp, seed)
-        per_seed.append(numbers)
-        series.append(curves)
+    untestable = s.data_missing or (claim.untestable(s) if claim.untestable else None)
+    if not untestable:
+        for seed in range(s.seeds):
+            numbers, curves = claim.measure(runs, s, hp, seed)
+            per_seed.append(numbers)
+            series.append(curves)
     numbers = spread(per_seed)
     means = {k: v["mean"] for k, v in numbers.items()}
-    word, why, statuses = verdict(claim.checks, means)
+    over = oversubscribed(s, runs.records)
+    word, why, statuses, details = verdict(claim.checks, per_seed, oversubscribed=over, untestable=untestable)
+    diverged = [{"command": r["command"], "variant": r["variant"], "diverged": r["diverged"]}
+                for r in runs.records if r.get("diverged")]
+    if diverged:
+        why += "; diverged (recorded, the other runs kept): " + "; ".join(
+            f"{d['variant']} ({d['diverged']})" for d in diverged)
     scale = None
     if claim.scale is not None:
         try:
-            scale = [list(row) for row in claim.scale(setup, hp, means)]
+            scale = [list(row) for row in claim.scale(s, hp, means)]
         except RefsgdError as e:
             scale = [["not available", str(e), ""]]
     rows, common = outputs.variants(hp, runs.records)
+    timing = any(c.timing for c in claim.checks) and bool(per_seed)  # a claim not run measured no time
     return {"name": claim.name, "paper": claim.paper, "where": claim.where, "claim": claim.sentence,
-            "paper_number": claim.paper_number, "verdict": word, "why": why,
-            "checks": [{"number": c.key, "what": c.what, "op": c.op, "holds_at": c.full, "partly_at": c.partial,
-                        "status": s} for c, s in zip(claim.checks, statuses)],
+            "paper_number": claim.paper_number, "quotes": [list(q) for q in claim.quotes], "regime": claim.regime,
+            "ours": claim.ours, "verdict": word, "why": why, "untestable": untestable, "diverged": diverged,
+            "oversubscribed": over,
+            "checks": [{"number": c.key, "what": c.what, "lo": c.lo, "hi": c.hi, "partial": c.partial,
+                        "source": c.source, "timing": c.timing, "needs": c.needs, "status": st, **d}
+                       for c, st, d in zip(claim.checks, statuses, details)],
             "hyperparameters": hp, "tuning": claim.tuning, "variants": rows, "same_for_all": common,
-            "discussion": claim.discussion(hp, means) if claim.discussion else None,
-            "budget_s": claim.budget[0 if setup.quick else 1],
-            "ranks": setup.ranks, "seeds": setup.seeds, "quick": setup.quick,
-            "data": setup.data or "embedded digits", "link": setup.link,
-            "warnings": warnings_for(setup, runs.records), "at_scale": claim.at_scale, "scale_prediction": scale,
+            "discussion": claim.discussion(hp, means) if claim.discussion and per_seed else None,
+            "budget_s": claim.budget[0 if s.quick else 1],
+            "ranks": s.ranks, "seeds": s.seeds, "quick": s.quick,
+            "data": s.data or (f"{claim.data.upper()}, not here" if s.data_missing else "embedded digits"), "link": s.link,
+            "warnings": warnings_for(s, runs.records, timing), "at_scale": claim.at_scale, "scale_prediction": scale,
             "numbers": numbers, "paper_values": claim.paper_values, "series": series,
             "runs": runs.records, "seconds": round(time.perf_counter() - t0, 2),
             "machine": dict(suite.machine()), "load_at_end": load_average(),
@@ -134,6 +161,7 @@ def reproduce(name, setup, out_dir, force=False, log=None):
             for ext in ("md", "json", "png"):
                 check_output(os.path.join(out_dir, f"{c.name}.{ext}"), "--out-dir", force)
     outputs.check_index(out_dir, force)
+    index = outputs.index_paths(out_dir)
     _claims.check_matplotlib()
     os.makedirs(out_dir, exist_ok=True)
     say = log or (lambda line: None)
@@ -148,13 +176,14 @@ def reproduce(name, setup, out_dir, force=False, log=None):
             say(f"{c.name}: {c.sentence}")
             r = run_claim(c, setup, runs)
             base = os.path.join(out_dir, c.name)
-            write_text(base + ".json", json.dumps(r, indent=1, default=float) + "\n", "the result")
-            write_text(base + ".md", outputs.markdown(r), "the result")
+            outputs.write(base + ".json", json.dumps(r, indent=1, default=float) + "\n")
+            outputs.write(base + ".md", outputs.markdown(r))
             outputs.figure(r, base + ".png")
             say(f"{c.name}: {r['verdict']} ({r['seconds']:.0f} s; budget {r['budget_s'] * setup.seeds} s on 2 idle "
                 f"cores): {base}.md")
             results.append(r)
             # after every claim, so that an interrupted `all` leaves an index of what it finished
-            write_text(outputs.index_path(out_dir), outputs.index_text(out_dir), "the result")
-    say(f"index: {outputs.index_path(out_dir)}")
+            for path in index:
+                outputs.write(path, outputs.index_text(out_dir, path))
+    say(f"index: {', '.join(index)}")
     return results

@@ -1,66 +1,95 @@
-"""Coquelin et al. 2022 (DASO): accuracy, training time and traffic between nodes against SSGD
-and SSGD+fp16 (Horovod), section 4 (Figures 6 and 7)."""
+"""Coquelin et al. 2022 (DASO): accuracy against SSGD and SSGD+fp16 (Horovod) with a node-local
+tier (4 ranks as 2 nodes x 2), section 4.1 (Figures 6 and 7); the traffic between nodes is
+reported (the paper gives no number for it); the training time only where the regime allows."""
 
 import numpy as np
 
-from refsgd.comm.link import Link
-from refsgd.reproduce.measure import Claim, acc, curve, epochs, eval_every, link_for, run_seconds, scale_speedups
-from refsgd.reproduce.verdict import Check
+from refsgd.reproduce.measure import Claim, acc, curve, epochs, eval_every, run_seconds, scale_speedups
+from refsgd.reproduce.verdict import near
+
+RANKS, G = 4, 2  # 2 (virtual) nodes of 2 ranks: DASO's node-local tier exists (with G = 1 it is empty)
+
+TIME_TEXT = ("section 4.1 (Figure 6)", "ResNet-50, ImageNet-2012, 4-64 nodes of 4 A100 GPUs",
+             "Results of the experiment are shown in Figure 6. Both DASO and Horovod show desirable strong scaling "
+             "behavior, i.e. a factor of two in GPU number results in the training time being halved. Due to DASO's "
+             "optimized hierarchical communication scheme and the reduced number of synchronizations, DASO requires "
+             "up to 25% less time for training compared to Horovod.")
+ACC_TEXT = ("section 4.1 (Figure 7)", "ResNet-50, ImageNet-2012",
+            "It can further be observed that up to 128 GPUs, DASO and Horovod yield similar levels of accuracy, see "
+            "Figure 7. However, with more than 128 GPUs, both approaches did not exceed 75% top-1 accuracy. [...] For "
+            "DASO, the effect is more dramatic because completing batches without a global synchronization has a "
+            "similar effect to increasing the size of the batch.")
+CITY_TEXT = ("section 4.2 (Figure 8)", "hierarchical multi-scale attention network, CityScapes",
+             "For up to 128 GPUs, DASO completed the training process in approximately 35% less time than Horovod, "
+             "demonstrating the advantage of our approach to fully leverage the systems communication architecture "
+             "together with asynchronous parameter updates. At higher GPU counts the time savings drop to 30%, "
+             "because there are fewer batches per epoch and hence skipping global synchronization operations "
+             "provides less benefits.")
+SETUP_TEXT = ("section 4", "JUWELS Booster",
+              "This centers' HPC cluster has 936 GPU nodes each with two AMD EPYC Rome CPUs and four NVIDIA A100 "
+              "GPUs, connected via an NVIDIA Mellanox HDR InfiniBand interconnect fabric. [...] With respect to "
+              "message packaging, Horovod was configured to use floating point 16 compression while DASO compresses "
+              "to brain floating point 16. [...] DASO's maximum number of batches between global synchronizations "
+              "was set to four for both experiments.")
 
 
 def _hyper(setup):
-    G = setup.ranks // 2 if setup.ranks >= 4 and setup.ranks % 2 == 0 else 1
-    return {"model": setup.model("timing"), "batch": 32, "epochs": epochs(setup, (3, 10), (3, 6)), "lr": 0.05,
+    return {"model": setup.model("accuracy"), "batch": 32, "epochs": epochs(setup, (1, 3), (1, 3)), "lr": 0.05,
             "momentum": 0.9, "weight_decay": 1e-4, "schedule": "constant", "ranks_per_node": G, "warmup_epochs": 1,
             "cooldown_epochs": 1, "sync_every": 4,
-            "link": "EMULATED between nodes: SSGD's float32 all-reduce = 3 x t_C (from an ssgd run without a "
-                    "link) unless --link; within a node 1/10 the latency and 10x the bandwidth",
-            "note": f"{setup.ranks // G} (virtual) nodes of {G} rank(s); with one rank per node DASO's node-local "
-                    "sync is empty and its traffic saving comes from B alone"}
+            "note": f"{RANKS} ranks as {RANKS // G} (virtual) nodes of {G}, no emulated link (accuracy and "
+                    "traffic do not depend on it); B = 4 batches between global syncs, as the paper"}
 
 
 def _measure(runs, setup, hp, seed):
-    link, t_c, _ = link_for(runs, setup, dict(hp, iterations=30), seed, ratio=3.0)
-    g = Link.parse(link)
-    local = f"{g.latency_us / 10:g},{g.gbit_s * 10:g}"
     common = dict(model=hp["model"], batch=hp["batch"], epochs=hp["epochs"], lr=hp["lr"], momentum=hp["momentum"],
-                  weight_decay=hp["weight_decay"], schedule=hp["schedule"], link=link,
-                  eval_every=eval_every(setup, hp["batch"], setup.ranks))
-    r = {"ssgd": runs.train("ssgd", seed, **common),
-         "ssgd+fp16": runs.train("ssgd", seed, compress="fp16", **common),
-         "daso": runs.train("daso", seed, ranks_per_node=hp["ranks_per_node"], local_link=local,
+                  weight_decay=hp["weight_decay"], schedule=hp["schedule"],
+                  eval_every=eval_every(setup, hp["batch"], RANKS, per_epoch=2))
+    r = {"ssgd": runs.train("ssgd", seed, ranks=RANKS, **common),
+         "ssgd+fp16": runs.train("ssgd", seed, ranks=RANKS, compress="fp16", **common),
+         "daso": runs.train("daso", seed, ranks=RANKS, ranks_per_node=hp["ranks_per_node"],
                             warmup_epochs=hp["warmup_epochs"], cooldown_epochs=hp["cooldown_epochs"],
                             sync_every=hp["sync_every"], **common)}
     secs = {k: run_seconds(v) for k, v in r.items()}
-    gb = {k: float(np.asarray(v.rec["global_bytes"]).sum(axis=1).mean()) for k, v in r.items()}
+    gb = {k: float(np.asarray(v.rec["global_bytes"]).sum(axis=1).mean()) if "global_bytes" in v.rec else float("nan")
+          for k, v in r.items()}
     n = {"acc_ssgd": acc(r["ssgd"]), "acc_fp16": acc(r["ssgd+fp16"]), "acc_daso": acc(r["daso"]),
          "seconds_ssgd": secs["ssgd"], "seconds_fp16": secs["ssgd+fp16"], "seconds_daso": secs["daso"],
          "global_mb_ssgd": gb["ssgd"] / 1e6, "global_mb_fp16": gb["ssgd+fp16"] / 1e6,
-         "global_mb_daso": gb["daso"] / 1e6}
+         "global_mb_daso": gb["daso"] / 1e6, "ranks_per_node": float(hp["ranks_per_node"]), "paper_regime": 0.0}
     n["daso_minus_ssgd_acc"] = n["acc_daso"] - n["acc_ssgd"]
+    n["daso_minus_fp16_acc"] = n["acc_daso"] - n["acc_fp16"]
     n["time_saved_vs_fp16_pct"] = 100 * (1 - secs["daso"] / secs["ssgd+fp16"])
-    n["time_saved_vs_ssgd_pct"] = 100 * (1 - secs["daso"] / secs["ssgd"])
     n["traffic_ratio_vs_fp16"] = gb["ssgd+fp16"] / max(gb["daso"], 1.0)
-    return n, {"test accuracy (%) against seconds": {k: curve(v, x="seconds") for k, v in r.items()}}
+    return n, {"test accuracy (%) against epochs": {k: curve(v) for k, v in r.items()}}
 
 
 def _scale(setup, hp, numbers):
     return scale_speedups(hp["model"], hp["batch"], 128, ("daso",), G=4,
-                           paper={"daso": "1.33-1.52 (25-34 % less time than Horovod, up to 256 GPUs)"})
+                          paper={"daso": "1.33-1.54 (25-35 % less time than Horovod, up to 128 GPUs)"})
 
 
 CLAIMS = [
-    Claim("daso", "Coquelin et al. 2022 (DASO)", "section 4 (Figures 6 and 7)",
-          "DASO keeps SSGD's accuracy in less time, with less traffic between nodes than SSGD+fp16 (Horovod).",
-          "up to 25 % (ResNet-50) and 34 % less training time than Horovod, similar accuracy up to 128 GPUs",
-          (Check("daso_minus_ssgd_acc", ">=", -1.0, -3.0, "DASO minus SSGD final accuracy (pp)"),
-           Check("time_saved_vs_fp16_pct", ">=", 25.0, 5.0, "time saved against SSGD+fp16 (%)"),
-           Check("traffic_ratio_vs_fp16", ">=", 2.0, 1.2, "SSGD+fp16's traffic between nodes over DASO's")),
-          _hyper, _measure, "curves", paper_values={"time_saved_vs_fp16_pct": "25-34"},
-          at_scale="the paper runs 4 GPUs per node on up to 64 nodes; here virtual nodes on one machine and an "
-                   "EMULATED link between them", scale=_scale,
+    Claim("daso", "Coquelin et al. 2022 (DASO)", "section 4.1 (Figures 6 and 7)",
+          "DASO keeps Horovod's (SSGD+fp16's) accuracy up to 128 GPUs and takes up to 25-35 % less time.",
+          "similar accuracy up to 128 GPUs; up to 25 % (ResNet-50) and about 35 % (CityScapes) less training time "
+          "than Horovod; no number for the traffic",
+          (near("daso_minus_fp16_acc", 0.0, 0.5, "DASO minus SSGD+fp16 final test accuracy (pp)",
+                "the paper's \"similar levels of accuracy\" (Figure 7), read as +-0.5 pp (ours)", partial_tol=1.5),
+           near("time_saved_vs_fp16_pct", 30.0, 10.0, "training time saved against SSGD+fp16 (%)",
+                "the paper's 25 % (ResNet-50) to 35 % (CityScapes), +-10 points (ours)", timing=True,
+                needs=("paper_regime", 1.0, 1.0),
+                needs_why="nodes of 4 A100 GPUs on HDR InfiniBand: this machine's 4 ranks share 2 cores")),
+          _hyper, _measure, "curves", quotes=(TIME_TEXT, ACC_TEXT, CITY_TEXT, SETUP_TEXT),
+          regime=f"MNIST, MNIST-MLP, {RANKS} ranks as {RANKS // G} nodes x {G} (DASO's node-local tier), "
+                 "B = 4 as the paper; the training time is not testable here (4 ranks on 2 cores, no GPU nodes)",
+          ours="the bands; the traffic numbers (between nodes, MB per rank) are reported, not checked: the paper "
+               "gives none",
+          paper_values={"time_saved_vs_fp16_pct": "25-35"},
+          at_scale="the paper runs 4 GPUs per node on up to 64 nodes; here virtual nodes on one machine",
+          scale=_scale,
           tuning="shared, as the paper (\"settings of the scheduler, as well as for the local optimizer settings, "
                  "were set to be identical for both DASO and Horovod\"); the paper's loss-plateau schedule is "
                  "a constant rate here (the runs are too short to plateau)",
-          budget=(8, 10)),
+          data="mnist", axes=("epochs", "test accuracy (%)"), budget=(40, 150)),
 ]

@@ -32,6 +32,15 @@ class Claim:
     hyper: object  # setup -> dict
     measure: object  # (runs, setup, hp, seed) -> (numbers, series)
     figure: str  # how the figure draws the series: "curves", "logx", "bars", "lines"
+    #: the paper's own words, verbatim: [(where: section, figure or table, what it is about: network
+    #: and data, the text)]; a table whole, its unfavourable rows included
+    quotes: tuple = ()
+    regime: str = ""  # the regime the claim runs in and where it comes from (the paper's, or ours and why)
+    ours: str = ""  # what we derive from the paper (a band's tolerance, a model's number), labelled as ours
+    data: str = None  # "mnist": an accuracy claim that needs data resolving its effects; None: any (timing)
+    axes: tuple = ("", "")  # (x label, y label) of every panel, with units
+    #: (setup) -> a reason the claim cannot be tested here at all (the scale it needs), or None
+    untestable: object = None
     paper_values: dict = dataclasses.field(default_factory=dict)  # number key -> the paper's value (text)
     labels: dict = dataclasses.field(default_factory=dict)  # number key -> what it is
     tuning: str = ""  # how the paper chose the variants' hyperparameters (shared, or tuned per method)
@@ -45,6 +54,8 @@ def fmt(v):
     """How a number is written in the markdown (the JSON holds it unrounded)."""
     if v is None or (isinstance(v, float) and not math.isfinite(v)):
         return "n/a"
+    if abs(v) < 1e-9:  # a difference of equal accuracies is 0, not its rounding error (-4.7e-15)
+        return "0"
     return f"{v:.4g}"
 
 
@@ -67,6 +78,8 @@ def train_seconds(run, iteration):
     wall times, without evaluations, checkpoints or Numba's compiling (which metrics files of
     version 1-2 count within the wall time, version 3 apart)."""
     it = int(iteration)
+    if "wall" not in run.rec:  # a run that diverged
+        return math.nan
     t = float(np.asarray(run.rec["wall"], dtype=np.float64)[:, :it].sum(axis=1).mean())
     if "compile" in run.rec and isinstance(run.format_version, int) and run.format_version < 3:
         t -= float(np.asarray(run.rec["compile"], dtype=np.float64)[:, :it].sum(axis=1).mean())
@@ -101,6 +114,8 @@ def first_reach(xs, ys, target, higher=True):
 def per_iteration_ms(run, part, skip=None):
     """Mean over ranks and iterations (the first fifth and the last left out) of a per-iteration
     time, in ms; a parameter server's rank 0 is left out where it computes nothing."""
+    if part not in run.rec:  # a run that diverged
+        return math.nan
     a = np.asarray(run.rec[part], dtype=np.float64)
     if run.algo in ("ps-sync", "dcasgd") and a.shape[0] > 1:
         a = a[1:]

@@ -7,11 +7,16 @@ import os
 import textwrap
 
 from refsgd.errors import RefsgdError
+from refsgd.files import write_text
 from refsgd.report import save_figure
 from refsgd.reproduce import claims as _claims
 from refsgd.reproduce.measure import fmt
 
 INDEX_TITLE = "# The papers' claims, reproduced"
+
+
+def write(path, text):
+    write_text(path, text, "the result")
 
 
 def _value(v):
@@ -53,11 +58,40 @@ def _split_tables(series):
     return lines
 
 
+def _quote_lines(r):
+    lines = ["**The paper, verbatim.**", ""]
+    for where, about, text in r.get("quotes", []):
+        lines += [f"{where} ({about}):", ""]
+        lines += [f"> {line}" if line else ">" for line in text.splitlines()]
+        lines.append("")
+    return lines
+
+
+def _check_lines(r):
+    """Every check: both bounds, where they come from, each seed's number and status."""
+    lines = ["| check | band (partly) | from | per seed | seeds inside | status |", "|---|---|---|---|---|---|"]
+    for c in r["checks"]:
+        band = f"[{c['lo']:.4g}, {c['hi']:.4g}]" + (f" ([{c['partial'][0]:.4g}, {c['partial'][1]:.4g}])"
+                                                    if c.get("partial") else "")
+        vals = ", ".join(fmt(v) for v in c.get("values", [])) or "-"
+        tested = [i for i, st in enumerate(c.get("seeds", [])) if st != "not testable here"]
+        inside = (f"{', '.join(str(i) for i in c.get('passing', [])) or 'none'} of {len(tested)}"
+                  if tested else "-")
+        lines.append(f"| {c['what']} ({c['number']}{', timing' if c.get('timing') else ''}) | {band} | "
+                     f"{c['source']} | {vals} | {inside} | {c['status']} |")
+    return lines
+
+
 def markdown(r):
-    checks = {c["number"]: c for c in r["checks"]}
-    lines = [f"# {r['name']}: {r['paper']}, {r['where']}", "",
-             f"**Claim.** {r['claim']}", "", f"**The paper.** {r['paper_number']}", "",
-             f"**Verdict: {r['verdict']}.** {r['why']}", ""]
+    lines = [f"# {r['name']}: {r['paper']}, {r['where']}", "", f"**Claim.** {r['claim']}", ""]
+    lines += _quote_lines(r)
+    lines += [f"**The paper's number.** {r['paper_number']}", ""]
+    if r.get("regime"):
+        lines += [f"**Regime.** {r['regime']}", ""]
+    if r.get("ours"):
+        lines += [f"**Ours (derived, not the paper's).** {r['ours']}", ""]
+    lines += [f"**Verdict: {r['verdict']}.** {r['why']}", ""]
+    lines += _check_lines(r) + [""]
     lines += [f"> {w}" for w in r["warnings"]] + ([""] if r["warnings"] else [])
     lines += [f"Run: `refsgd reproduce {r['name']}` with {r['ranks']} ranks, {r['seeds']} seed(s), data "
               f"{r['data']}" + (f", --link {r['link']}" if r["link"] else "") + (", --quick" if r["quick"] else ""),
@@ -66,31 +100,39 @@ def markdown(r):
     if r["same_for_all"]:
         lines += ["- set at run time, the same for every variant: "
                   + " ".join(f"{k}={v}" for k, v in r["same_for_all"].items())]
-    lines += ["", f"How the paper chose them: {r['tuning']}.", "", "Each run's options beyond the shared set:", "",
-              "| run | ranks | its own options |", "|---|---:|---|"]
-    lines += [f"| {v} | {p} | {o} |" for v, p, o in r["variants"]]
-    lines += ["", "| number | the paper | refsgd (mean) | min | max | check |", "|---|---|---:|---:|---:|---|"]
-    for k, v in r["numbers"].items():
-        c = checks.get(k)
-        check = f"{c['status']} ({c['op']} {c['holds_at']:g})" if c else ""
-        lines.append(f"| {k} | {r['paper_values'].get(k, '')} | {fmt(v['mean'])} | {fmt(v['min'])} | "
-                     f"{fmt(v['max'])} | {check} |")
-    lines += _split_tables(r["series"][0])
+    lines += ["", f"How the paper chose them: {r['tuning']}.", ""]
+    if r["variants"]:
+        lines += ["Each run's options beyond the shared set:", "", "| run | ranks | its own options |", "|---|---:|---|"]
+        lines += [f"| {v} | {p} | {o} |" for v, p, o in r["variants"]]
+    if r.get("diverged"):
+        lines += ["", "Runs that diverged (a result: the other runs and seeds are kept):", ""]
+        lines += [f"- {d['variant']}: {d['diverged']} (`{d['command']}`)" for d in r["diverged"]]
+    if r["numbers"]:
+        seeds = max(len(v["seeds"]) for v in r["numbers"].values())
+        lines += ["", "| number | the paper | " + " | ".join(f"seed {i}" for i in range(seeds)) + " | mean |",
+                  "|---|---|" + "---:|" * (seeds + 1)]
+        for k, v in r["numbers"].items():
+            lines.append(f"| {k} | {r['paper_values'].get(k, '')} | "
+                         + " | ".join(fmt(x) for x in v["seeds"]) + f" | {fmt(v['mean'])} |")
+    if r["series"]:
+        lines += _split_tables(r["series"][0])
     if r.get("discussion"):
         lines += ["", f"**Why the numbers are what they are.** {r['discussion']}"]
     if r["at_scale"]:
-        lines += ["", f"**At small scale.** A laptop cannot show this claim fully: {r['at_scale']}."]
+        lines += ["", f"**At small scale.** {r['at_scale']}."]
     if r["scale_prediction"]:
         lines += ["", "`refsgd bench scale`'s prediction at the paper's scale (t_C of this model measured here) "
                       "beside the paper's number:", "", "| at the paper's scale | predicted | the paper |",
                   "|---|---:|---|"]
         lines += [f"| {what} | {_value(v)} | {paper} |" for what, v, paper in r["scale_prediction"]]
     lines += ["", f"Time: {r['seconds']:.0f} s for {r['seeds']} seed(s); the claim's budget is "
-                  f"{r['budget_s']} s per seed on 2 idle cores.", "",
-              "Runs (load averages 1/5/15 min before -> after):", ""]
+                  f"{r['budget_s']} s per seed on 2 idle cores at one rank per core.", ""]
+    if r["runs"]:
+        lines += ["Runs (load averages 1/5/15 min before -> after):", ""]
     for run in r["runs"]:
         lines.append(f"- `{run['command']}` ({run['seconds']:.1f} s, load {run['load_before']} -> "
-                     f"{run['load_after']}{', shared with an earlier run' if run.get('shared') else ''})")
+                     f"{run['load_after']}{', shared with an earlier run' if run.get('shared') else ''}"
+                     f"{'; DIVERGED: ' + run['diverged'] if run.get('diverged') else ''})")
     m = r["machine"]
     lines += ["", f"Machine: {m.get('machine')}; {m.get('OS')}; Python {m.get('Python')}; refsgd {m.get('refsgd')}; "
                   f"numpy/numba/mpi4py {m.get('numpy / numba / mpi4py')}; launcher {m.get('launcher')}. "
@@ -101,89 +143,147 @@ def markdown(r):
 def figure(r, path):
     """Draw the claim's series as the paper draws them and write ``path``."""
     try:
-        from matplotlib.figure import Figure  # noqa: PLC0415 matplotlib: the runs and the tables do without it
+        import matplotlib  # noqa: PLC0415 matplotlib: the runs and the tables do without it
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt  # noqa: PLC0415 matplotlib
     except ImportError:
         raise RefsgdError("refsgd reproduce draws its figures with matplotlib: pip install matplotlib") from None
 
     claim = _claims.BY_NAME[r["name"]]
+    title = f"{r['name']}: {r['paper']}, {r['where']} -- {r['verdict']}" + (" (QUICK smoke run)" if r["quick"] else "")
+    if not r["series"]:  # not testable here: nothing was run, the figure says why
+        fig, ax = plt.subplots(figsize=(7.5, 3.0))
+        ax.axis("off")
+        ax.text(0.5, 0.5, "\n".join(textwrap.wrap(f"not testable here: {r['why']}", 90)), ha="center", va="center",
+                fontsize="small", transform=ax.transAxes)
+        fig.suptitle("\n".join(textwrap.wrap(title, 90)), fontsize="small")
+        save_figure(fig, path)
+        plt.close(fig)
+        return
     panels = list(r["series"][0])
-    fig = Figure(figsize=(max(7.5, 5.5 * len(panels)), 4.6))
-    axes = fig.subplots(1, len(panels), squeeze=False)
+    n = len(r["series"])
+
+    def mean(get):  # model and measurement aggregated alike: the mean over the seeds
+        return sum(get(s) for s in r["series"]) / n
+
+    fig, axes = plt.subplots(1, len(panels), figsize=(max(7.5, 5.5 * len(panels)), 4.8), squeeze=False)
     for ax, panel in zip(axes[0], panels):
         labels = list(r["series"][0][panel])
         first = r["series"][0][panel][labels[0]]
         split = isinstance(first, dict)
         bars = split or claim.figure == "bars" or not isinstance(first[0], list)
+        # a measurement and its model share a colour (their labels end alike: "..., ratio 6")
+        keys = list(dict.fromkeys(label.split(", ")[-1] for label in labels))
+        paired = len(keys) < len(labels) and not bars
         for i, label in enumerate(labels):
-            color = f"C{i % 10}"
+            color = f"C{(keys.index(label.split(', ')[-1]) if paired else i) % 10}"
             if split:  # Figure 4's third column: the measured split stacked, the model beside it
                 bottom = 0.0
                 for j, part in enumerate(("compute", "codec", "update", "communication")):
-                    v = sum(s[panel][label][part] for s in r["series"]) / len(r["series"])
+                    v = mean(lambda s: s[panel][label][part])
                     ax.bar(i - 0.2, v, 0.4, bottom=bottom, color=f"C{j}", label=part if i == 0 else None)
                     bottom += v
-                ax.bar(i + 0.2, r["series"][0][panel][label]["model"], 0.4,
-                       color="grey", alpha=0.5, hatch="//", label="model (eq. 2 / eq. 4)" if i == 0 else None)
+                ax.bar(i + 0.2, mean(lambda s: s[panel][label]["model"]), 0.4, color="grey", alpha=0.5, hatch="//",
+                       label="model (eq. 2 / eq. 4), mean over seeds" if i == 0 else None)
                 continue
             if bars:
-                vals = [s[panel][label] for s in r["series"]]
-                meas = sum(v[0] for v in vals) / len(vals)
-                ax.bar(i - 0.2, meas, 0.4, color=color, label="measured (mean over seeds)" if i == 0 else None)
-                ax.bar(i + 0.2, vals[0][1], 0.4, color=color, alpha=0.35, hatch="//", label="model" if i == 0 else None)
+                ax.bar(i - 0.2, mean(lambda s: s[panel][label][0]), 0.4, color=color,
+                       label="measured (mean over seeds)" if i == 0 else None)
+                ax.bar(i + 0.2, mean(lambda s: s[panel][label][1]), 0.4, color=color, alpha=0.35, hatch="//",
+                       label="model (mean over seeds)" if i == 0 else None)
                 continue
             for k, s in enumerate(r["series"]):
                 x, y = s[panel][label]
-                ax.plot(x, y, color=color, alpha=1.0 if k == 0 else 0.35,
-                        marker="o" if claim.figure == "lines" else None, label=label if k == 0 else None)
+                shown = label + (" (seed 0; fainter: the other seeds)" if n > 1 else "") + (" (diverged)" if not x else "")
+                ax.plot(x, y, color=color, alpha=1.0 if k == 0 else 0.35, linestyle="--" if "model" in label else "-",
+                        marker="o" if claim.figure == "lines" else None, label=shown if k == 0 else None)
         if bars:
             ax.set_xticks(range(len(labels)), labels, rotation=30 if len(labels) > 3 else 0, fontsize="small")
         if claim.figure == "logx" and not bars:
             ax.set_xscale("log")
-        ax.set_title(panel, fontsize="small")
+        xlabel, ylabel = claim.axes if isinstance(claim.axes, tuple) else claim.axes.get(panel, ("", ""))
+        if bars:
+            xlabel = ""  # the bars are named on the axis
+        if split:
+            ylabel = "ms per iteration"
+        ax.set_xlabel(xlabel, fontsize="small")
+        ax.set_ylabel(ylabel, fontsize="small")
+        ax.set_title("\n".join(textwrap.wrap(panel, 60)), fontsize="small")
         ax.grid(alpha=0.3)
         ax.legend(fontsize="x-small")
-    title = f"{r['name']}: {r['paper']}, {r['where']} -- {r['verdict']}" + (" (QUICK smoke run)" if r["quick"] else "")
     fig.suptitle("\n".join(textwrap.wrap(title, 30 * max(3, len(panels)))), fontsize="small")
     fig.tight_layout()
     save_figure(fig, path)
+    plt.close(fig)
 
 
 def index_path(out_dir):
-    """The index of a folder of results: ``D.md`` beside ``D`` (``--out-dir docs/results`` writes
-    docs/results.md, whose links go into docs/results/); ``D/index.md`` where D is the current
-    folder or the root (nothing beside it is the user's to write)."""
+    """The index of a folder of results: ``D/index.md``, inside the folder (nothing outside it is
+    written unless :func:`beside_path` says so)."""
+    return os.path.join(os.path.normpath(os.path.abspath(out_dir)), "index.md")
+
+
+def beside_path(out_dir):
+    """``D.md`` beside ``D`` where that already is an index reproduce wrote (docs/results.md beside
+    docs/results/: ``--out-dir docs/results`` keeps it up to date), else None."""
     d = os.path.normpath(os.path.abspath(out_dir))
-    if d == os.getcwd() or os.path.dirname(d) == d:
-        return os.path.join(d, "index.md")
-    return d + ".md"
+    if os.path.dirname(d) == d:
+        return None
+    path = d + ".md"
+    return path if _is_index(path) else None
+
+
+def index_paths(out_dir):
+    return [p for p in (index_path(out_dir), beside_path(out_dir)) if p]
+
+
+def _is_index(path):
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return f.readline().rstrip("\n") == INDEX_TITLE
+    except OSError:
+        return False
 
 
 def check_index(out_dir, force):
     """An index that exists and that reproduce did not write is replaced only with --force."""
     path = index_path(out_dir)
-    if os.path.exists(path) and not force:
-        with open(path, encoding="utf-8", errors="replace") as f:
-            if f.readline().rstrip("\n") != INDEX_TITLE:
-                raise RefsgdError(f"--out-dir: {path} exists and is not an index that refsgd reproduce wrote; "
-                                  "move it or give --force to replace it")
+    if os.path.exists(path) and not force and not _is_index(path):
+        raise RefsgdError(f"--out-dir: {path} exists and is not an index that refsgd reproduce wrote; "
+                          "move it or give --force to replace it")
+
+
+def _per_seed(r):
+    """Each check's number on every seed, with its band and status."""
+    out = []
+    for c in r["checks"]:
+        if c["status"] == "not testable here" and not any(v is not None for v in c.get("values", [])):
+            continue
+        vals = ", ".join(fmt(v) for v in c.get("values", []))
+        out.append(f"{c['number']}: {vals} in [{fmt(c['lo'])}, {fmt(c['hi'])}]? {c['status']}")
+    return "; ".join(out) or "-"
 
 
 def index_line(r, folder):
     """A claim's row; ``folder`` is where its page is, relative to the index."""
-    checks = {c["number"]: c for c in r["checks"]}
-    ours = "; ".join(f"{k} {fmt(r['numbers'][k]['mean'])} [{fmt(r['numbers'][k]['min'])}, "
-                     f"{fmt(r['numbers'][k]['max'])}]" for k in checks if k in r["numbers"])
     runs = f"{r['seeds']}" + (" quick" if r["quick"] else "")
-    return f"| [{r['name']}]({_link(folder, r['name'])}) | {r['paper_number']} | {ours} | {r['verdict']} | {runs} |"
+    verdict = r["verdict"] + (f": {r['untestable']}" if r.get("untestable") else "")
+    if r["verdict"] == "not testable here" and r.get("scale_prediction"):
+        verdict += " (bench scale: " + "; ".join(f"{what}: {_value(v)} against the paper's {paper or '-'}"
+                                                 for what, v, paper in r["scale_prediction"]) + ")"
+    regime = r.get("regime") or ""
+    return (f"| [{r['name']}]({_link(folder, r['name'])}) | {r['paper_number']} | {regime} | {_per_seed(r)} | "
+            f"{verdict} | {runs} |")
 
 
 def _link(folder, name):
     return f"{name}.md" if folder == "." else f"{folder}/{name}.md"
 
 
-def index_text(out_dir):
-    """The index of the claims whose JSON is in ``out_dir``: a row per claim of --list, in its
-    order ("not run yet" where the folder has none)."""
+def index_text(out_dir, index=None):
+    """The index of the claims whose JSON is in ``out_dir``, written at ``index`` (default
+    :func:`index_path`): a row per claim of --list, in its order ("not run yet", without a link,
+    where the folder has none)."""
     found = {}
     for path in glob.glob(os.path.join(out_dir, "*.json")):
         try:
@@ -191,16 +291,17 @@ def index_text(out_dir):
                 r = json.load(f)
         except (OSError, ValueError):
             continue
-        if isinstance(r, dict) and r.get("name") in _claims.BY_NAME:
+        if isinstance(r, dict) and r.get("name") in _claims.BY_NAME and "quotes" in r:
             found[r["name"]] = r
-    folder = os.path.relpath(os.path.abspath(out_dir), os.path.dirname(index_path(out_dir)))
+    folder = os.path.relpath(os.path.abspath(out_dir), os.path.dirname(index or index_path(out_dir)))
     shown = os.path.normpath(out_dir)
     results = list(found.values())
     head = [INDEX_TITLE, "",
             f"Written by `refsgd reproduce all --out-dir {shown}` (or NAME for one claim; each run rewrites this "
-            f"index from {os.path.join(folder, '*.json')}). Ours: each checked number, mean [min, max] over the "
-            "seeds; the claim's "
-            "page gives every number, the shared hyperparameters, the runs and the machine.", ""]
+            f"index from {os.path.join(folder, '*.json')}). refsgd: each check's number on every seed, its band "
+            "(both bounds) and its status; the claim's page quotes the paper, states the regime and gives every "
+            "number, the shared hyperparameters, the runs and the machine. A verdict is one of reproduced, "
+            "partly reproduced, not reproduced and not testable here.", ""]
     busy = [c.name for c in _claims.CLAIMS if c.name in found
             and any(w.startswith("the machine is busy") for w in found[c.name]["warnings"])]
     notes = sorted({w for r in results for w in r["warnings"] if not w.startswith("the machine is busy")})
@@ -210,7 +311,8 @@ def index_text(out_dir):
     head += [f"> {w}" for w in notes] + ([""] if notes else [])
     if not results:
         head += [f"No claim has been run into {shown} yet: every row below is the paper's number alone.", ""]
-    head += ["| claim | the paper | refsgd | verdict | seeds |", "|---|---|---|---|---|"]
+    head += ["| claim | the paper | regime | refsgd (per seed) | verdict | seeds |", "|---|---|---|---|---|---|"]
     rows = [index_line(found[c.name], folder) if c.name in found else
-            f"| [{c.name}]({_link(folder, c.name)}) | {c.paper_number} | not run yet | - | 0 |" for c in _claims.CLAIMS]
+            f"| {c.name} | {c.paper_number} | {c.regime} | not run yet | - | 0 |"
+            for c in _claims.CLAIMS]
     return "\n".join(head + rows) + "\n"

@@ -8,19 +8,33 @@ import h5py
 import numpy as np
 
 from refsgd.datasets import load
-from refsgd.reproduce.measure import Claim, acc, curve, epochs, error_curve, eval_every, first_reach, fmt
-from refsgd.reproduce.verdict import Check
+from refsgd.reproduce.measure import Claim, acc, curve, epochs, error_curve, first_reach
+from refsgd.reproduce.verdict import Check, near
+
+
+FIG2_TEXT = ("section 3.1", "CIFAR-10, a CCPCPCPFFF CNN, one GPU, staleness generated artificially",
+             "CIFAR-10 Figure 2 shows classification error rate curves of PP-ASGD and ASGD with staleness values "
+             "S = 3, 9, 27. For S = 3 the error rate of PP-ASGD at a given point in epoch is lower than or similar "
+             "to that of ASGD. For S = 9 the error rates of PP-ASGD in the interval of first 7 epochs is clearly "
+             "lower than that of ASGD. The most notable speed-up is observed for S = 27 by roughly 5x to reach the "
+             "same error rate 0.3. As for generalization ability, PP-ASGD produces a much lower error rate than ASGD "
+             "for S = 27. For the case of S = 3 or S = 9, though the error rate curve fluctuates time-to-time, the "
+             "model accuracy produced by PP-ASGD is by and large equal to that produced by ASGD.")
+SETUP_TEXT = ("section 3", "all experiments",
+              "All CIFAR-10 experiments were conducted in a single node with one GPU with a program written in "
+              "MATLAB. To test (PP-)ASGD on CIFAR-10, nonzero staleness was artificially generated. [...] In all "
+              "experiments the same momentum rate 0.99 is used.")
 
 
 def _fig2_hyper(setup):
     digits = setup.kind == "digits"
     return {"model": setup.model("accuracy"), "ranks": 1, "threads": 2, "batch": 32 if digits else 64,
-            "lr": 1e-5 if digits else 1e-6, "momentum": 0.99, "epochs": epochs(setup, (4, 60), (2, 10)),
-            "evals_per_epoch": 4, "schedule": "constant", "lr_x_discussion": 0.25,
+            "lr": 1e-5 if digits else 1e-6, "momentum": 0.99, "epochs": epochs(setup, (1, 6), (1, 3)),
+            "evals_per_epoch": 4, "schedule": "constant", "target_error_pct": 30.0,
             "note": "the deterministic mode (--staleness S): update t uses gradients computed at the w^ of "
                     "update t-S-1, so the numbers count updates, as the paper's Figure 2; one process of G = 2 "
-                    "gradient threads (the staleness is imposed, not made by the world size); at S = 27 a second "
-                    "pair of runs at lr_x_discussion x lr shows how the ratio depends on lambda (not in the verdict)"}
+                    "gradient threads (the staleness is imposed, as the paper's CIFAR-10 runs); the target error "
+                    "is the paper's 0.3, fixed before the runs"}
 
 
 def _fig2_measure(runs, setup, hp, seed):
@@ -28,53 +42,21 @@ def _fig2_measure(runs, setup, hp, seed):
     per_epoch = max(1, n_train // (hp["batch"] * hp["threads"]))
     every = max(1, per_epoch // hp["evals_per_epoch"])
     n, panels = {}, {}
-    lr_x = hp["lr_x_discussion"]
-    for S, factor, tag in ((3, 1, ""), (9, 1, ""), (27, 1, ""), (27, lr_x, f"_lr{lr_x:g}x")):
+    target = hp["target_error_pct"]
+    for S in (3, 9, 27):
         r = {algo: runs.train(algo, seed, ranks=hp["ranks"], model=hp["model"], threads=hp["threads"],
-                              batch=hp["batch"], lr=f"{hp['lr'] * factor:g}", momentum=hp["momentum"],
-                              epochs=hp["epochs"], schedule=hp["schedule"], staleness=S, eval_every=f"{every}it")
+                              batch=hp["batch"], lr=hp["lr"], momentum=hp["momentum"], epochs=hp["epochs"],
+                              schedule=hp["schedule"], staleness=S, eval_every=f"{every}it")
              for algo in ("pp-asgd", "asgd")}
         curves = {a: error_curve(v) for a, v in r.items()}
-        # the error both reach, read where the curves still fall (the paper's 0.3 on CIFAR-10 is about 1.5x
-        # its best errors): the worse best error, or 1.5x the better one if that is higher (at the very
-        # end of a run on a 297-image test set the time to an error is one image's noise)
-        best = {a: min(c[1]) for a, c in curves.items()}
-        target = max(max(best.values()), 1.5 * min(best.values()))
         reach = {a: first_reach(*c, target, higher=False) for a, c in curves.items()}
-        n[f"err_ppasgd_S{S}{tag}"] = curves["pp-asgd"][1][-1]
-        n[f"err_asgd_S{S}{tag}"] = curves["asgd"][1][-1]
-        n[f"asgd_best_err_S{S}{tag}"] = best["asgd"]
-        n[f"target_err_S{S}{tag}"] = target
-        n[f"updates_ratio_S{S}{tag}"] = reach["asgd"] / reach["pp-asgd"]
-        n[f"final_err_gap_S{S}{tag}"] = n[f"err_asgd_S{S}{tag}"] - n[f"err_ppasgd_S{S}{tag}"]
-        where = f", lambda x {factor}" if factor != 1 else ""
-        panels[f"S = {S}{where}: test error (%) against updates"] = curves
+        last = {a: c[1][-1] if c[1] else math.nan for a, c in curves.items()}
+        n[f"err_ppasgd_S{S}"], n[f"err_asgd_S{S}"] = last["pp-asgd"], last["asgd"]
+        n[f"updates_ppasgd_S{S}"], n[f"updates_asgd_S{S}"] = reach["pp-asgd"], reach["asgd"]
+        n[f"updates_ratio_S{S}"] = reach["asgd"] / reach["pp-asgd"]
+        n[f"final_err_gap_S{S}"] = last["asgd"] - last["pp-asgd"]
+        panels[f"S = {S} (target error {target:g} %)"] = curves
     return n, panels
-
-
-def _fig2_discussion(hp, numbers):
-    """Why the ratio at S = 27 is what it is, from the numbers (the means over the seeds)."""
-    g = numbers.get
-    lr_x = hp["lr_x_discussion"]
-    r1, rx = g("updates_ratio_S27"), g(f"updates_ratio_S27_lr{lr_x:g}x")
-    e_pp, e_a = g("err_ppasgd_S27"), g("err_asgd_S27")
-    best_a = g("asgd_best_err_S27")
-    smaller = rx is not None and r1 is not None and rx < r1
-    return (f"At S = 27 the ratio is read, as in the paper, at an error that ASGD reaches: "
-            f"{fmt(g('target_err_S27'))} % (ASGD's best, {fmt(best_a)} %, or 1.5x PP-ASGD's best if that is "
-            f"higher), where ASGD needs {fmt(r1)}x PP-ASGD's updates. Below ASGD's best the ratio is unbounded: "
-            f"ASGD ends the run at {fmt(e_a)} % error and "
-            f"PP-ASGD at {fmt(e_pp)} % (the paper's second observation at S = 27, \"a much lower error rate\"). "
-            "So the number depends on where ASGD stalls, and that depends on lambda: a gradient S + 1 updates "
-            "stale was taken about (S + 1) |M| from where it is applied, |M| up to lambda / (1 - mu) = 100 lambda "
-            "gradient sums at mu = 0.99; at a small lambda the stale gradient is nearly the current one and the "
-            "ratio tends to 1, near the rate where delayed momentum SGD oscillates ASGD stalls early and "
-            f"PP-ASGD, whose w^ is where the weights will be, does not. At {lr_x:g} x lambda the ratio is "
-            f"{fmt(rx)}x ({'smaller, as that predicts' if smaller else 'not smaller: the run does not show it'}). "
-            "The paper gives no lambda for its CIFAR-10 runs (only mu = 0.99) and reads its 5x off a log-scale "
-            "plot, so its number is one point of that dependence and ours is another; the embedded digits with "
-            "a small MLP and a 297-image test set (one image is 0.34 %) add noise that the paper's CIFAR-10 "
-            "does not have.")
 
 
 def _fig3_hyper(setup):
@@ -118,64 +100,128 @@ def _fig3_measure(runs, setup, hp, seed):
                                                                                       [e / E[0] for e in E[1:]]]}}
 
 
+def _left_hyper(setup):
+    h = _fig3_hyper(setup)
+    h.update(iterations=300 if setup.quick else 1500, target_error_pct=10.0, evals=15,
+             note="threaded mode, one process of G = 8 gradient threads (the staleness is what they make, "
+                  "measured: S_bar), the CNN of ppasgd-fig3; PP-ASGD and ASGD share every setting; the target "
+                  "error (10 %) is ours, fixed before the runs (the paper's top-5 error 0.2 on ImageNet-32 has no "
+                  "MNIST counterpart)")
+    h.pop("warm_up")
+    return h
+
+
+def _left_measure(runs, setup, hp, seed):
+    every = f"{max(1, hp['iterations'] // hp['evals'])}it"
+    r = {a: runs.train(a, seed, ranks=hp["ranks"], model=hp["model"], threads=hp["threads"], batch=hp["batch"],
+                       lr=hp["lr"], momentum=hp["momentum"], iterations=hp["iterations"], schedule="constant",
+                       eval_every=every) for a in ("pp-asgd", "asgd")}
+    curves = {a: [curve(v, x="seconds")[0], error_curve(v)[1]] for a, v in r.items()}
+    t = {a: first_reach(*c, hp["target_error_pct"], higher=False) for a, c in curves.items()}
+    n = {"S_bar": float(np.asarray(r["pp-asgd"].rec["S_bar"])[0, -1]) if "S_bar" in r["pp-asgd"].rec else math.nan,
+         "seconds_ppasgd": t["pp-asgd"], "seconds_asgd": t["asgd"], "time_ratio": t["asgd"] / t["pp-asgd"]}
+    return n, {f"test error (%) against seconds (target {hp['target_error_pct']:g} %)": curves}
+
+
+def _no_runs(runs, setup, hp, seed):
+    """A claim that is never run here (:attr:`Claim.untestable`)."""
+    return {}, {}
+
+
 def _sync_hyper(setup):
-    digits = setup.kind == "digits"
-    return {"model": setup.model("timing"), "ranks": 1, "threads": 2, "batch": 32, "lr": 3e-5 if digits else 3e-6,
-            "momentum": 0.99, "epochs": epochs(setup, (6, 20), (1, 5)), "schedule": "constant",
-            "note": "pp-asgd in its threaded mode (G gradient threads per process) against the synchronous "
-                    "ssgd-nag with --threads G (the G sub-batches of a rank computed by G threads, Sato Alg. 4), "
-                    "the same lambda (a sum of gradients) and mu; time to the best test accuracy both reach; one "
-                    "process"}
+    return {"model": "the paper's CCPCPCPCPCF CNN (none of ours)", "note": "nothing is run: not testable here"}
 
 
-def _sync_measure(runs, setup, hp, seed):
-    common = dict(model=hp["model"], batch=hp["batch"], lr=hp["lr"], momentum=hp["momentum"], epochs=hp["epochs"],
-                  schedule=hp["schedule"], eval_every=eval_every(setup, hp["batch"] * hp["threads"], hp["ranks"]))
-    r = {"pp-asgd": runs.train("pp-asgd", seed, ranks=hp["ranks"], threads=hp["threads"], **common),
-         "ssgd-nag": runs.train("ssgd-nag", seed, ranks=hp["ranks"], threads=hp["threads"], **common)}
-    curves = {a: curve(v, x="seconds") for a, v in r.items()}
-    target = min(max(c[1]) for c in curves.values())
-    t = {a: first_reach(*c, target) for a, c in curves.items()}
-    n = {"target_acc": target, "seconds_ppasgd": t["pp-asgd"], "seconds_ssgdnag": t["ssgd-nag"],
-         "acc_ppasgd": acc(r["pp-asgd"]), "acc_ssgdnag": acc(r["ssgd-nag"])}
-    n["time_ratio"] = t["ssgd-nag"] / t["pp-asgd"]
-    return n, {"test accuracy (%) against seconds": curves}
+def _not_at_256_gpus(setup):
+    return ("the paper's 1.8-1.9x comes from up to 256 GPUs on ImageNet-1000, where a synchronous update waits "
+            "for the slowest of them; one machine's 2 cores have no stragglers to avoid. It needs tens to "
+            "hundreds of workers; `refsgd bench scale` has no model of an asynchronous method's time to accuracy "
+            "(it depends on the staleness the run makes), so there is no prediction to put beside the paper's "
+            "number")
 
+
+FIG3_CAPTION = ("Fig. 3 caption", "ImageNet-32, a CPCPCPCPCPCPCCF CNN, 32 GPUs",
+                "Fig. 3. Left: classification error rate curves of PP-ASGD and ASGD on the ImageNet-32 validation "
+                "dataset. Right: plot of ||w_{t+S_0+1} - f_S(w_t)||_2 for S = 0, 1, ..., 13 with measured staleness "
+                "S_0 = 7. Each point is an average of 100 measurements right after 1 epoch. CNN architecture: "
+                "CPCPCPCPCPCPCCF. We used 32 GPUs to train each model.")
+FIG3_RIGHT = ("section 3.1 (Fig. 3 right)", "ImageNet-32, 32 GPUs",
+              "From this experiment ||w_{t+S_0+1} - f_S(w_t)||_2 has a minimum at S = S_0, indicating that the "
+              "coefficient in the stale momentum term of the proposed prediction model is indeed appropriate. [...] "
+              "The latter discrepancy (by PP-ASGD) is 42% of the former discrepancy (by ASGD).")
+FIG3_LEFT = ("section 3.1 (Fig. 3 left)", "ImageNet-32, 32 GPUs (4 nodes x 8 GPUs)",
+             "We used 32 GPUs (4 nodes x 8 GPUs) in each training. The time-average staleness is about 8.5 for both "
+             "cases. Note that the computational time for the parameter prediction part is negligible. It is evident "
+             "from the left side of Fig. 3 that PP-ASGD outperforms ASGD in training speed approximately by a factor "
+             "of two to reach the same top-5 error rate, say 0.2.")
+SYNC_TEXT = ("section 3.2 (Fig. 4)", "ImageNet-1000, a CCPCPCPCPCF CNN, up to 256 GPUs",
+             "We ran each training a couple of times with different learning rates, and show the best performing "
+             "results. The learning rates used for the results shown in Fig. 4 are ranged from 1e-4 to 8e-4. [...] "
+             "From the figure it is observed that PP-ASGD consistently outperforms SSGD in training speed by a "
+             "factor of 1.8-1.9 when the same number of GPUs are used. It is also observed that PP-ASGD exhibits a "
+             "near-linear speed-up behavior with respect to the number of GPUs up to 256-GPU, while SSGD exhibits a "
+             "sublinear behavior.")
+FIG4_CAPTION = ("Fig. 4 caption", "ImageNet-1000",
+                "Fig. 4. (a) Classification error rate curves of PP-ASGD and SSGD on the ImageNet-1000 validation "
+                "dataset. Numbers in parentheses indicate #GPUs. (b) Relative speeds to reach 0.6 top-1 validation "
+                "error rate. Black lines indicate ideal linear speed-up lines.")
+
+PAPER_S0 = ("S0", 5.0, 9.0)
 
 CLAIMS = [
-    Claim("ppasgd-fig2", "Sato et al. 2017 (PP-ASGD)", "Figure 2 (S = 3, 9, 27)",
+    Claim("ppasgd-fig2", "Sato et al. 2017 (PP-ASGD)", "section 3.1, Figure 2 (S = 3, 9, 27)",
           "With the parameter prediction, asynchronous SGD needs fewer updates than naive ASGD to reach the "
           "same error, the more so the larger the staleness.",
-          "roughly 5x fewer updates at S = 27 to reach error 0.3 (CIFAR-10), and a much lower final error",
-          (Check("updates_ratio_S27", ">=", 5.0, 1.2, "ASGD's updates over PP-ASGD's to the same error at S = 27"),
-           Check("updates_ratio_S3", ">=", 0.9, 0.7, "the same at S = 3 (the paper: similar)"),
-           Check("final_err_gap_S27", ">=", 5.0, 1.0, "ASGD's final error minus PP-ASGD's at S = 27 (pp)")),
-          _fig2_hyper, _fig2_measure, "logx", paper_values={"updates_ratio_S27": "about 5",
-                                                             "final_err_gap_S27": "much lower (Fig. 2c)"},
+          "roughly 5x fewer updates at S = 27 to reach error 0.3 (CIFAR-10); similar at S = 3",
+          (near("updates_ratio_S27", 5.0, 1.0, "ASGD's updates over PP-ASGD's to error 30 % at S = 27",
+                "the paper's \"roughly 5x\" (Figure 2, read off a plot), a factor 2 either way (ours)",
+                relative=True, partial_tol=3.0),
+           Check("updates_ratio_S3", 0.8, 1.25, "the same at S = 3",
+                 "the paper's \"lower than or similar\" at S = 3, read as 0.8-1.25 (ours)", partial=(0.6, 2.0))),
+          _fig2_hyper, _fig2_measure, "logx", quotes=(FIG2_TEXT, SETUP_TEXT),
+          regime="MNIST, MNIST-MLP, one process with the staleness imposed (as the paper's CIFAR-10 runs, which "
+                 "are one GPU with staleness generated artificially); the paper's CNN on CIFAR-10 is not run",
+          ours="the bands; the target error 0.3 is the paper's",
+          paper_values={"updates_ratio_S27": "about 5", "final_err_gap_S27": "much lower (Fig. 2c)"},
           tuning="the paper gives one momentum (0.99) for every run and no learning rates for CIFAR-10; here "
                  "PP-ASGD and ASGD share one set at every S",
-          discussion=_fig2_discussion, budget=(15, 25)),
-    Claim("ppasgd-fig3", "Sato et al. 2017 (PP-ASGD)", "Figure 3 (right)",
+          data="mnist", axes=("updates", "test error (%)"), budget=(30, 180)),
+    Claim("ppasgd-fig3", "Sato et al. 2017 (PP-ASGD)", "section 3.1, Fig. 3 (right)",
           "The prediction error is smallest at the true staleness, well below naive ASGD's.",
-          "at S = 7 the discrepancy is 42 % of ASGD's",
-          (Check("S0", ">=", 3.0, 1.0, "S0, the measured staleness (floor of S_bar): the prediction matters"),
-           Check("argmin_minus_S0", "<=", 0.0, 1.0, "|argmin_S E(S) - S0|"),
-           Check("E_S0_over_E_asgd", "<=", 0.42, 0.8, "E(S0) / E_ASGD")),
-          _fig3_hyper, _fig3_measure, "lines", paper_values={"E_S0_over_E_asgd": "0.42", "S0": "7"},
-          tuning="one run (the prediction error is read from PP-ASGD's own trajectory)", budget=(10, 20),
-          at_scale="the staleness is what the G gradient threads of one process make on this machine: on the "
-                   "embedded digits a gradient is so cheap that S_bar stays near 1 (Python's GIL); with --data "
-                   "MNIST a 9,098-parameter CNN gives S_bar of about 6 on 2 cores"),
-    Claim("ppasgd-vs-ssgd", "Sato et al. 2017 (PP-ASGD)", "section 4.3 (ImageNet, 256 GPUs)",
-          "PP-ASGD reaches a target accuracy faster than synchronous SGD.",
-          "1.9x less time to the same accuracy with 256 GPUs",
-          (Check("time_ratio", ">=", 1.9, 1.0, "SSGD-NAG's time to the target over PP-ASGD's"),),
-          _sync_hyper, _sync_measure, "curves", paper_values={"time_ratio": "1.9"},
+          "a minimum at S = S0 = 7; the discrepancy there is 42 % of ASGD's",
+          (Check("argmin_minus_S0", 0.0, 0.0, "|argmin_S E(S) - S0|", "the paper: \"a minimum at S = S_0\"",
+                 partial=(0.0, 1.0)),
+           near("E_S0_over_E_asgd", 0.42, 0.15, "E(S0) / E_ASGD", "the paper's 42 % at S0 = 7, +-0.15 (ours)",
+                partial_tol=0.3, needs=PAPER_S0, needs_why="a measured staleness near the paper's S0 = 7")),
+          _fig3_hyper, _fig3_measure, "lines", quotes=(FIG3_CAPTION, FIG3_RIGHT),
+          regime="MNIST, a 9,098-parameter CNN, one process of 8 gradient threads (the staleness is measured, "
+                 "S0 = floor(S_bar)); the 42 % is compared only where S0 is near the paper's 7",
+          ours="the band +-0.15 and the S0 window 5-9",
+          paper_values={"E_S0_over_E_asgd": "0.42", "S0": "7"},
+          tuning="one run (the prediction error is read from PP-ASGD's own trajectory)",
+          data="mnist", axes=("S (the staleness the prediction assumes)", "E(S) / E_ASGD"), budget=(20, 40)),
+    Claim("ppasgd-fig3-left", "Sato et al. 2017 (PP-ASGD)", "section 3.1, Fig. 3 (left)",
+          "At the staleness its workers make, PP-ASGD reaches a target error in about half ASGD's time.",
+          "approximately 2x faster than ASGD to top-5 error 0.2 (ImageNet-32, 32 GPUs, staleness about 8.5)",
+          (near("time_ratio", 2.0, 0.4, "ASGD's time to the target error over PP-ASGD's",
+                "the paper's \"approximately by a factor of two\", +-40 % (ours)", relative=True, partial_tol=1.0,
+                timing=True, needs=("S_bar", 4.0, 13.0), needs_why="a measured staleness near the paper's 8.5"),),
+          _left_hyper, _left_measure, "curves", quotes=(FIG3_CAPTION, FIG3_LEFT),
+          regime="MNIST, the CNN of ppasgd-fig3, one process of 8 gradient threads (the staleness measured, "
+                 "compared only within 4-13 around the paper's 8.5); the time to a target error fixed before the runs",
+          ours="the target error 10 % and the band",
+          paper_values={"time_ratio": "about 2"},
+          tuning="shared: the paper gives one momentum (0.99) and no learning rate for ImageNet-32",
+          data="mnist", axes=("seconds of training", "test error (%)"), budget=(30, 60)),
+    Claim("ppasgd-vs-ssgd", "Sato et al. 2017 (PP-ASGD)", "section 3.2, Fig. 4(b) (ImageNet-1000, up to 256 GPUs)",
+          "PP-ASGD reaches a target error faster than synchronous SGD on as many GPUs.",
+          "1.8-1.9x faster to top-1 error 0.6 at the same number of GPUs (up to 256)",
+          (near("time_ratio", 1.85, 0.3, "SSGD's time to the target over PP-ASGD's",
+                "the paper's 1.8-1.9 (Fig. 4(b)), +-30 % (ours)", relative=True, timing=True),),
+          _sync_hyper, _no_runs, "curves", quotes=(SYNC_TEXT, FIG4_CAPTION),
+          regime="not run: the paper's regime is tens to 256 GPUs with stragglers",
+          ours="the band", paper_values={"time_ratio": "1.8-1.9"},
           tuning="the paper tunes per method (\"we ran each training a couple of times with different learning "
-                 "rates, and show the best performing results\", 1e-4 to 8e-4); here both share one lambda, untuned",
-          budget=(6, 8),
-          at_scale="the paper's gain comes from 256 GPUs, where a synchronous update waits for the slowest of "
-                   "them; at 2 processes on a laptop the asynchronous update rate has little to win; `refsgd bench "
-                   "scale` has no model of an asynchronous method's time to accuracy (it depends on the staleness "
-                   "the run makes), so there is no prediction at 256 GPUs to put beside the paper's 1.9x"),
+                 "rates, and show the best performing results\", 1e-4 to 8e-4)",
+          untestable=_not_at_256_gpus, budget=(0, 0)),
 ]

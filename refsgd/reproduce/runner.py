@@ -7,6 +7,7 @@ run that two claims share)."""
 import dataclasses
 import functools
 import os
+import re
 import time
 
 from refsgd import report
@@ -15,6 +16,7 @@ from refsgd.errors import RefsgdError
 from refsgd.busy import load_average
 from refsgd.busy import usable_cores as cores  # noqa: F401 -- refsgd.reproduce's warnings use it
 from refsgd.datasets import load
+from refsgd.datasets.download import cached
 
 
 #: at most this many ranks per usable core (a claim's runs take ranks + 1 processes with a server):
@@ -42,6 +44,24 @@ class Setup:
     #: the 1/5/15-minute load averages when the command started (before its first run): a claim's
     #: own earlier runs keep the load average up for a minute, so the load is judged here once
     load_at_start: list = None
+    data_missing: str = None  # why a claim's data is not here (Setup.for_claim)
+
+    def for_claim(self, claim):
+        """The setup a claim runs with: an accuracy claim (``claim.data`` "mnist") without --data
+        takes MNIST from the download cache (``refsgd data download mnist``), ``data_missing`` set
+        where the cache has none; a timing claim keeps the setup's data (default the embedded digits:
+        its timing model depends on the network's compute and size, not on the images)."""
+        s = dataclasses.replace(self)
+        s.data_missing = None
+        if claim.data and self.data is None:
+            path = cached_data(claim.data)
+            if path is None:
+                s.__dict__["kind"] = claim.data  # its hyperparameters are those it would run with
+                s.data_missing = (f"{claim.data.upper()} is not in the download cache, and this claim needs data "
+                                  f"that resolves its effects: run `refsgd data download {claim.data}` (or give "
+                                  "--data)")
+            s.data = path
+        return s
 
     def __post_init__(self):
         most = MAX_RANKS_PER_CORE * cores()
@@ -79,6 +99,12 @@ class Setup:
         return "mnist_mlp" if kind == "mnist" else "cifar10_cnn"
 
 
+def cached_data(name):
+    """The path of dataset ``name`` in ``refsgd data download``'s cache, or None."""
+    path = cached(name)
+    return str(path) if path else None
+
+
 class Runs:
     """Launches training runs and keeps what a claim's JSON records of each."""
 
@@ -92,11 +118,12 @@ class Runs:
     def start_claim(self):
         self.records = []
 
-    def train(self, algo, seed, ranks=None, trace=False, variant=None, **options):
+    def train(self, algo, seed, ranks=None, trace=False, variant=None, timed=True, **options):
         """Run ``refsgd train --algo ALGO`` on ``ranks`` (default the setup's) with ``options``
         (train's options, ``_`` for ``-``; True for a flag) and return its :class:`report.Run`
         (with ``.trace_path`` when ``trace``). ``variant`` names the run in the outputs (default
-        the method with its --compress, --tau, --staleness)."""
+        the method with its --compress, --tau, --staleness); ``timed`` False: no timing check reads
+        the run (its time-slicing then does not make the claim's timing checks untestable)."""
         ranks = ranks or self.setup.ranks
         argv = ["train", "--algo", algo, "--seed", str(seed)]
         if self.setup.data is not None and "data" not in options:
@@ -118,17 +145,43 @@ class Runs:
             shown = f"mpiexec -n {ranks} refsgd {' '.join(argv)}"
             self.setup.say(f"running {shown}")
             before, t0 = load_average(), time.perf_counter()
-            suite.launch(ranks, argv + extra, timeout=self.setup.timeout)
+            diverged = None
+            try:
+                suite.launch(ranks, argv + extra, timeout=self.setup.timeout)
+            except RefsgdError as e:
+                diverged = _divergence(str(e))
+                if diverged is None:
+                    raise
+                self.setup.say(f"diverged ({diverged}): recorded, the claim goes on")
             record = {"command": shown, "ranks": ranks, "seconds": round(time.perf_counter() - t0, 3),
-                      "load_before": before, "load_after": load_average()}
+                      "load_before": before, "load_after": load_average(), "diverged": diverged}
             self._done[key] = (path, tpath, record)
         path, tpath, record = self._done[key]
         if variant is None:
             variant = algo + "".join(f" {k}={options[k]}" for k in ("compress", "tau", "staleness") if k in options)
         # a run that this or an earlier claim launched before is read again, not run again
-        self.records.append(dict(record, shared=key in self._used, variant=variant, algo=algo, ranks=ranks,
+        self.records.append(dict(record, shared=key in self._used, variant=variant, algo=algo, ranks=ranks, timed=timed,
                                  options={k: v for k, v in options.items() if v is not None and v is not False}))
         self._used.add(key)
+        if record["diverged"]:
+            return Diverged(algo, ranks, record["diverged"])
         run = report.load(path)
         run.trace_path = tpath
+        run.diverged = None
         return run
+
+
+def _divergence(message):
+    """What a failed run's error says of a divergence ("at iteration N: ..."), or None when it
+    failed otherwise (then the claim stops: a crash is not a result)."""
+    m = re.search(r"(?:became non-finite at|is not finite after) iteration (\d+)", message)
+    return f"the loss or the weights became non-finite at iteration {m.group(1)}" if m else None
+
+
+class Diverged:
+    """A run that diverged: a result (its settings and the iteration are in the claim's record),
+    with no evaluations and no per-iteration times; the claim's numbers read NaN from it."""
+
+    def __init__(self, algo, world, why):
+        self.algo, self.world, self.diverged = algo, world, why
+        self.evals, self.rec, self.iterations, self.trace_path = [], {}, 0, None

@@ -1,69 +1,157 @@
-"""A claim's verdict, computed from its numbers.
+"""A claim's verdict, computed from every seed's numbers.
 
-A claim has checks; each check compares one measured number (its mean over the seeds) with a
-threshold that says the claim holds, and optionally a weaker one that says it partly holds:
+A claim has checks. A check is a **two-sided band**: the number it tests must lie within a
+stated tolerance of a value given before the runs, the paper's (``source`` says which and where
+the tolerance comes from) or a timing model's at the run's own regime (the number is then the
+measurement over the model, and the band is around 1). Optionally a wider band says it partly
+holds. A check is judged on **every seed**, never on the mean alone:
 
-* every check holds: **reproduced**;
-* none holds or partly holds: **not reproduced**;
-* anything in between: **partly reproduced**.
+* every seed inside the band: **holds**;
+* no seed inside the wider band (or the band, without one): **fails** (a seed whose number is
+  missing, e.g. a run that diverged, is outside every band);
+* anything in between: **partly**;
+* **not testable here**: the check needs a regime this run does not have (its ``needs``
+  condition on another number fails on every seed, e.g. PP-ASGD's staleness far from the
+  paper's), or it is a timing check and a run of the claim had more processes than cores
+  (time-slicing measures the machine, not the method).
 
-The sentence that says why names every check with its number and thresholds, so that a reader
-can redo the verdict by hand.
+A claim is **reproduced** when every testable check holds, **not reproduced** when every
+testable check fails, **partly reproduced** in between, and **not testable here** when no check
+is testable (or the claim says why it cannot run here at all: the data missing, the scale).
+
+The sentence that says why names every check with each seed's number, both bounds and the
+seeds that pass, so that a reader can redo the verdict by hand.
 """
 
 import dataclasses
 import math
-import operator
 
-OPS = {">=": operator.ge, "<=": operator.le}
-HOLDS, PARTLY, FAILS, MISSING = "holds", "partly", "fails", "missing"
+HOLDS, PARTLY, FAILS, UNTESTABLE = "holds", "partly", "fails", "not testable here"
 REPRODUCED, PARTLY_REPRODUCED, NOT_REPRODUCED = "reproduced", "partly reproduced", "not reproduced"
+NOT_TESTABLE = "not testable here"
+OUTCOMES = (REPRODUCED, PARTLY_REPRODUCED, NOT_REPRODUCED, NOT_TESTABLE)
+
+
+def _finite(v):
+    return v is not None and isinstance(v, (int, float)) and math.isfinite(v)
 
 
 @dataclasses.dataclass(frozen=True)
 class Check:
-    """``number op full`` holds; else ``number op partial`` (when given) partly holds."""
+    """``lo <= number <= hi`` holds (per seed); ``partial`` = (lo, hi), wider, partly holds."""
 
     key: str  # the number it tests (a key of the claim's numbers)
-    op: str  # ">=" or "<="
-    full: float
-    partial: float = None
-    what: str = ""  # what the number is, in words
+    lo: float
+    hi: float
+    what: str  # what the number is, in words
+    source: str  # where the band comes from: the paper's value (and where) or the model, and the tolerance
+    partial: tuple = None
+    timing: bool = False  # a timing check: never judged on oversubscribed runs
+    needs: tuple = None  # (key, lo, hi): the regime a seed must have for the check to apply; else untestable
+    needs_why: str = ""  # the regime in words (the paper's, and why the check needs it)
+    #: the model value the number is measured against (a key of the numbers): where the regime makes
+    #: it 0 or infinite, the ratio is unbounded whatever the method does, and the check is a defect
+    model: str = None
 
     def __post_init__(self):
-        if self.op not in OPS:
-            raise ValueError(f"check {self.key}: op must be one of {', '.join(OPS)}")
-        if self.partial is not None and OPS[self.op](self.partial, self.full) and self.partial != self.full:
-            raise ValueError(f"check {self.key}: the partial threshold must be weaker than the full one")
+        if not (self.lo <= self.hi) or math.isinf(self.lo) or math.isinf(self.hi):
+            raise ValueError(f"check {self.key}: a band needs two finite bounds, lo <= hi")
+        if self.partial is not None:
+            plo, phi = self.partial
+            if not (plo <= self.lo and self.hi <= phi):
+                raise ValueError(f"check {self.key}: the partial band must contain the full one")
 
-    def status(self, value):
-        if value is None or not math.isfinite(value):
-            return MISSING
-        if OPS[self.op](value, self.full):
+    def seed_status(self, value, regime=None):
+        """One seed: HOLDS, PARTLY, FAILS, or UNTESTABLE (its regime is not the one the check needs)."""
+        if self.needs is not None:
+            _, nlo, nhi = self.needs
+            if not (_finite(regime) and nlo <= regime <= nhi):
+                return UNTESTABLE
+        if not _finite(value):
+            return FAILS
+        if self.lo <= value <= self.hi:
             return HOLDS
-        if self.partial is not None and OPS[self.op](value, self.partial):
+        if self.partial is not None and self.partial[0] <= value <= self.partial[1]:
             return PARTLY
         return FAILS
 
-    def sentence(self, value):
-        shown = "n/a" if value is None or not math.isfinite(value) else f"{value:.4g}"
-        weaker = f", partly {self.op} {self.partial:g}" if self.partial is not None else ""
-        return f"{self.what or self.key} = {shown} ({self.status(value)}: needs {self.op} {self.full:g}{weaker})"
+    def band(self):
+        part = f", partly [{self.partial[0]:g}, {self.partial[1]:g}]" if self.partial else ""
+        return f"[{self.lo:g}, {self.hi:g}]{part}"
 
 
-def verdict(checks, values):
-    """(verdict, why, statuses) for ``checks`` against ``values`` ({key: mean over seeds})."""
+def defects(checks, numbers):
+    """The checks whose verdict the claim's own regime decides: a check against a model value that
+    the regime makes 0 or infinite (e.g. eq. 6's idle for LAGA at T_comm <= tau T_comp)."""
+    return [c.key for c in checks if c.model and c.model in numbers
+            and not (_finite(numbers[c.model]) and numbers[c.model] > 0)]
+
+
+def judge(check, per_seed, oversubscribed=False):
+    """(status, detail) of ``check`` on ``per_seed`` (a list of {key: number}, one per seed)."""
+    vals = [d.get(check.key) for d in per_seed]
+    regimes = [d.get(check.needs[0]) for d in per_seed] if check.needs else [None] * len(per_seed)
+    # a seed whose regime (e.g. a --link the user gave) makes the model value 0 tests nothing
+    seeds = [UNTESTABLE if defects((check,), d) else check.seed_status(v, g)
+             for v, g, d in zip(vals, regimes, per_seed)]
+    shown = ", ".join("n/a" if not _finite(v) else f"{v:.4g}" for v in vals)
+    detail = {"seeds": seeds, "values": [v if _finite(v) else None for v in vals],
+              "passing": [i for i, s in enumerate(seeds) if s == HOLDS]}
+    if check.timing and oversubscribed:
+        detail["why"] = "a run had more processes than cores: its times measure time-slicing, not the method"
+        return UNTESTABLE, detail
+    tested = [s for s in seeds if s != UNTESTABLE]
+    if not per_seed:
+        detail["why"] = "not run"
+        return UNTESTABLE, detail
+    if not tested and check.model and any(defects((check,), d) for d in per_seed):
+        detail["why"] = f"the regime makes the model's value ({check.model}) 0: the ratio would be unbounded"
+        return UNTESTABLE, detail
+    if not tested:
+        g = ", ".join("n/a" if not _finite(x) else f"{x:.4g}" for x in regimes)
+        detail["why"] = f"needs {check.needs[0]} in [{check.needs[1]:g}, {check.needs[2]:g}] ({check.needs_why}); " \
+                        f"measured {g}"
+        return UNTESTABLE, detail
+    if all(s == HOLDS for s in tested):
+        status = HOLDS
+    elif all(s == FAILS for s in tested):
+        status = FAILS
+    else:
+        status = PARTLY
+    detail["why"] = (f"{check.what} = {shown} per seed; band {check.band()} ({check.source}); "
+                     f"seeds inside: {len(detail['passing'])} of {len(tested)}")
+    return status, detail
+
+
+def verdict(checks, per_seed, oversubscribed=False, untestable=None):
+    """(verdict, why, statuses, details) of ``checks`` on ``per_seed``; ``untestable`` (a reason)
+    makes the whole claim not testable here."""
     if not checks:
         raise ValueError("a claim needs at least one check")
-    statuses = [c.status(values.get(c.key)) for c in checks]
-    if all(s == HOLDS for s in statuses):
+    judged = [judge(c, per_seed, oversubscribed) for c in checks]
+    statuses = [s for s, _ in judged]
+    details = [d for _, d in judged]
+    if untestable:
+        return NOT_TESTABLE, untestable, [UNTESTABLE] * len(checks), details
+    tested = [s for s in statuses if s != UNTESTABLE]
+    if not tested:
+        word = NOT_TESTABLE
+    elif all(s == HOLDS for s in tested):
         word = REPRODUCED
-    elif all(s in (FAILS, MISSING) for s in statuses):
+    elif all(s == FAILS for s in tested):
         word = NOT_REPRODUCED
     else:
         word = PARTLY_REPRODUCED
-    why = "; ".join(c.sentence(values.get(c.key)) for c in checks)
-    return word, why, statuses
+    why = "; ".join(f"{c.key}: {s} ({d['why']})" for c, s, d in zip(checks, statuses, details))
+    return word, why, statuses, details
+
+
+def near(key, value, tol, what, source, partial_tol=None, relative=False, **kw):
+    """A band around ``value``: +-``tol`` (absolute) or, ``relative``, [value / (1 + tol), value x
+    (1 + tol)]; ``partial_tol`` the wider one."""
+    def bounds(t):
+        return (value / (1 + t), value * (1 + t)) if relative else (value - t, value + t)
+    return Check(key, *bounds(tol), what, source, partial=bounds(partial_tol) if partial_tol else None, **kw)
 
 
 def spread(per_seed):
@@ -73,8 +161,8 @@ def spread(per_seed):
     out = {}
     for k in keys:
         vals = [d.get(k) for d in per_seed]
-        fin = [float(v) for v in vals if v is not None and math.isfinite(float(v))]
+        fin = [float(v) for v in vals if _finite(v)]
         out[k] = {"mean": sum(fin) / len(fin) if fin else None, "min": min(fin) if fin else None,
                   "max": max(fin) if fin else None,
-                  "seeds": [float(v) if v is not None and math.isfinite(float(v)) else None for v in vals]}
+                  "seeds": [float(v) if _finite(v) else None for v in vals]}
     return out
