@@ -191,12 +191,12 @@ def warm(models, dtypes):
     returns (seconds, the methods left out, the cache's folder, kernels cached, kernels in all)."""
     from mpi4py import MPI  # noqa: PLC0415 mpi4py
 
-    from refsgd.algorithms import ALGORITHMS  # noqa: PLC0415 mpi4py
+    from refsgd.registry import METHODS  # noqa: PLC0415 start-up
     t0 = time.perf_counter()
     skipped = set()
     for model in models:
         for dtype in dtypes:
-            for algo in ALGORITHMS:
+            for algo in METHODS:
                 try:
                     api.train(algo, comm=MPI.COMM_SELF, log=None, model=model, dtype=dtype, iterations=3,
                               eval_every="1it")

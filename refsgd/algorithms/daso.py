@@ -97,7 +97,6 @@ from refsgd.comm import codecs
 from refsgd.comm.link import Link
 from refsgd.comm.topology import Topology
 from refsgd.optim import NO_BEST, plateaued
-from refsgd.options import default
 
 BLOCKING_CODEC = "bf16"
 WARMUP, CYCLING, COOLDOWN = "warm-up", "cycling", "cool-down"
@@ -107,21 +106,126 @@ _B, _W, _C, _K, _BEST, _BAD = range(6)
 _SLOTS = 6                      # then two in-flight slots of (due iteration or -1, group k, S)
 
 
-def option(cfg, name):
-    """A DASO option of ``cfg``, or DASO's default (refsgd.options)."""
-    v = getattr(cfg, name, None)
-    return default("daso", name) if v is None else v
-
-
 def check(args, world):
     """The options of daso (every rank, before the first collective)."""
-    if getattr(args, "tau", 1) != 1:
+    if args.tau != 1:
         raise RefsgdError("--algo daso takes one batch per iteration (--tau 1): L1 is one forward/backward pass")
-    G = getattr(args, "ranks_per_node", None)
+    G = args.ranks_per_node
     if G is not None and world % G:
         raise RefsgdError(f"--ranks-per-node {G} does not divide the {world} ranks into equal nodes")
-    if not 0 <= option(args, "plateau_threshold") < 1:
+    if not 0 <= args.plateau_threshold < 1:
         raise RefsgdError(f"--plateau-threshold must be in [0, 1), got {args.plateau_threshold}")
+
+
+def train(run):
+    """DASO: hierarchical syncs with rotating groups and three phases (see the module docstring)."""
+    c = run.cfg
+    link = getattr(run.comm, "link", None)
+    local_link = Link.parse(c.local_link, "--local-link") if c.local_link else None
+    topo = Topology(run.comm, c.ranks_per_node, link, local_link, run.traffic)
+    G, P, local, group, me = topo.G, topo.P, topo.local, topo.group, topo.local_rank
+    if c.ranks_per_node is None:
+        run.found["ranks_per_node"] = G      # the trace names the nodes found (a serial rendering needs G)
+    run.log(f"  daso: {topo.describe()}" + (f"; local {local_link} -- EMULATED" if local_link else "")
+            + ("; one node: no global syncs (use --ranks-per-node to form several)" if topo.P == 1 else ""))
+    x = run.register("x", run.init_params())
+    U = run.optimizer()
+    phases = Phases(run.iters_per_epoch, run.total, c)
+    run.register("daso", phases.state, trace=False)          # filled from the checkpoint on --resume
+    sync_sum = run.register("sync_sum", np.zeros((2,) + x.shape, x.dtype), trace=False)
+    send = [np.empty_like(x), np.empty_like(x)]
+    reqs = [None, None]
+    g = np.empty_like(x)
+    g_node = np.empty_like(x)
+    mixed = np.empty_like(x)
+    mask = None if run.net.trainable.all() else run.net.trainable
+    codec = codecs.get(BLOCKING_CODEC)
+    wire = codec.open()
+    wsend, wrecv = wire.buffers(x.size)
+    x_bar = np.empty_like(x)
+
+    def set_x(new):
+        if mask is None:
+            x[...] = new
+        else:
+            np.copyto(x, new, where=mask)
+
+    def average():
+        return run.average_model(run.control_comm, x, x_bar)
+    run.set_model(average)
+
+    def last_epoch_loss():
+        lo = run.t - run.iters_per_epoch
+        return epoch_loss(run.control_comm.allgather(run.records["loss"][lo:run.t]))
+
+    try:
+        for t in run.iterations():
+            change = phases.begin(t, last_epoch_loss)
+            if change is not None:
+                run.event(change[0], **change[1])
+            phase = phases.phase(t)
+            # L1: forward/backward on the local batch -> g                       (compute)
+            run.grad(x, g, progress=[r for r in reqs if r is not None], label="L1 forward/backward -> g")
+            # L2: local sync: g <- Allreduce_local(g) / G
+            if run.ring:  # --allreduce ring: refsgd's ring over the node's ranks (Deviations)
+                run.ring_sum(local, g, g_node, label="L2 local sync ring all-reduce_local(g)")
+            else:
+                with run.idle("L2 local sync MPI_Allreduce_local(g)", g):
+                    local.Allreduce(g, g_node, op=MPI.SUM)
+            # L3: local optimizer step with g (U divides by G within its one pass)
+            with run.update("L3 local optimizer step"):
+                U.step(x, g_node, run.lr(t), divide=G)
+            if P == 1:
+                pass                            # one node: no global network, no global sync
+            elif phase != CYCLING:
+                # L4: warm-up or cool-down: a blocking global sync every batch
+                k = phases.k
+                if me == k:
+                    # L5: x <- Allreduce_group_k(bf16(x)) / P, cast back
+                    with run.codec("L5 bf16(x)"):
+                        codec.encode(x, wsend)
+                    with run.idle("L5 global sync Allreduce_group_k(bf16(x))", wsend):
+                        wire.allreduce_wire(group, wsend, wrecv)
+                    with run.codec("L5 cast back"):
+                        codec.decode(wrecv, mixed)
+                    mixed /= P
+                    set_x(mixed)
+                # L6: local update: Bcast_local(x, root = local rank k)
+                with run.idle("L6 MPI_Bcast_local(x)", x):
+                    local.Bcast(x, root=k)
+                # L7: k <- (k + 1) mod G
+                phases.rotate(G)
+            else:
+                # L8: cycling
+                # L9: every B batches, group k starts the non-blocking global sync (start communication)
+                if phases.sends():
+                    k = phases.k
+                    j = phases.open_slot(t, k, phases.W)
+                    if me == k:
+                        np.copyto(send[j], x)
+                        # --allreduce ring: refsgd's ring over the group, blocking, no request (Deviations)
+                        reqs[j] = run.iallreduce(group, send[j], sync_sum[j],
+                                                 "L9 global sync MPI_Iallreduce_group_k(x)")
+                    phases.rotate(G)
+            # L10: a sync started S batches ago is due: wait, merge by eq. 1, Bcast_local
+            for j, k, S in phases.due(t):                                  # (complete communication)
+                if me == k:
+                    if reqs[j] is not None:
+                        run.wait(reqs[j], "L10 MPI_Wait(global sync)")
+                        reqs[j] = None
+                    with run.update("L10 merge by eq. 1"):
+                        merge(x, sync_sum[j], S, P, mask)
+                with run.idle("L10 MPI_Bcast_local(x)", x):
+                    local.Bcast(x, root=k)
+        # a sync still in flight is completed, not applied (the listing ends)
+        for j in range(2):
+            if reqs[j] is not None:
+                run.wait(reqs[j], "L10 MPI_Wait(global sync), not applied")
+                reqs[j] = None
+    finally:
+        wire.close()     # only blocking all-reduces use it: nothing of it is in flight
+    topo.close()
+    return x
 
 
 class Phases:
@@ -131,11 +235,11 @@ class Phases:
 
     def __init__(self, iters_per_epoch, total, cfg):
         self.ipe = iters_per_epoch
-        self.warm_end = min(option(cfg, "warmup_epochs") * iters_per_epoch, total)
-        self.cool_start = max(total - option(cfg, "cooldown_epochs") * iters_per_epoch, self.warm_end)
-        self.b_max = option(cfg, "sync_every")
-        self.patience = option(cfg, "plateau_patience")
-        self.threshold = option(cfg, "plateau_threshold")
+        self.warm_end = min(cfg.warmup_epochs * iters_per_epoch, total)
+        self.cool_start = max(total - cfg.cooldown_epochs * iters_per_epoch, self.warm_end)
+        self.b_max = cfg.sync_every
+        self.patience = cfg.plateau_patience
+        self.threshold = cfg.plateau_threshold
         self.state = np.zeros(_SLOTS + 6)
         self.state[[_B, _W, _BEST]] = [self.b_max, max(1, self.b_max // 4), NO_BEST]  # finite: checkpointed
         self.state[_SLOTS::3] = -1
@@ -242,123 +346,3 @@ def _merge(x, sync_sum, two_s, den, mask):
         v = (x[j] * two_s + sync_sum[j]) / den
         if not masked or mask[j]:
             x[j] = v
-
-
-def train(run):
-    """DASO: hierarchical syncs with rotating groups and three phases (see the module docstring)."""
-    c = run.cfg
-    link = getattr(run.comm, "link", None)
-    local_link = Link.parse(c.local_link, "--local-link") if getattr(c, "local_link", None) else None
-    topo = Topology(run.comm, getattr(c, "ranks_per_node", None), link, local_link, run.traffic)
-    G, P, local, group, me = topo.G, topo.P, topo.local, topo.group, topo.local_rank
-    if getattr(c, "ranks_per_node", None) is None:
-        run.found["ranks_per_node"] = G      # the trace names the nodes found (a serial rendering needs G)
-    run.log(f"  daso: {topo.describe()}" + (f"; local {local_link} -- EMULATED" if local_link else "")
-            + ("; one node: no global syncs (use --ranks-per-node to form several)" if topo.P == 1 else ""))
-    x = run.register("x", run.init_params())
-    U = run.optimizer()
-    phases = Phases(run.iters_per_epoch, run.total, c)
-    run.register("daso", phases.state, trace=False)          # filled from the checkpoint on --resume
-    sync_sum = run.register("sync_sum", np.zeros((2,) + x.shape, x.dtype), trace=False)
-    send = [np.empty_like(x), np.empty_like(x)]
-    reqs = [None, None]
-    g = np.empty_like(x)
-    g_node = np.empty_like(x)
-    mixed = np.empty_like(x)
-    mask = None if run.net.trainable.all() else run.net.trainable
-    codec = codecs.get(BLOCKING_CODEC)
-    wire = codec.open()
-    wsend, wrecv = wire.buffers(x.size)
-    x_bar = np.empty_like(x)
-
-    def set_x(new):
-        if mask is None:
-            x[...] = new
-        else:
-            np.copyto(x, new, where=mask)
-
-    def average():
-        return run.average_model(run.control_comm, x, x_bar)
-    run.set_model(average)
-
-    def last_epoch_loss():
-        lo = run.t - run.iters_per_epoch
-        return epoch_loss(run.control_comm.allgather(run.records["loss"][lo:run.t]))
-
-    try:
-        for t in run.iterations():
-            change = phases.begin(t, last_epoch_loss)
-            if change is not None:
-                run.event(change[0], **change[1])
-            phase = phases.phase(t)
-            # L1: forward/backward on the local batch -> g                       (compute)
-            run.grad(x, g, progress=[r for r in reqs if r is not None], label="L1 forward/backward -> g")
-            # L2: local sync: g <- Allreduce_local(g) / G
-            if run.ring:  # --allreduce ring: refsgd's ring over the node's ranks (Deviations)
-                run.ring_sum(local, g, g_node, label="L2 local sync ring all-reduce_local(g)")
-            else:
-                with run.idle("L2 local sync MPI_Allreduce_local(g)", g):
-                    local.Allreduce(g, g_node, op=MPI.SUM)
-            # L3: local optimizer step with g (U divides by G within its one pass)
-            with run.update("L3 local optimizer step"):
-                U.step(x, g_node, run.lr(t), divide=G)
-            if P == 1:
-                pass                            # one node: no global network, no global sync
-            elif phase != CYCLING:
-                # L4: warm-up or cool-down: a blocking global sync every batch
-                k = phases.k
-                if me == k:
-                    # L5: x <- Allreduce_group_k(bf16(x)) / P, cast back
-                    with run.codec("L5 bf16(x)"):
-                        codec.encode(x, wsend)
-                    with run.idle("L5 global sync Allreduce_group_k(bf16(x))", wsend):
-                        wire.allreduce_wire(group, wsend, wrecv)
-                    with run.codec("L5 cast back"):
-                        codec.decode(wrecv, mixed)
-                    mixed /= P
-                    set_x(mixed)
-                # L6: local update: Bcast_local(x, root = local rank k)
-                with run.idle("L6 MPI_Bcast_local(x)", x):
-                    local.Bcast(x, root=k)
-                # L7: k <- (k + 1) mod G
-                phases.rotate(G)
-            else:
-                # L8: cycling
-                # L9: every B batches, group k starts the non-blocking global sync (start communication)
-                if phases.sends():
-                    k = phases.k
-                    j = phases.open_slot(t, k, phases.W)
-                    if me == k:
-                        np.copyto(send[j], x)
-                        if run.ring:  # --allreduce ring: refsgd's ring over the group, blocking (Deviations)
-                            run.ring_sum(group, send[j], sync_sum[j], label="L9 global sync ring all-reduce_group_k(x)")
-                        else:
-                            with run.idle("L9 global sync MPI_Iallreduce_group_k(x)"):  # MPI's work to start it
-                                reqs[j] = run.started(group.Iallreduce(send[j], sync_sum[j], op=MPI.SUM),
-                                                      "L9 global sync MPI_Iallreduce_group_k(x)", send[j])
-                    phases.rotate(G)
-            # L10: a sync started S batches ago is due: wait, merge by eq. 1, Bcast_local
-            for j, k, S in phases.due(t):                                  # (complete communication)
-                if me == k:
-                    if reqs[j] is not None:
-                        run.wait(reqs[j], "L10 MPI_Wait(global sync)")
-                        reqs[j] = None
-                    with run.update("L10 merge by eq. 1"):
-                        merge(x, sync_sum[j], S, P, mask)
-                with run.idle("L10 MPI_Bcast_local(x)", x):
-                    local.Bcast(x, root=k)
-        # a sync still in flight is completed, not applied (the listing ends)
-        for j in range(2):
-            if reqs[j] is not None:
-                run.wait(reqs[j], "L10 MPI_Wait(global sync), not applied")
-                reqs[j] = None
-    finally:
-        wire.close()     # only blocking all-reduces use it: nothing of it is in flight
-    topo.close()
-    return x
-
-
-ALGORITHMS = {
-    "daso": (train, "DASO, hierarchical syncs with rotating groups, bf16 blocking and eq.-1 stale syncs, "
-                    "Coquelin et al. 2022 section 3; algorithms.md, section 'DASO'"),
-}

@@ -2,6 +2,7 @@
 
 from refsgd import docs
 from refsgd.cli import cmdoptions
+from refsgd.registry import METHODS
 
 
 def add(sub):
@@ -18,11 +19,10 @@ def add(sub):
 
 def run(args, parser):
     if args.list:
-        from refsgd.algorithms import ALGORITHMS  # noqa: PLC0415 mpi4py: the methods import it, --help does without
         print(f"listings, equations and readings: {docs.path('algorithms.md')}\n"
               f"each method's exact step: {docs.path('implementers.md')}")
-        for name, (_, what) in ALGORITHMS.items():
-            print(f"{name:<10} {what}")
+        for m in METHODS.values():
+            print(f"{m.name:<10} {m.summary}; algorithms.md, section '{m.section}'")
         return 0
     from refsgd import api  # noqa: PLC0415 start-up: api loads h5py and the models; `refsgd train --help` needs neither
     api.run(cmdoptions.config_of(args))  # the Namespace stops here: below it, a frozen refsgd.options.Config

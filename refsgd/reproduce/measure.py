@@ -19,6 +19,7 @@ from refsgd.comm.link import Link, reduction_time
 from refsgd.datasets import load
 from refsgd.nn import load_model
 from refsgd.report import plot_format
+from refsgd.registry import METHODS
 
 
 @dataclasses.dataclass
@@ -117,8 +118,9 @@ def per_iteration_ms(run, part, skip=None):
     if part not in run.rec:  # a run that diverged
         return math.nan
     a = np.asarray(run.rec[part], dtype=np.float64)
-    if run.algo in ("ps-sync", "dcasgd") and a.shape[0] > 1:
-        a = a[1:]
+    servers = METHODS[run.algo].servers
+    if servers and a.shape[0] > servers:
+        a = a[servers:]
     t = a.shape[1]
     skip = max(1, t // 5) if skip is None else skip
     return 1e3 * float(a[:, skip:max(skip + 1, t - 1)].mean())

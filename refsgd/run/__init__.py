@@ -17,8 +17,11 @@ An algorithm's ``train(run)`` receives a :class:`Run` and uses
 * ``run.ring`` (``--allreduce ring``) and ``run.ring_sum(comm, x, out)``: every uncompressed sum
   over ranks as refsgd's Ring-AllReduce over point-to-point messages, blocking, the serial
   renderings' order (``run.allreduce_sum`` and ``run.average_model`` follow ``run.ring``
-  themselves; a method whose listing starts an ``MPI_Iallreduce`` writes ``if run.ring:
-  run.ring_sum(...) else: comm.Iallreduce(...)``);
+  themselves, and so does ``req = run.iallreduce(comm, x, out, "L5 MPI_Iallreduce(x)")``, the
+  non-blocking twin a listing's ``MPI_Iallreduce`` calls: its request, or None under ring, the
+  sum then complete; ``run.wait(None)`` returns at once);
+* ``build_run(cfg, comm)`` (refsgd.run.build) builds the Run of a resolved Config, the one way
+  (the API, bench and the tests); ``run.open_wire()``'s codec wires close when the loop ends;
 * ``with run.codec():`` times compression and decompression on the computation path (*codec*),
   ``with run.update():`` the method's update of its state and the scalings of its listing
   (*update*);
@@ -83,4 +86,5 @@ from .progress import (  # noqa: F401
 from .context import (  # noqa: F401
     Run,
 )
+from .build import build_run  # noqa: F401
 from refsgd.finite import NonFiniteLoss, _all_finite, _no_nan  # noqa: F401  (where they were)

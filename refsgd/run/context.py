@@ -40,8 +40,9 @@ class Run(Timing, Bookkeeping):
         self.data = data
         self.cfg = cfg
         #: --allreduce ring: every uncompressed sum over ranks is refsgd's Ring-AllReduce (ring_sum)
-        self.ring = getattr(cfg, "allreduce", None) == "ring"
+        self.ring = cfg.allreduce == "ring"
         self._rings = {}
+        self._wires = []        # open_wire's, closed by the loop's end
         self.tau = cfg.tau
         self.schedule = schedule
         self._print = log
@@ -97,7 +98,7 @@ class Run(Timing, Bookkeeping):
         self.interrupted = None  # the signal's name ("SIGINT") when a signal stopped the loop
         self._pending = []
         # --trace: every iteration's state, batches, loss and lr (see refsgd.trace)
-        self.tracing = bool(getattr(cfg, "trace", None))
+        self.tracing = bool(cfg.trace)
         self.trace = {"batches": [], "loss": [], "lr": [], "states": {}} if self.tracing else None
         self._iter_batches = []
         # checkpoint = (folder, every K iterations, configuration dict) or None
@@ -211,7 +212,7 @@ class Run(Timing, Bookkeeping):
         """
         on_layer = None
         tl = self.timeline
-        if progress is not None and getattr(self.cfg, "poll", False):
+        if progress is not None and self.cfg.poll:
             on_layer = functools.partial(_test_all, progress if isinstance(progress, list) else [progress])
             if tl.active:  # the layers and the polls as spans of their own
                 on_layer = _LayerSpans(tl, self.net, label, on_layer)
@@ -319,7 +320,8 @@ class Run(Timing, Bookkeeping):
         clock = self._compiling
         tl = self.timeline
         tl.align(self.control_comm, "start")  # collective: every rank's clock on rank 0's
-        with failure.deferring(), _link_observed(tl):  # a signal stops every rank at the next loss check
+        # a signal stops every rank at the next loss check; the wires close when the loop ends
+        with failure.deferring(), _link_observed(tl), self._closing_wires():
             clock.main = threading.get_ident()
             t, ran = self.t, 0
             while not self._finished(t):

@@ -39,6 +39,16 @@ def mpi_env(base=None, **extra):
     return mpilib.environ(base, **{**ONE_THREAD, **extra})
 
 
+def make_config(**kw):
+    """The resolved refsgd.options.Config of a run of ``kw["algo"]`` (default ssgd) with the options
+    ``kw``, less the method options that do not apply to that method (a test shares one set of
+    values among methods), as refsgd.train(**kw) would build it."""
+    from refsgd import options
+    algo = kw.setdefault("algo", "ssgd")
+    kw = {k: v for k, v in kw.items() if k not in options.DEFAULTS or k in options.APPLIES[algo]}
+    return options.resolve(options.from_keywords(kw))
+
+
 def launch_under_mpiexec(test_file, n, timeout=300):
     """Run ``test_file``'s pytest-mpi tests under ``mpiexec -n n``; plain pytest calls this, so the
     MPI tests run without --with-mpi. A hang fails through the timeout (``timeout`` seconds on

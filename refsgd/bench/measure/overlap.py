@@ -15,6 +15,7 @@ from refsgd.errors import RefsgdError
 from refsgd.nn import kernels
 from refsgd.optim import Constant
 from refsgd.timeline import Timeline
+from refsgd.registry import METHODS
 
 from .step import _load_lines
 from .codec_cost import codec_costs, format_codecs, timed_collective
@@ -62,19 +63,15 @@ def split_method(name):
 def method_config(algo, *, batch, tau, iterations, lr, seed, poll=False, ranks_per_node=None, local_link=None,
                   sync_every=None, dtype="float32", compress="none"):
     """The Run configuration of a timed run of ``algo``: every attribute of ``refsgd train``'s,
-    the options that apply to the method filled as ``refsgd.options`` does (momentum 0.9 where
-    the method takes the local optimizer U; Pipe-SGD K = 2; DASO cycling from the first batch,
-    no plateau, B = ``sync_every``)."""
-    want = {}
-    if algo in ("ssgd", "ssgd-opt", "daso"):
+    the options that apply to the method filled as ``refsgd.options`` does, but for these, where
+    they apply: momentum 0.9 where the method has no momentum of its own (its update timed as the
+    papers train), no warm-up or cool-down epochs (DASO cycling from the first batch), no plateau,
+    DASO's B = ``sync_every``."""
+    want = dict(warmup_epochs=0, cooldown_epochs=0, plateau_patience=10 ** 9,
+                sync_every=sync_every or models.DASO_B, ranks_per_node=ranks_per_node, local_link=local_link,
+                compress=None if compress == "none" else compress)
+    if not options.default(algo, "momentum"):
         want["momentum"] = 0.9
-    if algo == "pipe-sgd":
-        want.update(dependency=2, warmup_epochs=0)
-    if compress != "none":
-        want["compress"] = compress
-    if algo == "daso":
-        want.update(warmup_epochs=0, cooldown_epochs=0, plateau_patience=10 ** 9,
-                    sync_every=sync_every or models.DASO_B, ranks_per_node=ranks_per_node, local_link=local_link)
     applies = options.APPLIES[algo]
     return options.resolve(options.Config(
         algo=algo, model=None, data=None, batch=batch, tau=tau, lr=lr, schedule="constant", seed=seed, dtype=dtype,
@@ -87,16 +84,17 @@ def _run_method(comm, cfg, net, data, schedule, skip, spans=None):
     iteration, mean over the workers (a parameter server's ranks left out), and the spread of
     the iteration times. ``spans`` (a list), with --timeline: gets the spans this rank recorded
     per iteration of the window."""
-    from refsgd.algorithms import ALGORITHMS, servers  # noqa: PLC0415 mpi4py: it imports mpi4py (starting MPI); bench scale uses this module without
-    from refsgd.run import Run  # noqa: PLC0415 mpi4py: as above
-    run = Run(comm, net, data, cfg, schedule, log=lambda *a: None, servers=servers(cfg.algo))
-    ALGORITHMS[cfg.algo][0](run)
+    from refsgd.algorithms import train_of  # noqa: PLC0415 mpi4py: the methods and the Run import mpi4py.MPI
+    from refsgd.run import build_run  # noqa: PLC0415 mpi4py
+    run = build_run(cfg, comm, net=net, data=data, schedule=schedule, log=lambda *a: None)
+    train_of(cfg.algo)(run)
     run.final_model()
     if spans is not None and run.timeline.enabled:
         spans.append(len(run.timeline.spans) / run.timeline.count)
-    means = tuple(_mean_over_ranks(comm, run.records[k], skip, servers(cfg.algo))
+    servers = METHODS[cfg.algo].servers
+    means = tuple(_mean_over_ranks(comm, run.records[k], skip, servers)
                   for k in ("compute", "idle", "codec", "wall", "update"))
-    return means + (_iteration_spread(comm, run.records["wall"], skip, servers(cfg.algo)),)
+    return means + (_iteration_spread(comm, run.records["wall"], skip, servers),)
 
 
 def span_seconds(repeat=20000):
@@ -196,8 +194,8 @@ def overlap(comm, args):
     net, tau, P = args.net, args.tau, comm.Get_size()
     data = args.dataset
     schedule = Constant(args.lr)
-    # SSGD-NAG's lambda multiplies a sum over all samples of all workers (Sato Alg. 4)
-    nag_schedule = Constant(args.lr / (P * args.batch * tau))
+    # a method whose lambda multiplies a sum over all samples of all workers (Sato Alg. 4)
+    sum_schedule = Constant(args.lr / (P * args.batch * tau))
     sync_every = args.sync_every or models.DASO_B
     G = _ranks_per_node(comm, args.ranks_per_node)
     local_link = args.local_link
@@ -266,7 +264,7 @@ def overlap(comm, args):
         for name in args.algos:
             algo, poll, compress = split_method(name)
             compute, idle, codec, wall, update, iters = _run_method(
-                lcomm, cfg(algo, poll, compress), net, data, nag_schedule if algo == "ssgd-nag" else schedule,
+                lcomm, cfg(algo, poll, compress), net, data, sum_schedule if METHODS[algo].lr_of_sum else schedule,
                 args.skip)
             if compress != "none":         # the compressed all-reduce: wire bytes, C_ring and R_op
                 ring = rings[compress]
@@ -282,7 +280,7 @@ def overlap(comm, args):
             in_run = dataclasses.replace(costs, t_c=own, t_up=costs.t_up if model.servers else {algo: update})
             if args.timeline_cost:
                 cost = timeline_cost(lcomm, cfg(algo, poll, compress), net, data,
-                                     nag_schedule if algo == "ssgd-nag" else schedule, args.skip, args.timeline_cost)
+                                     sum_schedule if METHODS[algo].lr_of_sum else schedule, args.skip, args.timeline_cost)
             else:
                 cost = None
             rows.append(dict(method=name, algo=algo, compute=compute, idle=idle, codec=codec, wall=wall,
@@ -292,7 +290,7 @@ def overlap(comm, args):
                              model=models.iteration_time(algo, in_run, net_row, P),
                              model_at_t_c=models.iteration_time(algo, costs, net_row, P),
                              model_link=None if link is not None or real_link is None or
-                             (algo == "daso" and local_link is None) else models.iteration_time(
+                             ("local_link" in options.APPLIES[algo] and local_link is None) else models.iteration_time(
                                  algo, in_run, models.Network(nbytes, "model", link=real_link, local_link=local_link,
                                                               gamma=gamma), P),
                              # update: the t_up of `model` (printed beside it); update_apart: that of
@@ -371,8 +369,10 @@ def format_overlap(r):
              f"  gamma   = {1e9 * r['gamma']:.3f} ns/byte   CPU time of an element-wise addition",
              f"  cores   = {r.get('cores_per_rank', 2.0):g} per rank"
              + (" (a communication thread shares its rank's core)" if r.get("cores_per_rank", 2.0) < 2 else "")]
-    if any(row["algo"] == "daso" for run in r["runs"] for row in run["rows"]):  # its parameters, when it ran
-        lines.append(f"  daso: {r['G']} rank(s) per node, B = {r['B']}, W = {r['W']}"
+    hierarchical = sorted({row["algo"] for run in r["runs"] for row in run["rows"]
+                           if models.MODELS[row["algo"]].time is models.hierarchical})
+    if hierarchical:  # its parameters, when it ran
+        lines.append(f"  {', '.join(hierarchical)}: {r['G']} rank(s) per node, B = {r['B']}, W = {r['W']}"
                      + (f", local {r['local_link']} -- EMULATED" if r["local_link"] else ""))
     if r.get("real_link") is not None:
         a, b = r["real_link_nodes"]
