@@ -11,8 +11,8 @@ from tests.helpers.launch import cli as refsgd
 from refsgd import datasets
 from refsgd.algorithms.dcs3gd import corrected_step
 from refsgd.nn import load_model
-from refsgd.optim import Constant
-from refsgd.serial import rendering
+from refsgd.datasets import epoch_batches
+from refsgd.optim import SGD, Constant
 
 
 
@@ -137,10 +137,14 @@ def test_dcs3gd_on_one_rank_is_mxnet_momentum_sgd():
     net, data = load_model("digits_mlp", np.float64), datasets.load(None, np.float64)
     run = build_run(c, comm, net=net, data=data, schedule=Constant(c.lr), log=lambda *a: None)
     w = dcs3gd.train(run)
-    # one worker of SSGD with MXNet's momentum: plain momentum SGD, one epoch
-    T = len(run.records["wall"])
-    assert T == len(data.y_train) // c.batch
-    ref = rendering("ssgd")(net, data, cfg(algo="ssgd"), Constant(c.lr), 1, T)["states"]["x"][-1, 0]
+    # plain minibatch SGD with MXNet's momentum, one epoch of the documented sampler at one worker
+    opt = SGD(net.num_params, net.dtype, momentum=0.9, form="mxnet")
+    ref, g = net.init_params(c.seed), np.empty(net.num_params, net.dtype)
+    batches = epoch_batches(c.seed, 0, 0, 1, c.batch, len(data.y_train))
+    assert len(run.records["wall"]) == len(batches)
+    for idx in batches:
+        net.loss_and_grad(ref, data.x_train[idx], data.y_train[idx], out=g)
+        opt.step(ref, g, c.lr)
     np.testing.assert_array_equal(w, ref)
 
 
