@@ -159,10 +159,10 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message):
         text = f"{self.prog}: error: {message}"
         if failure.launcher_size() not in (None, 1) and is_mpi_command(sys.argv[1:]):
-            from mpi4py import MPI
+            from mpi4py import MPI  # noqa: PLC0415 mpi4py
             errors = MPI.COMM_WORLD.allgather(text)
             if MPI.COMM_WORLD.Get_rank() == 0:
-                from refsgd.api import agreed_message  # here: api loads NumPy and the methods, --help needs neither
+                from refsgd.api import agreed_message  # noqa: PLC0415 start-up: api loads h5py and the models, --help needs neither
                 if self._usage:
                     self.print_usage(sys.stderr)
                 failure.say(agreed_message(errors))

@@ -8,6 +8,7 @@ import numpy as np
 from refsgd.errors import RefsgdError
 from refsgd.cli import cmdoptions
 from refsgd.cli.cmdoptions import positive_int
+from refsgd.options import config
 from refsgd.registry import METHODS, method
 
 
@@ -42,10 +43,9 @@ def run(args, parser):
     if missing:
         parser.error(f"the following arguments are required: {', '.join(missing)}")
     # here, not above: they load NumPy, Numba and h5py, which `refsgd --help` does without
-    from refsgd import api, datasets, trace
-    from refsgd.nn import load_model
-    from refsgd.options import config
-    from refsgd.serial import rendering
+    from refsgd import api, datasets, trace  # noqa: PLC0415 start-up
+    from refsgd.nn import load_model  # noqa: PLC0415 start-up
+    from refsgd.serial import rendering  # noqa: PLC0415 mpi4py
 
     m = method(args.algo)
     workers, steps, out_path, force = args.workers, args.steps, args.out, args.force
@@ -68,7 +68,7 @@ def run(args, parser):
     data = datasets.load(cfg.data, dtype=dtype)
     datasets.check_fits(data, net.input_shape, net.num_classes, model=net.name)
     schedule = api.parse_schedule(cfg.schedule, cfg.lr, m.iterations_per_epoch(cfg, len(data.y_train), workers - m.servers))
-    from refsgd.files import check_distinct, check_output
+    from refsgd.files import check_distinct, check_output  # noqa: PLC0415 start-up
     check_distinct([("--data", cfg.data), ("--model", cfg.model if os.path.isfile(cfg.model) else None)],
                    [("--out", out_path)])
     check_output(out_path, "--out", force)
