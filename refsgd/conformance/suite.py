@@ -208,6 +208,10 @@ class Outcome:
     lines: list = dataclasses.field(default_factory=list)
     seconds: float = 0.0
 
+    @property
+    def ok(self):
+        return self.status == PASS
+
 
 def run(backend, configuration, references, out_path, name=None):
     """Run ``backend`` (a class, or any callable returning a backend) through ``configuration``,
