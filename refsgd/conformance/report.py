@@ -1,10 +1,11 @@
 """The suite's results as a table: text for the terminal, JSON, and Markdown with a summary line
 an implementer can put in their README."""
 
+import collections
 import json
 import urllib.parse
 
-from refsgd.conformance.suite import FAIL, NOT_DECLARED, PASS
+from refsgd.conformance.suite import FAIL, PASS
 from refsgd.version import __version__
 
 COLUMNS = ("configuration", "method", "workers", "dtype", "codec", "result")
@@ -19,12 +20,12 @@ def _rows(outcomes):
 
 def summary(outcomes, backend, seconds=None):
     """One line: how many declared configurations pass."""
-    n = {s: sum(o.status == s for o in outcomes) for s in (PASS, FAIL, NOT_DECLARED)}
-    declared = n[PASS] + n[FAIL]
+    n = collections.Counter(o.status for o in outcomes)
+    others = "".join(f"; {k} {status}" for status, k in n.items() if status not in (PASS, FAIL))
     took = f" in {seconds:.1f} s" if seconds is not None else ""
-    return (f"{backend}: {n[PASS]} of {declared} declared configurations pass"
-            + (f", {n[FAIL]} fail" if n[FAIL] else "") + f"; {n[NOT_DECLARED]} not declared ({len(outcomes)} in all)"
-            + f"{took} (refsgd {__version__})")
+    return (f"{backend}: {n[PASS]} of {n[PASS] + n[FAIL]} declared configurations pass"
+            + (f", {n[FAIL]} fail" if n[FAIL] else "") + f"{others} ({len(outcomes)} in all){took} "
+            f"(refsgd {__version__})")
 
 
 def text(outcomes):

@@ -144,7 +144,8 @@ def _all():
                                                    options=dict(c.options, compress=codec), golden=None))
     names = [c.name for c in out]
     assert len(set(names)) == len(names), "two configurations of the same name"
-    return tuple(out)
+    order = {m: k for k, m in enumerate(dict.fromkeys(c.method for c in bases))}   # the table's rows: method x
+    return tuple(sorted(out, key=lambda c: (order[c.method], c.workers, c.dtype != "float64", c.codec != "none")))
 
 
 def configurations(include=(), exclude=(), methods=()):
