@@ -26,13 +26,13 @@ import warnings
 
 import numpy as np
 
-from refsgd import busy, checkpoint, datasets, options, timeline
-from refsgd.errors import AgreedError, RefsgdError, Stopped, did_you_mean
+from refsgd import busy, checkpoint, datasets, options, registry, timeline
+from refsgd.errors import AgreedError, RefsgdError, Stopped
 from refsgd.version import __version__
 from refsgd.busy import ranks_on_node, set_threads
 from refsgd.files import check_distinct, check_folder, check_output, same_path
 from refsgd.nn import load_model
-from refsgd.optim import make_schedule
+from refsgd.optim import parse_schedule  # noqa: F401 -- refsgd golden and the tests call api.parse_schedule
 from refsgd.trace import dataset_sha256
 
 # Imported inside the functions below, never here: mpi4py.MPI and the modules that import it at
@@ -73,9 +73,8 @@ def run(given, comm=None, log=print):
 def _run(given, comm, log):
     from mpi4py import MPI
 
-    from refsgd.algorithms import by_gradients, micro_batches, servers
     from refsgd.comm.link import Traffic, wrap
-    from refsgd.run import Run
+    from refsgd.run import build_run
 
     world_comm = MPI.COMM_WORLD if comm is None else comm
     rank = world_comm.Get_rank()
@@ -92,9 +91,7 @@ def _run(given, comm, log):
     comm = wrap(world_comm, link, traffic=Traffic())  # delayed by --link if given, its payload counted
     recorded = options.config(cfg)
     ckpt = (cfg.checkpoint, cfg.checkpoint_every, recorded, cfg.keep_checkpoints) if cfg.checkpoint else None
-    # PP-ASGD: an update's micro-batches are the G threads' sub-batches
-    r = Run(comm, net, data, dataclasses.replace(cfg, tau=micro_batches(cfg)), schedule, log=say, restorer=restorer,
-            checkpoint=ckpt, servers=servers(cfg.algo), by_gradients=by_gradients(cfg))
+    r = build_run(cfg, comm, net=net, data=data, schedule=schedule, log=say, restorer=restorer, checkpoint=ckpt)
     for line in header(cfg, r, net, data, schedule, link, threads):
         r.log(line)
     crowded = busy.note(load_before, ranks_on_node(world_comm), threads)
@@ -163,20 +160,21 @@ def header(cfg, run, net, data, schedule, link, threads):
     hyper = [f"lr {cfg.lr:g} ({options.lr_meaning(cfg.algo)})", f"schedule {schedule.describe()}"]
     for k in own:
         v = getattr(cfg, k)
-        if k == "momentum_form" and not getattr(cfg, "momentum", 0):
+        if k == "momentum_form" and not cfg.momentum:
             continue
         shown = (UNSET.get(k, "none") if v is None else ("on" if v else "off") if isinstance(v, bool)
                  else f"{v:g}" if isinstance(v, float) else v)
         hyper.append(f"{k.replace('_', ' ')} {shown}")
-    if cfg.algo == "dcs3gd":
-        hyper.append("U: MXNet momentum v = mu*v - eta*(g + wd*w)")
+    update = registry.method(cfg.algo).update_note
+    if update:
+        hyper.append(update)
     lines = [f"refsgd {__version__}: {cfg.algo} on {run.world} rank(s), {net.name} ({net.num_params:,d} parameters, "
              f"{net.dtype.name}), {data.name} ({len(data.y_train)} train / {len(data.y_test)} test)",
              f"  batch {cfg.batch} x tau {run.tau} per worker, {_length(run)}, seed {cfg.seed}, "
              f"{threads} BLAS/Numba thread(s) per rank",
              "  " + "; ".join(hyper)]
     if cfg.algo in options.POLLED and run.world > 1:
-        lines.append("  requests in flight tested after every layer of the forward and backward pass (--poll)" if getattr(cfg, "poll", False)
+        lines.append("  requests in flight tested after every layer of the forward and backward pass (--poll)" if cfg.poll
                      else "  requests in flight left to the MPI library's own progress (--no-poll)")
     if link:
         lines.append(f"  {link} -- EMULATED, not the real network")
@@ -204,73 +202,30 @@ def link_text(cfg, link):
 
 
 # ---------------------------------------------------------------------------- before the first collective
-def parse_schedule(text, lr, iters_per_epoch):
-    """``NAME[:key=value,...]`` -> a schedule object; ``lr`` fills ``lr`` or ``peak``."""
-    name, _, rest = text.partition(":")
-    kwargs = {}
-    for item in filter(None, rest.split(",")):
-        key, eq, val = item.partition("=")
-        if not eq:
-            raise RefsgdError(f"--schedule {text}: expected key=value, got {item!r}")
-        key, val = key.strip(), _value(val.strip())
-        if key in kwargs:
-            raise RefsgdError(f"--schedule {text}: {key} is given twice")
-        if key in ("milestones", "milestone_epochs") and not isinstance(val, list):
-            val = [val]
-        kwargs[key] = val
-    if name in ("constant", "plateau"):
-        kwargs.setdefault("lr", lr)
-    else:
-        kwargs.setdefault("peak", lr)
-    return make_schedule(name, iters_per_epoch=iters_per_epoch, **kwargs)
-
-
-def _value(text):
-    if "/" in text:
-        return [_value(t) for t in text.split("/")]
-    for cast in (int, float):
-        try:
-            return cast(text)
-        except ValueError:
-            pass
-    return text
-
-
 def method(given, world):
     """The configuration ``given`` resolved (refsgd.options.resolve: the method's defaults) and
     checked (the method's own check); returns it."""
-    from refsgd.algorithms import ALGORITHMS, check
-    if given.algo not in ALGORITHMS:
-        raise RefsgdError(f"unknown method --algo {given.algo!r}{did_you_mean(given.algo, ALGORITHMS)}; "
-                          f"`refsgd train --list` shows {', '.join(ALGORITHMS)}")
+    from refsgd.algorithms import check
+    registry.method(given.algo)  # an unknown name: one error with a did-you-mean
     cfg = options.resolve(given)
     if cfg.momentum >= 1:
         raise RefsgdError(f"--momentum must be in [0, 1), got {cfg.momentum}")
-    if getattr(cfg, "nesterov", False) and not cfg.momentum:  # checked here, before the first collective
+    if cfg.nesterov and not cfg.momentum:  # checked here, before the first collective
         raise RefsgdError(f"--nesterov needs --momentum > 0 (Nesterov's look-ahead is along the momentum), got "
                           f"momentum {cfg.momentum:g}")
     check(cfg.algo, cfg, world)
     return cfg
 
 
-def per_epoch(cfg, data, workers):
-    """Iterations per epoch (RefsgdError when the training set is too small for one)."""
-    from refsgd.algorithms import micro_batches
-    n = len(data.y_train) // (workers * cfg.batch * micro_batches(cfg))
-    if n == 0:
-        raise RefsgdError(f"the training set has {len(data.y_train)} samples: too few for {workers} workers x "
-                          f"batch {cfg.batch} x {micro_batches(cfg)} micro-batches")
-    return n
-
-
 def prepare(given, comm):
     """Everything that can fail on bad input, done identically on every rank before any
     collective: (the resolved configuration, the method's train function, link, net, data,
     schedule, restorer)."""
-    from refsgd.algorithms import ALGORITHMS, by_gradients, check_sizes, servers
+    from refsgd.algorithms import check_sizes, train_of
 
     world = comm.Get_size()
     cfg = method(given, world)
+    m = registry.method(cfg.algo)
     link = None
     from refsgd.comm.link import Link
     if cfg.link is not None:  # --link '' is refused, not taken for no link
@@ -283,10 +238,10 @@ def prepare(given, comm):
     datasets.check_fits(data, net.input_shape, net.num_classes, model=net.name)
     if len(data.y_test) == 0:
         raise RefsgdError(f"dataset {data.name} has no test samples: refsgd train evaluates the model on the test set")
-    ipe = per_epoch(cfg, data, world - servers(cfg.algo))
+    ipe = m.iterations_per_epoch(cfg, len(data.y_train), world - m.servers)
     schedule = parse_schedule(cfg.schedule, cfg.lr, ipe)
     # the run's iterations (None: --epochs of gradients, in as many iterations as they take)
-    total = cfg.iterations or (None if by_gradients(cfg) else cfg.epochs * ipe)
+    total = cfg.iterations or (None if m.counts_gradients(cfg) else cfg.epochs * ipe)
     check_sizes(cfg.algo, cfg, net, total)
     if cfg.checkpoint_every and not cfg.checkpoint:
         raise RefsgdError("--checkpoint-every needs --checkpoint DIR")
@@ -295,7 +250,7 @@ def prepare(given, comm):
     if cfg.trace and cfg.resume:
         raise RefsgdError("--trace records a run from its first step: it cannot be combined with --resume")
     check_outputs(cfg)
-    if getattr(cfg, "timeline", None):
+    if cfg.timeline:
         timeline.parse_spec(cfg.timeline)
         if not cfg.out:
             raise RefsgdError("--timeline needs --out RUN.h5: the spans are written into the metrics file")
@@ -305,7 +260,7 @@ def prepare(given, comm):
                                             data_sha256=dataset_sha256(data, dtype, test=True),
                                             total=total)
         restorer = checkpoint.Restorer(folder, comm.Get_rank(), meta["t"])
-    return cfg, ALGORITHMS[cfg.algo][0], link, net, data, schedule, restorer
+    return cfg, train_of(cfg.algo), link, net, data, schedule, restorer
 
 
 def check_outputs(cfg):

@@ -16,7 +16,10 @@ from refsgd import api, datasets, trace
 from refsgd.errors import RefsgdError
 from refsgd.files import check_distinct, check_output
 from refsgd.nn import load_model
-from refsgd.options import APPLIES, config
+from refsgd.optim import parse_schedule
+from refsgd.options import config
+from refsgd.registry import method
+from refsgd.serial import rendering
 
 
 @dataclasses.dataclass
@@ -40,32 +43,30 @@ def render(given, workers, steps, out_path=None, force=False):
     ``workers`` workers and ``steps`` steps: a :class:`Golden` (RefsgdError on a configuration
     the renderings do not take). With ``out_path``, the trace is written there once the input is
     checked (refusing to replace a file unless ``force``, or to write over an input)."""
-    from refsgd.algorithms import micro_batches, servers
-    from refsgd.serial import RENDERINGS
-    if given.algo not in RENDERINGS:
-        raise RefsgdError(f"no serial rendering for --algo {given.algo!r}; available: {', '.join(RENDERINGS)}")
-    if given.algo == "dcasgd":  # the serial rendering serves the workers in turn
+    m = method(given.algo)
+    if "ps_order" in m.options:  # the serial rendering serves the workers in turn
         if given.ps_order not in (None, "round-robin"):
-            raise RefsgdError("the serial rendering of dcasgd serves the workers round-robin (1, 2, ..., N-1 in "
+            raise RefsgdError(f"the serial rendering of {m.name} serves the workers round-robin (1, 2, ..., N-1 in "
                               "every round): --ps-order arrival has no serial rendering")
         given = dataclasses.replace(given, ps_order="round-robin")
     if given.allreduce == "mpi":
         raise RefsgdError("the serial renderings sum over workers in the Ring-AllReduce's order: refsgd golden "
                           "takes --allreduce ring (its default); a trace of --allreduce mpi verifies against it "
                           "within round-off")
-    if "allreduce" in APPLIES.get(given.algo, ()):
+    if "allreduce" in m.options:
         given = dataclasses.replace(given, allreduce="ring")
     cfg = api.method(given, workers)
     dtype = np.dtype(cfg.dtype)
     net = load_model(cfg.model, dtype=dtype)
     data = datasets.load(cfg.data, dtype=dtype)
     datasets.check_fits(data, net.input_shape, net.num_classes, model=net.name)
-    schedule = api.parse_schedule(cfg.schedule, cfg.lr, api.per_epoch(cfg, data, workers - servers(cfg.algo)))
+    schedule = parse_schedule(cfg.schedule, cfg.lr, m.iterations_per_epoch(cfg, len(data.y_train), workers - m.servers))
     if out_path is not None:
         check_distinct([("--data", cfg.data), ("--model", cfg.model if os.path.isfile(cfg.model) else None)],
                        [("--out", out_path)])
         check_output(out_path, "--out", force)
-    fields = RENDERINGS[cfg.algo](net, data, dataclasses.replace(cfg, tau=micro_batches(cfg)), schedule, workers, steps)
+    fields = rendering(cfg.algo)(net, data, dataclasses.replace(cfg, tau=m.micro_batches_of(cfg)), schedule, workers,
+                                 steps)
     trace.check_finite(fields, f"the serial rendering of {cfg.algo}")
     golden = Golden(cfg, net, data, config(cfg, run=False, extra=dict(workers=workers, steps=steps)), fields)
     if out_path is not None:

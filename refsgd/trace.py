@@ -44,6 +44,7 @@ from refsgd.errors import RefsgdError
 from refsgd.version import __version__
 from refsgd.files import h5_written, open_h5, read_array
 from refsgd.options import trajectory_keys
+from refsgd.registry import METHODS
 
 FORMAT = "refsgd-trace"
 #: 3: every sum over workers of a golden file (serial) is in the Ring-AllReduce's order, the
@@ -55,13 +56,11 @@ FORMAT = "refsgd-trace"
 #: version 2 is read. Version 1 traces without a compressed all-reduce are read too; the others
 #: are refused.
 FORMAT_VERSION = 3
-#: the methods whose trajectory has a compressed all-reduce whatever --compress says
-ALWAYS_COMPRESSED = ("daso",)
-
-
 def compressed(method, config):
-    """Whether a trajectory of ``method`` with ``config`` has a compressed all-reduce."""
-    return method in ALWAYS_COMPRESSED or (config.get("compress") or "none") != "none"
+    """Whether a trajectory of ``method`` with ``config`` has a compressed all-reduce (the
+    registry's Method.compressed: whatever --compress says)."""
+    m = METHODS.get(method)
+    return (m is not None and m.compressed) or (config.get("compress") or "none") != "none"
 
 
 def dataset_sha256(data, dtype, test=False):

@@ -25,15 +25,26 @@ def mpi_env(base=None, **extra):
     return mpilib.environ(base, **{**ONE_THREAD, **extra})
 
 
+def make_config(**kw):
+    """The resolved refsgd.options.Config of a run of ``kw["algo"]`` (default ssgd) with the options
+    ``kw``, less the method options that do not apply to that method (a test shares one set of
+    values among methods), as refsgd.train(**kw) would build it."""
+    from refsgd import options
+    algo = kw.setdefault("algo", "ssgd")
+    kw = {k: v for k, v in kw.items() if k not in options.DEFAULTS or k in options.APPLIES[algo]}
+    return options.resolve(options.from_keywords(kw))
+
+
 def pytest_collection_modifyitems(config, items):
     """Every test of a file that launches mpiexec is an MPI test (marker mpi_launch): CI runs
     them again under a second MPI library."""
     for item in items:
-        if item.fspath.basename in MPI_FILES:
+        if item.fspath.basename in MPI_FILES or item.fspath.dirpath().basename == "methods":
             item.add_marker("mpi_launch")
 
 
-#: the test files that launch mpiexec (each of their tests is marked mpi_launch)
+#: the test files that launch mpiexec (each of their tests is marked mpi_launch), besides every file
+#: of tests/methods/
 MPI_FILES = {"test_bench.py", "test_cli.py", "test_codecs_mpi.py", "test_daso_mpi.py", "test_dc_mpi.py",
              "test_failure_mpi.py", "test_golden.py", "test_allreduce_ring_mpi.py", "test_laga_mpi.py", "test_link.py",
              "test_pipesgd_mpi.py",

@@ -130,7 +130,8 @@ def test_compressed_ssgd_equals_serial_bit_for_bit(tmp_path, algo, codec, n):
     (["--algo", "daso", "--compress", "fp16"], "--compress does not apply to --algo daso: its blocking global syncs carry bf16"),
     (["--algo", "daso", "--tau", "2"], "--algo daso takes one batch per iteration"),
     (["--algo", "ssgd", "--local-link", "1,1"], "--local-link does not apply to --algo ssgd (--local-link applies to --algo daso;"),
-    (["--algo", "ssgd", "--sync-every", "2"], "--sync-every applies to --algo daso;"),
+    (["--algo", "ssgd", "--sync-every", "2"], "--sync-every does not apply to --algo ssgd (--sync-every applies to "
+                                               "--algo daso"),
     (["--algo", "dcs3gd", "--compress", "fp16"], "--compress applies to --algo ssgd, ssgd-nag, pipe-sgd, d-sync;"),
     (["--algo", "daso", "--local-link", "1"], "--local-link expects LATENCY_US,GBIT_S"),
     (["--algo", "daso", "--plateau-threshold", "1"], "--plateau-threshold must be in [0, 1)"),

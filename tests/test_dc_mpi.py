@@ -1,10 +1,9 @@
 """DC-S3GD and DC-ASGD: MPI against the serial renderings, closed forms, bad input."""
 
-import argparse
 
 import numpy as np
 import pytest
-from conftest import UNDER_MPI, launch_under_mpiexec, verify_mpi_against_serial
+from conftest import UNDER_MPI, launch_under_mpiexec, make_config, verify_mpi_against_serial
 from conftest import cli as refsgd
 
 from refsgd import datasets, local
@@ -96,11 +95,11 @@ def test_corrected_step_no_division_by_zero():
 
 
 def cfg(**kw):
-    base = dict(algo="dcs3gd", batch=16, tau=1, epochs=1, iterations=None, lr=0.05, momentum=0.9, nesterov=False,
-                momentum_form="mxnet", weight_decay=0.0, wd_k=2.3, lambda0=0.2, seed=3, eval_every=1, log_every=5,
-                progress=False, dc_lambda=0.04, dc_adaptive=False, dc_ms_decay=0.95, ps_order="arrival")
-    base.update(kw)
-    return argparse.Namespace(**base)
+    """dcs3gd's (or dcasgd's) resolved Config with these values, those that apply."""
+    base = dict(algo="dcs3gd", batch=16, tau=1, epochs=1, lr=0.05, momentum=0.9, weight_decay=0.0, wd_k=2.3,
+                lambda0=0.2, seed=3, eval_every=1, log_every=5, progress=False, dc_lambda=0.04, dc_adaptive=False,
+                ps_order="arrival")
+    return make_config(**{**base, **kw})
 
 
 @pytest.mark.mpi
@@ -127,13 +126,13 @@ def test_dcs3gd_on_one_rank_is_mxnet_momentum_sgd():
     from mpi4py import MPI
 
     from refsgd.algorithms import dcs3gd
-    from refsgd.run import Run
+    from refsgd.run import build_run
     comm = MPI.COMM_WORLD
     if comm.Get_size() != 1:
         pytest.skip("one rank")
     c = cfg()
     net, data = load_model("digits_mlp", np.float64), datasets.load(None, np.float64)
-    run = Run(comm, net, data, c, Constant(c.lr), log=lambda *a: None)
+    run = build_run(c, comm, net=net, data=data, schedule=Constant(c.lr), log=lambda *a: None)
     w = dcs3gd.train(run)
     opt = SGD(net.num_params, net.dtype, momentum=0.9, form="mxnet")
     ref, _ = local.train(net, data, opt, Constant(c.lr), epochs=1, batch=16, seed=3, log=lambda *a: None)
@@ -146,11 +145,11 @@ def test_dcasgd_arrival_order_trains_and_serves_every_push():
     from mpi4py import MPI
 
     from refsgd.algorithms import dcasgd
-    from refsgd.run import Run
+    from refsgd.run import build_run
     comm = MPI.COMM_WORLD
-    c = cfg(algo="dcasgd", momentum=0.0, iterations=30, lr=0.1)
+    c = cfg(algo="dcasgd", iterations=30, lr=0.1)
     net, data = load_model("digits_mlp", np.float64), datasets.load(None, np.float64)
-    run = Run(comm, net, data, c, Constant(c.lr), log=lambda *a: None, servers=1)
+    run = build_run(c, comm, net=net, data=data, schedule=Constant(c.lr), log=lambda *a: None)
     w = dcasgd.train(run)
     # every rank ends with the server's final weights? the workers hold their last reply
     final = run.final_model()

@@ -1,5 +1,7 @@
 """Golden references: MPI traces against the serial renderings, verify, and an outside replay."""
 
+import glob
+import importlib.util
 import json
 import os
 import shutil
@@ -134,10 +136,17 @@ def test_verify_bad_input():
 
 
 def _regenerate_commands():
-    with open(os.path.join(GOLDEN, "regenerate.sh")) as f:
-        for line in f:
-            if line.startswith("$R golden"):
-                yield line.split()[1:]
+    """refsgd golden's command of every golden file of the registry (tests/golden/regenerate.sh)."""
+    from refsgd.registry import METHODS
+    for m in METHODS.values():
+        for g in m.goldens:
+            yield ["golden", *g.argv(m.name), "--out", g.file]
+
+
+def test_every_golden_file_is_a_registry_entry():
+    """regenerate.sh writes the registry's Golden entries: a file here that none names would go stale."""
+    named = {cmd[-1] for cmd in _regenerate_commands()}
+    assert {f for f in os.listdir(GOLDEN) if f.endswith(".h5")} == named
 
 
 @pytest.mark.parametrize("cmd", list(_regenerate_commands()), ids=lambda c: c[c.index("--out") + 1])
@@ -197,7 +206,7 @@ def _mlp_loss_grad(spec, layout, w, x, y):
 
 
 def _replay_ssgd(grad, w0, batches, lr, cfg, check):
-    """LAGA Alg. 2 with PyTorch-form momentum: b = mu*b + g, x -= lr*b."""
+    """LAGA Alg. 2 with PyTorch-form momentum: b = mu*b + g, x -= lr*b (Nesterov: x -= lr*(g + mu*b))."""
     T, N, tau = batches.shape[:3]
     mu = cfg["momentum"]
     X, B = np.tile(w0, (N, 1)), np.zeros((N, len(w0)))
@@ -209,7 +218,7 @@ def _replay_ssgd(grad, w0, batches, lr, cfg, check):
         compress = cfg.get("compress") or "none"
         g = G.mean(axis=0) if compress == "none" else _allreduce(G, compress) / N
         B = mu * B + g if mu else np.tile(g, (N, 1))
-        X = X - lr[t] * B
+        X = X - lr[t] * (g + mu * B if cfg.get("nesterov") else B)
         check(t, x=X, **({"U.momentum_buffer": B} if mu else {}))
 
 
@@ -275,7 +284,7 @@ def _replay_laga(grad, w0, batches, lr, cfg, check, nesterov):
     """LAGA Alg. 4 (x) or 5 (y): m = gamma*m + d, d = g^{t-1} + wd*x; x -= eta*m or
     y -= eta*(gamma*m + d); g^{-1} = 0."""
     T, N, tau = batches.shape[:3]
-    gamma, wd = cfg["momentum"], cfg["weight_decay"]
+    gamma, wd = cfg.get("momentum", 0.0), cfg["weight_decay"]   # LAGA-SGD (Alg. 3): no momentum, m = d
     x, m, g_prev = w0.copy(), np.zeros_like(w0), np.zeros_like(w0)
     for t in range(T):
         g = np.mean([grad(x, batches[t, i, j]) for i in range(N) for j in range(tau)], axis=0)
@@ -283,7 +292,8 @@ def _replay_laga(grad, w0, batches, lr, cfg, check, nesterov):
         m = gamma * m + d
         x = x - lr[t] * (gamma * m + d if nesterov else m)
         g_prev = g
-        check(t, **{"y" if nesterov else "x": np.tile(x, (N, 1)), "m": np.tile(m, (N, 1)), "g": np.tile(g, (N, 1))})
+        mine = {"y" if nesterov else "x": np.tile(x, (N, 1)), "m": np.tile(m, (N, 1)), "g": np.tile(g, (N, 1))}
+        check(t, **{k: v for k, v in mine.items() if k != "m" or "momentum" in cfg})
 
 
 def _round16(x, codec):
@@ -364,6 +374,18 @@ def _replay_pipe_sgd(grad, w0, batches, lr, cfg, check):
         S[t] = _allreduce(np.array([grad(w, batches[t, i, 0]) for i in range(N)]), cfg["compress"])
         pending = np.stack([S.get(s, np.zeros_like(w)) for s in range(t - K + 1, t + 1)])
         check(t, w=np.tile(w, (N, 1)), g_sum=np.tile(pending, (N, 1, 1)))
+
+
+def _replay_ps_sync(grad, w0, batches, lr, cfg, check):
+    """PS-Sync: row 0 the server (no batch); w <- w - lr_t * (g_1 + ... + g_{N-1}), in that order."""
+    T, N = batches.shape[:2]
+    w = w0.copy()
+    for t in range(T):
+        g = grad(w, batches[t, 1, 0])
+        for m in range(2, N):
+            g = g + grad(w, batches[t, m, 0])
+        w = w - lr[t] * g
+        check(t, w=np.tile(w, (N, 1)))
 
 
 def _replay_d_sync(grad, w0, batches, lr, cfg, check):
@@ -448,8 +470,24 @@ def _replay_pp_asgd(grad, w0, batches, lr, cfg, check, predict=True):
 
 REPLAY = {"pp-asgd": _replay_pp_asgd, "asgd": lambda *a: _replay_pp_asgd(*a, predict=False),
           "daso": _replay_daso, "pipe-sgd": _replay_pipe_sgd, "d-sync": _replay_d_sync, "ssgd": _replay_ssgd, "ssgd-nag": _replay_ssgd_nag, "dcs3gd": _replay_dcs3gd, "dcasgd": _replay_dcasgd,
+          "ssgd-opt": _replay_ssgd, "ps-sync": _replay_ps_sync,
+          "laga-sgd": lambda *a: _replay_laga(*a, nesterov=False),
           "laga-sgdm": lambda *a: _replay_laga(*a, nesterov=False),
           "laga-sgdn": lambda *a: _replay_laga(*a, nesterov=True)}
+
+
+def _method_replays():
+    """The replays kept with a method's own tests: ``REPLAY`` of tests/methods/test_<name>.py."""
+    found = {}
+    for path in sorted(glob.glob(os.path.join(ROOT, "tests", "methods", "test_*.py"))):
+        spec = importlib.util.spec_from_file_location(f"_replays_{os.path.basename(path)[:-3]}", path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        found.update(getattr(module, "REPLAY", {}))
+    return found
+
+
+REPLAY.update(_method_replays())
 
 
 @pytest.mark.parametrize("name", sorted(f for f in os.listdir(GOLDEN) if f.endswith(".h5")))

@@ -47,17 +47,17 @@ def states(path):
 
 def serial(algo, common, n, T):
     """The serial rendering in this process (no MPI), as `refsgd golden` would run it."""
-    import argparse
-
-    from refsgd.api import parse_schedule
     from refsgd.cli import build_parser
+    from refsgd.cli.cmdoptions import config_of
+    from refsgd.optim import parse_schedule
     from refsgd.options import resolve
-    from refsgd.serial import RENDERINGS
-    args = resolve(build_parser().parse_args(["golden", *common, "--workers", str(n), "--steps", str(T), "--out", "-"]))
-    net = load_model(args.model, dtype=np.float64)
+    from refsgd.serial import rendering
+    args = build_parser().parse_args(["golden", *common, "--workers", str(n), "--steps", str(T), "--out", "-"])
+    cfg = resolve(config_of(args, leave=("out", "force", "regenerate")))
+    net = load_model(cfg.model, dtype=np.float64)
     data = datasets.load(None, dtype=np.float64)
-    schedule = parse_schedule(args.schedule, args.lr, len(data.y_train) // (n * args.batch * args.tau))
-    return RENDERINGS[algo](net, data, argparse.Namespace(**vars(args)), schedule, n, T)
+    schedule = parse_schedule(cfg.schedule, cfg.lr, len(data.y_train) // (n * cfg.batch * cfg.tau))
+    return rendering(algo)(net, data, cfg, schedule, n, T)
 
 
 @pytest.mark.parametrize("n", [2, 4])

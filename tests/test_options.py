@@ -114,11 +114,6 @@ def test_the_derived_tables():
     assert "epochs" not in options.trajectory_keys("ssgd") and "compress" in options.trajectory_keys("ssgd")
 
 
-def test_the_algorithms_list_the_table_methods():
-    from refsgd.algorithms import ALGORITHMS
-    assert tuple(ALGORITHMS) == options.METHODS
-
-
 # ---------------------------------------------------------------------------- Config
 def test_config_is_frozen_typed_and_resolved_into_a_new_one():
     cfg = Config(algo="pp-asgd")

@@ -1,7 +1,6 @@
 """Pipe-SGD, D-Sync and PS-Sync: MPI against the serial renderings (bitwise where compression
 makes the reduction order matter), the listing's relations, resume, threads, bad input."""
 
-import argparse
 import os
 import subprocess
 import sys
@@ -9,7 +8,7 @@ import sys
 import h5py
 import numpy as np
 import pytest
-from conftest import ROOT, mpi_env, mpiexec, verify_mpi_against_serial
+from conftest import ROOT, make_config, mpi_env, mpiexec, verify_mpi_against_serial
 from conftest import cli as refsgd
 
 from refsgd import datasets
@@ -47,11 +46,8 @@ def test_q8v_mpi_equals_serial_rendering_bitwise(tmp_path, algo, n):
     verify_mpi_against_serial(tmp_path, COMMON + ["--algo", algo, "--compress", "q8v"], n, 12, rtol="0")
 
 
-def _cfg(**kw):
-    base = dict(batch=8, tau=1, seed=4, momentum=0.0, nesterov=False, weight_decay=0.0, momentum_form="pytorch",
-                compress="none", dependency=None, warmup_epochs=None)
-    base.update(kw)
-    return argparse.Namespace(**base)
+def _cfg(algo="pipe-sgd", **kw):
+    return make_config(**{**dict(algo=algo, batch=8, tau=1, seed=4, compress="none"), **kw})
 
 
 def test_dependency_1_is_d_sync_one_iteration_late():
@@ -59,7 +55,7 @@ def test_dependency_1_is_d_sync_one_iteration_late():
     net, data = load_model("digits_mlp", np.float64), datasets.load(None, np.float64)
     for compress in ("none", "t16"):
         p = serial.pipe_sgd(net, data, _cfg(dependency=1, compress=compress), Constant(0.02), 3, 8)
-        d = serial.d_sync(net, data, _cfg(compress=compress), Constant(0.02), 3, 8)
+        d = serial.d_sync(net, data, _cfg("d-sync", compress=compress), Constant(0.02), 3, 8)
         np.testing.assert_array_equal(p["states"]["w"][1:], d["states"]["w"][:-1])
         np.testing.assert_array_equal(p["batches"], d["batches"])
 

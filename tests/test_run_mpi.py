@@ -1,11 +1,10 @@
 """The Run context's timers under MPI, against closed forms (run at 2 and 4 ranks)."""
 
-import argparse
 import time
 
 import numpy as np
 import pytest
-from conftest import UNDER_MPI, launch_under_mpiexec
+from conftest import UNDER_MPI, launch_under_mpiexec, make_config
 
 from refsgd import datasets
 from refsgd.nn import load_model
@@ -15,11 +14,11 @@ mpi_only = [pytest.mark.mpi(min_size=2), pytest.mark.skipif(not UNDER_MPI, reaso
 
 
 def make_run(comm, iterations=3):
-    from refsgd.run import Run
-    cfg = argparse.Namespace(batch=8, tau=1, epochs=1, iterations=iterations, seed=0, eval_every=1,
-                             log_every=100, progress=False)
-    return Run(comm, load_model("digits_mlp", np.float64), datasets.load(None, np.float64), cfg,
-               Constant(0.1), log=lambda *a: None)
+    from refsgd.run import build_run
+    cfg = make_config(batch=8, tau=1, epochs=1, iterations=iterations, seed=0, eval_every=1, log_every=100,
+                      progress=False)
+    return build_run(cfg, comm, net=load_model("digits_mlp", np.float64), data=datasets.load(None, np.float64),
+                     schedule=Constant(0.1), log=lambda *a: None)
 
 
 @pytest.mark.mpi(min_size=2)

@@ -4,11 +4,9 @@ Plain ``pytest`` runs ``test_under_mpiexec``, which launches this file under ``m
 2, 4 ... pytest --with-mpi``; there the ``mpi`` tests run in-process on COMM_WORLD.
 """
 
-import argparse
-
 import numpy as np
 import pytest
-from conftest import UNDER_MPI, launch_under_mpiexec
+from conftest import UNDER_MPI, launch_under_mpiexec, make_config
 
 from refsgd import datasets, local
 from refsgd.datasets import epoch_batches
@@ -16,20 +14,24 @@ from refsgd.nn import load_model
 from refsgd.optim import SGD, Constant
 
 
+BASE = dict(algo="ssgd", batch=16, tau=1, epochs=1, iterations=6, lr=0.1, momentum=0.0, nesterov=False,
+            momentum_form="pytorch", weight_decay=0.0, seed=3, eval_every=1, log_every=2, progress=False)
+
+
 def cfg(**kw):
-    base = dict(algo="ssgd", batch=16, tau=1, epochs=1, iterations=6, lr=0.1, momentum=0.0, nesterov=False,
-                momentum_form="pytorch", weight_decay=0.0, seed=3, eval_every=1, log_every=2, progress=False)
-    base.update(kw)
-    return argparse.Namespace(**base)
+    return make_config(**{**BASE, **kw})
 
 
 def run_algo(name, comm, c, model="digits_cnn"):
-    from refsgd.algorithms import ALGORITHMS
-    from refsgd.run import Run
+    """Method ``name`` trained with the options of ``c`` (those of BASE that apply to it); (its
+    result, the Run, the net, the data)."""
+    from refsgd.algorithms import train_of
+    from refsgd.run import build_run
     net = load_model(model, dtype=np.float64)
     data = datasets.load(None, dtype=np.float64)
-    run = Run(comm, net, data, c, Constant(c.lr), log=lambda *a: None)
-    return ALGORITHMS[name][0](run), run, net, data
+    c = make_config(**{**{k: getattr(c, k) for k in BASE}, "algo": name})
+    run = build_run(c, comm, net=net, data=data, schedule=Constant(c.lr), log=lambda *a: None)
+    return train_of(name)(run), run, net, data
 
 
 def serial_ssgd(net, data, c, N):

@@ -10,27 +10,14 @@ import numpy as np
 import pytest
 
 from conftest import cli
+from refsgd import registry
 from refsgd import timeline as T
 
 EPS = 1e-9
 
-#: each method's options for a short run of 2 ranks whose window holds its communication
-METHODS = {
-    "ssgd": ["--tau", "2"],
-    "ssgd-opt": ["--tau", "2"],
-    "ssgd-nag": ["--tau", "2", "--compress", "fp16"],
-    "dcs3gd": [],
-    "dcasgd": [],
-    "laga-sgd": ["--tau", "2"],
-    "laga-sgdm": [],
-    "laga-sgdn": [],
-    "pipe-sgd": ["--dependency", "2", "--compress", "t16"],
-    "d-sync": ["--compress", "q8"],
-    "ps-sync": [],
-    "daso": ["--ranks-per-node", "1", "--warmup-epochs", "0", "--cooldown-epochs", "0", "--sync-every", "2"],
-    "pp-asgd": ["--threads", "2"],
-    "asgd": ["--threads", "2"],
-}
+#: each method's options for a short run of 2 ranks whose window holds its communication (the
+#: registry's Method.example)
+METHODS = {m.name: list(m.example) for m in registry.METHODS.values()}
 
 #: labels of the run's own bookkeeping (not a line of the method's listing)
 FRAMEWORK = ("iteration ", "loss check", "evaluation", "checkpoint", "modelled transfer", "complete the requests")
@@ -45,8 +32,8 @@ def _train(tmp_path, algo, *extra, n=2, window="3:4", iterations=10):
 
 
 def _listing(algo):
-    from refsgd.algorithms import ALGORITHMS
-    return sys.modules[ALGORITHMS[algo][0].__module__].__doc__
+    from refsgd.algorithms import train_of
+    return sys.modules[train_of(algo).__module__].__doc__
 
 
 def _nest(starts, ends):

@@ -55,51 +55,9 @@ def check(args, world):
         raise RefsgdError("dcasgd pushes one micro-batch's gradient per iteration (--tau 1)")
     if args.momentum or args.nesterov:
         raise RefsgdError("dcasgd's update has no momentum (--momentum 0)")
-    decay = getattr(args, "dc_ms_decay", 0.95)
+    decay = args.dc_ms_decay
     if not 0 <= decay < 1:
         raise RefsgdError(f"--dc-ms-decay is the decay m of MeanSquare and must be in [0, 1), got {decay:g}")
-
-
-def compensated_step(w, g, w_bak, eta, lam, wd, decayed=None):
-    """S2: w <- w - eta * (g + wd*w + lam (.) g (.) g (.) (w - w_bak)), in place, in one pass.
-
-    lam is a number or an array (the adaptive variant); wd a number, or an array that is 0 in
-    frozen layers (refsgd.optim.decay_mask); ``decayed`` says whether any wd is non-zero (None:
-    look, a pass over an array wd).
-    """
-    t = w.dtype.type
-    lam_a = np.asarray(lam, dtype=w.dtype).reshape(-1)
-    wd_a = np.asarray(wd, dtype=w.dtype).reshape(-1)
-    _compensated(w, g, w_bak, t(eta), lam_a, wd_a, bool(np.any(wd_a)) if decayed is None else decayed)
-
-
-def adaptive_lambda(ms, g, decay, lam0, out):
-    """Zheng et al.'s adaptive lambda, in place and in one pass: MeanSquare is updated first,
-    ``ms <- decay*ms + (1 - decay) g (.) g``, then ``out <- lam0 / sqrt(ms + EPS)``; the scalars in
-    the vectors' dtype, each element computed in the order of those NumPy lines."""
-    t = ms.dtype.type
-    _adaptive(ms, g, t(decay), t(1 - decay), t(lam0), t(EPS), out)
-    return out
-
-
-@nb.njit(cache=True, nogil=True)
-def _adaptive(ms, g, decay, rest, lam0, eps, out):
-    for j in range(ms.size):
-        m = ms[j] * decay + rest * g[j] * g[j]
-        ms[j] = m
-        out[j] = lam0 / np.sqrt(m + eps)
-
-
-@nb.njit(cache=True, nogil=True)
-def _compensated(w, g, w_bak, eta, lam, wd, decayed):
-    """The element-wise form of S2, in the order of the NumPy passes it replaces; lam and wd
-    have one value for all elements or one per element."""
-    one_lam, one_wd = lam.size == 1, wd.size == 1
-    for j in range(w.size):
-        s = (w[j] - w_bak[j]) * g[j] * g[j] * (lam[0] if one_lam else lam[j]) + g[j]
-        if decayed:
-            s = s + (wd[0] if one_wd else wd[j]) * w[j]
-        w[j] = w[j] - s * eta
 
 
 def train(run):
@@ -159,3 +117,45 @@ def train(run):
             with run.idle("W3 MPI_Recv(w)"):
                 comm.Recv(w, source=0, tag=PULL)
     return w
+
+
+def compensated_step(w, g, w_bak, eta, lam, wd, decayed=None):
+    """S2: w <- w - eta * (g + wd*w + lam (.) g (.) g (.) (w - w_bak)), in place, in one pass.
+
+    lam is a number or an array (the adaptive variant); wd a number, or an array that is 0 in
+    frozen layers (refsgd.optim.decay_mask); ``decayed`` says whether any wd is non-zero (None:
+    look, a pass over an array wd).
+    """
+    t = w.dtype.type
+    lam_a = np.asarray(lam, dtype=w.dtype).reshape(-1)
+    wd_a = np.asarray(wd, dtype=w.dtype).reshape(-1)
+    _compensated(w, g, w_bak, t(eta), lam_a, wd_a, bool(np.any(wd_a)) if decayed is None else decayed)
+
+
+def adaptive_lambda(ms, g, decay, lam0, out):
+    """Zheng et al.'s adaptive lambda, in place and in one pass: MeanSquare is updated first,
+    ``ms <- decay*ms + (1 - decay) g (.) g``, then ``out <- lam0 / sqrt(ms + EPS)``; the scalars in
+    the vectors' dtype, each element computed in the order of those NumPy lines."""
+    t = ms.dtype.type
+    _adaptive(ms, g, t(decay), t(1 - decay), t(lam0), t(EPS), out)
+    return out
+
+
+@nb.njit(cache=True, nogil=True)
+def _adaptive(ms, g, decay, rest, lam0, eps, out):
+    for j in range(ms.size):
+        m = ms[j] * decay + rest * g[j] * g[j]
+        ms[j] = m
+        out[j] = lam0 / np.sqrt(m + eps)
+
+
+@nb.njit(cache=True, nogil=True)
+def _compensated(w, g, w_bak, eta, lam, wd, decayed):
+    """The element-wise form of S2, in the order of the NumPy passes it replaces; lam and wd
+    have one value for all elements or one per element."""
+    one_lam, one_wd = lam.size == 1, wd.size == 1
+    for j in range(w.size):
+        s = (w[j] - w_bak[j]) * g[j] * g[j] * (lam[0] if one_lam else lam[j]) + g[j]
+        if decayed:
+            s = s + (wd[0] if one_wd else wd[j]) * w[j]
+        w[j] = w[j] - s * eta

@@ -58,11 +58,9 @@ Deviations and readings:
 
 import numba as nb
 import numpy as np
-from mpi4py import MPI
 
 from refsgd.errors import RefsgdError
 from refsgd.optim import decay_mask
-from refsgd.options import value
 
 
 def check(args, world):
@@ -70,6 +68,62 @@ def check(args, world):
         raise RefsgdError("dcs3gd takes one micro-batch per iteration (--tau 1): the paper does not accumulate")
     if args.nesterov:
         raise RefsgdError("dcs3gd uses momentum SGD in MXNet's form; --nesterov does not apply")
+
+
+def train(run):
+    comm, N = run.comm, run.world
+    lambda0, mu = run.cfg.lambda0, run.cfg.momentum
+    w_i = run.register("w_i", run.init_params())          # Initialize w_i = w_bar
+    dw_i = run.register("dw_i", np.zeros_like(w_i))
+    v = run.register("U.v", np.zeros_like(w_i))            # U's momentum, local to the worker
+    dw_bar = np.empty_like(w_i)
+    g_i = np.empty_like(w_i)
+    w_bar = np.empty_like(w_i)
+    wd_at = weight_decay_schedule(run)
+    bounds = parts(run.net, run.cfg.lambda_norm)
+    lams = np.zeros(bounds.size - 1)
+    mask = decay_mask(run.net)
+    decay = np.zeros(0, w_i.dtype) if mask is None else mask
+
+    def U(g, t):
+        """dw = U(g, eta, mu): v <- mu*v - eta*(g + wd_t*w_i), in place (no decay in frozen layers);
+        returns v."""
+        eta, wd = run.lr(t), wd_at(t)
+        # in the order of eq. 11 (and of the serial rendering): eta times the decayed gradient
+        decayed = g + (wd * w_i if mask is None else (wd * mask) * w_i) if wd else g
+        np.multiply(v, mu, out=v)
+        np.subtract(v, eta * decayed, out=v)
+        return v
+
+    def average():
+        with run.idle("evaluation MPI_Allreduce(w_i)"):
+            return run.average_model(comm, w_i, w_bar)
+    run.set_model(average)
+
+    for t in run.iterations():
+        if t == 0:
+            # L1: g_i <- grad l(w_i)                                         (compute)
+            run.grad(w_i, g_i, label="L1 g_i <- grad l(w_i)")
+            # L2: dw_i <- U(g_i, eta, mu)
+            dw_i[...] = U(g_i, t)
+            # L3: w_i <- w_i + dw_i
+            w_i += dw_i
+            continue
+        # L4: for t < max_iterations
+        # L5: MPI_Iallreduce(dw_i)                                           (start communication)
+        req = run.iallreduce(comm, dw_i, dw_bar, "L5 MPI_Iallreduce(dw_i)")  # --allreduce ring: blocking, None
+        # L6: g_i <- grad l(w_i)                                             (compute)
+        run.grad(w_i, g_i, progress=req, label="L6 g_i <- grad l(w_i)")
+        # L7: dw_bar <- MPI_Wait()                                           (complete communication)
+        run.wait(req, "L7 dw_bar <- MPI_Wait()")
+        # L8:  D_i <- (1/N) dw_bar - dw_i                                    eq. 9
+        # L9:  g~_i <- g_i + lambda_i g_i (.) g_i (.) D_i                     eq. 10, 17
+        # L10: dw_i <- U(g~_i, eta, mu)                                      eq. 11
+        # L11: w_i <- w_i + D_i + dw_i                                       eq. 12
+        with run.update("L8 D_i, g~_i, dw_i, w_i (L8-L11)"):
+            _corrected_step(w_i, dw_i, v, g_i, dw_bar, N, lambda0, run.lr(t), mu, wd_at(t), bounds, decay, lams,
+                            run.ring)
+    return w_i
 
 
 @nb.njit(cache=True, nogil=True, fastmath={"reassoc"})
@@ -188,65 +242,3 @@ def weight_decay_schedule(run):
     if not c.weight_decay or peak <= 0:
         return lambda t: 0.0
     return lambda t: c.wd_k * c.weight_decay * run.lr(t) / peak
-
-
-def train(run):
-    comm, N = run.comm, run.world
-    lambda0, mu = run.cfg.lambda0, run.cfg.momentum
-    w_i = run.register("w_i", run.init_params())          # Initialize w_i = w_bar
-    dw_i = run.register("dw_i", np.zeros_like(w_i))
-    v = run.register("U.v", np.zeros_like(w_i))            # U's momentum, local to the worker
-    dw_bar = np.empty_like(w_i)
-    g_i = np.empty_like(w_i)
-    w_bar = np.empty_like(w_i)
-    wd_at = weight_decay_schedule(run)
-    bounds = parts(run.net, value(run.cfg, "lambda_norm"))
-    lams = np.zeros(bounds.size - 1)
-    mask = decay_mask(run.net)
-    decay = np.zeros(0, w_i.dtype) if mask is None else mask
-
-    def U(g, t):
-        """dw = U(g, eta, mu): v <- mu*v - eta*(g + wd_t*w_i), in place (no decay in frozen layers);
-        returns v."""
-        eta, wd = run.lr(t), wd_at(t)
-        # in the order of eq. 11 (and of the serial rendering): eta times the decayed gradient
-        decayed = g + (wd * w_i if mask is None else (wd * mask) * w_i) if wd else g
-        np.multiply(v, mu, out=v)
-        np.subtract(v, eta * decayed, out=v)
-        return v
-
-    def average():
-        with run.idle("evaluation MPI_Allreduce(w_i)"):
-            return run.average_model(comm, w_i, w_bar)
-    run.set_model(average)
-
-    for t in run.iterations():
-        if t == 0:
-            # L1: g_i <- grad l(w_i)                                         (compute)
-            run.grad(w_i, g_i, label="L1 g_i <- grad l(w_i)")
-            # L2: dw_i <- U(g_i, eta, mu)
-            dw_i[...] = U(g_i, t)
-            # L3: w_i <- w_i + dw_i
-            w_i += dw_i
-            continue
-        # L4: for t < max_iterations
-        # L5: MPI_Iallreduce(dw_i)                                           (start communication)
-        if run.ring:  # --allreduce ring: refsgd's ring, blocking: dw_bar is complete here (Deviations)
-            run.ring_sum(comm, dw_i, dw_bar, label="L5 ring all-reduce(dw_i)")
-            req = None
-        else:
-            with run.idle("L5 MPI_Iallreduce(dw_i)"):  # MPI's work to start it is communication on this path
-                req = run.started(comm.Iallreduce(dw_i, dw_bar, op=MPI.SUM), "L5 MPI_Iallreduce(dw_i)", dw_i)
-        # L6: g_i <- grad l(w_i)                                             (compute)
-        run.grad(w_i, g_i, progress=req, label="L6 g_i <- grad l(w_i)")
-        # L7: dw_bar <- MPI_Wait()                                           (complete communication)
-        if req is not None:
-            run.wait(req, "L7 dw_bar <- MPI_Wait()")
-        # L8:  D_i <- (1/N) dw_bar - dw_i                                    eq. 9
-        # L9:  g~_i <- g_i + lambda_i g_i (.) g_i (.) D_i                     eq. 10, 17
-        # L10: dw_i <- U(g~_i, eta, mu)                                      eq. 11
-        # L11: w_i <- w_i + D_i + dw_i                                       eq. 12
-        with run.update("L8 D_i, g~_i, dw_i, w_i (L8-L11)"):
-            _corrected_step(w_i, dw_i, v, g_i, dw_bar, N, lambda0, run.lr(t), mu, wd_at(t), bounds, decay, lams,
-                            run.ring)
-    return w_i

@@ -84,25 +84,8 @@ Deviations and readings:
 """
 
 import numpy as np
-from mpi4py import MPI
 
 from refsgd.optim import decay_mask, fused_step
-
-
-def _decay(run):
-    """(wd, mask): coupled weight decay of the update; mask is None when every weight is decayed."""
-    return float(run.cfg.weight_decay), decay_mask(run.net)
-
-
-def _accumulate(run, w, g_i, g_ij, req):
-    """L1: g_i <- (1/tau) sum_{j=1..tau} grad F_i(w; xi_ij), the tau micro-batches of this rank.
-    With ``--poll`` the request in flight (``req``) is tested between layers so that it advances."""
-    run.grad(w, g_i, progress=req, label="L1 grad F_i(x^t; xi_i1^t)")
-    for j in range(1, run.tau):
-        run.grad(w, g_ij, progress=req, label=f"L1 grad F_i(x^t; xi_i{j + 1}^t)")
-        g_i += g_ij
-    if run.tau > 1:
-        g_i /= run.tau
 
 
 def train_laga_sgd(run):
@@ -123,8 +106,7 @@ def train_laga_sgd(run):
         # L1: g_i^t(tau) <- (1/tau) sum_j grad F_i(x^t; xi_ij^t)
         _accumulate(run, x, g_i, g_ij, req)
         # complete communication: g^{t-1}(tau) (implicit in the paper)
-        if req is not None:
-            run.wait(req, "L2 MPI_Wait(g^{t-1}(tau))")
+        run.wait(req, "L2 MPI_Wait(g^{t-1}(tau))")
         # L2: x^{t+1} <- x^t - eta * g^{t-1}(tau)                      (one fused pass)
         with run.update("L2 x^{t+1} <- x^t - eta g^{t-1}(tau)"):
             fused_step(x, g, None, eta, weight_decay=wd, mask=mask)
@@ -132,16 +114,10 @@ def train_laga_sgd(run):
         # L3: non-blocking AllReduce g^t(tau) <- (1/N) sum_i g_i^t(tau)
         with run.update("L3 g_i^t(tau) / N"):      # the mean's 1/N, the method's arithmetic
             g_i /= N
-        if run.ring:  # --allreduce ring: refsgd's ring, blocking: g is complete here (Deviations)
-            run.ring_sum(comm, g_i, g, label="L3 ring all-reduce(g_i^t(tau))")
-            req = None
-        else:
-            with run.idle("L3 MPI_Iallreduce(g_i^t(tau))"):  # MPI's work to start it is communication on this path
-                req = run.started(comm.Iallreduce(g_i, g, op=MPI.SUM), "L3 MPI_Iallreduce(g_i^t(tau))", g_i)
+        req = run.iallreduce(comm, g_i, g, "L3 MPI_Iallreduce(g_i^t(tau))")  # --allreduce ring: blocking, None
         g_i, g_i_sent = g_i_sent, g_i              # g_i^t stays untouched while in flight
     # the last all-reduce is completed and not applied
-    if req is not None:
-        run.wait(req, "L2 MPI_Wait(g^{T-1}(tau)), not applied")
+    run.wait(req, "L2 MPI_Wait(g^{T-1}(tau)), not applied")
     return x
 
 
@@ -164,8 +140,7 @@ def train_laga_sgdm(run):
         # L1: g_i^t(tau) <- (1/tau) sum_j grad F_i(x^t; xi_ij^t)
         _accumulate(run, x, g_i, g_ij, req)
         # complete communication: g^{t-1}(tau) (implicit in the paper)
-        if req is not None:
-            run.wait(req, "L2 MPI_Wait(g^{t-1}(tau))")
+        run.wait(req, "L2 MPI_Wait(g^{t-1}(tau))")
         # L2: m^t <- gamma * m^{t-1} + g^{t-1}(tau)
         # L3: x^{t+1} <- x^t - eta * m^t                                  (L2-L3 in one fused pass)
         with run.update("L2 m^t, L3 x^{t+1}"):
@@ -174,16 +149,10 @@ def train_laga_sgdm(run):
         # L4: non-blocking AllReduce g^t(tau) <- (1/N) sum_i g_i^t(tau)
         with run.update("L4 g_i^t(tau) / N"):      # the mean's 1/N, the method's arithmetic
             g_i /= N
-        if run.ring:  # --allreduce ring: refsgd's ring, blocking: g is complete here (Deviations)
-            run.ring_sum(comm, g_i, g, label="L4 ring all-reduce(g_i^t(tau))")
-            req = None
-        else:
-            with run.idle("L4 MPI_Iallreduce(g_i^t(tau))"):  # MPI's work to start it is communication on this path
-                req = run.started(comm.Iallreduce(g_i, g, op=MPI.SUM), "L4 MPI_Iallreduce(g_i^t(tau))", g_i)
+        req = run.iallreduce(comm, g_i, g, "L4 MPI_Iallreduce(g_i^t(tau))")  # --allreduce ring: blocking, None
         g_i, g_i_sent = g_i_sent, g_i
     # the last all-reduce is completed and not applied
-    if req is not None:
-        run.wait(req, "L2 MPI_Wait(g^{T-1}(tau)), not applied")
+    run.wait(req, "L2 MPI_Wait(g^{T-1}(tau)), not applied")
     return x
 
 
@@ -206,8 +175,7 @@ def train_laga_sgdn(run):
         # L1: g_i^t(tau) <- (1/tau) sum_j grad F_i(y^t; xi_ij^t)
         _accumulate(run, y, g_i, g_ij, req)
         # complete communication: g^{t-1}(tau) (implicit in the paper)
-        if req is not None:
-            run.wait(req, "L2 MPI_Wait(g^{t-1}(tau))")
+        run.wait(req, "L2 MPI_Wait(g^{t-1}(tau))")
         # L2: m^t <- gamma * m^{t-1} + g^{t-1}(tau)
         # L3: y^{t+1} <- y^t - eta * (gamma * m^t + g^{t-1}(tau))         (L2-L3 in one fused pass)
         with run.update("L2 m^t, L3 y^{t+1}"):
@@ -216,24 +184,24 @@ def train_laga_sgdn(run):
         # L4: non-blocking AllReduce g^t(tau) <- (1/N) sum_i g_i^t(tau)
         with run.update("L4 g_i^t(tau) / N"):      # the mean's 1/N, the method's arithmetic
             g_i /= N
-        if run.ring:  # --allreduce ring: refsgd's ring, blocking: g is complete here (Deviations)
-            run.ring_sum(comm, g_i, g, label="L4 ring all-reduce(g_i^t(tau))")
-            req = None
-        else:
-            with run.idle("L4 MPI_Iallreduce(g_i^t(tau))"):  # MPI's work to start it is communication on this path
-                req = run.started(comm.Iallreduce(g_i, g, op=MPI.SUM), "L4 MPI_Iallreduce(g_i^t(tau))", g_i)
+        req = run.iallreduce(comm, g_i, g, "L4 MPI_Iallreduce(g_i^t(tau))")  # --allreduce ring: blocking, None
         g_i, g_i_sent = g_i_sent, g_i
     # the last all-reduce is completed and not applied
-    if req is not None:
-        run.wait(req, "L2 MPI_Wait(g^{T-1}(tau)), not applied")
+    run.wait(req, "L2 MPI_Wait(g^{T-1}(tau)), not applied")
     return y
 
 
-ALGORITHMS = {
-    "laga-sgd": (train_laga_sgd, "LAGA-SGD, lagged non-blocking all-reduce with gradient accumulation, "
-                                 "Hakimi et al. 2021 Algorithm 3; algorithms.md, section 'LAGA'"),
-    "laga-sgdm": (train_laga_sgdm, "LAGA-SGDM, LAGA with momentum, Hakimi et al. 2021 Algorithm 4; "
-                                   "algorithms.md, section 'LAGA'"),
-    "laga-sgdn": (train_laga_sgdn, "LAGA-SGDN, LAGA with Nesterov momentum (y = x - eta*gamma*m), "
-                                   "Hakimi et al. 2021 Algorithm 5; algorithms.md, section 'LAGA'"),
-}
+def _decay(run):
+    """(wd, mask): coupled weight decay of the update; mask is None when every weight is decayed."""
+    return float(run.cfg.weight_decay), decay_mask(run.net)
+
+
+def _accumulate(run, w, g_i, g_ij, req):
+    """L1: g_i <- (1/tau) sum_{j=1..tau} grad F_i(w; xi_ij), the tau micro-batches of this rank.
+    With ``--poll`` the request in flight (``req``) is tested between layers so that it advances."""
+    run.grad(w, g_i, progress=req, label="L1 grad F_i(x^t; xi_i1^t)")
+    for j in range(1, run.tau):
+        run.grad(w, g_ij, progress=req, label=f"L1 grad F_i(x^t; xi_i{j + 1}^t)")
+        g_i += g_ij
+    if run.tau > 1:
+        g_i /= run.tau

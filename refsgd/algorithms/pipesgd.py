@@ -116,7 +116,6 @@ from refsgd.errors import RankFailure, RefsgdError
 from refsgd.comm import codecs
 from refsgd.nn.network import model_copies
 from refsgd.optim import fused_step
-from refsgd.options import value
 from refsgd.run import prompt_handover
 
 
@@ -124,12 +123,12 @@ def check(args, world):
     """The options of pipe-sgd, d-sync and ps-sync beyond those refsgd.options refuses (every rank,
     before the first collective)."""
     algo = args.algo
-    if getattr(args, "tau", 1) != 1:
+    if args.tau != 1:
         raise RefsgdError(f"--algo {algo} takes one batch per iteration (--tau 1), as the paper's listing")
     if algo == "ps-sync":
         if world < 2:
             raise RefsgdError("ps-sync needs a server and at least one worker: run it with mpiexec -n 2 or more")
-        if getattr(args, "compress", "none") != "none":
+        if args.compress != "none":
             raise RefsgdError("--compress applies to the all-reduce of pipe-sgd and d-sync; ps-sync sends "
                               "uncompressed gradients, as in the paper")
     if algo == "pipe-sgd" and MPI.Is_initialized() and MPI.Query_thread() < MPI.THREAD_MULTIPLE:
@@ -143,7 +142,7 @@ def check_sizes(args, net, total):
     """--dependency K below the run's iterations, and its 4 K copies of the model within memory."""
     if args.algo != "pipe-sgd":
         return
-    K = value(args, "dependency")
+    K = args.dependency
     if K >= total:
         raise RefsgdError(f"--dependency {K} is not below the run's {total} iterations: an update applies the summed "
                           f"gradient of the K-th last iteration, so the first K iterations apply nothing and this run "
@@ -152,69 +151,11 @@ def check_sizes(args, net, total):
     model_copies(4 * K, net, f"--dependency {K}")
 
 
-def _codec(run):
-    name = getattr(run.cfg, "compress", "none")
-    return None if name in (None, "none") else codecs.get(name)
-
-
-def dependency_at(t, K, warmup_iters):
-    """The iteration dependency of iteration t: 1 during the warm-up, K after it."""
-    return 1 if t < warmup_iters else K
-
-
-class _Pipeline:
-    """The ready flags of Algorithm 1: ``local`` is the last t whose g^c_local[t] is ready (L10),
-    ``done`` the last t whose g^c_sum[t] is ready (C5); both under one condition variable. A
-    failure of the communication thread is kept in ``error`` and wakes every waiter."""
-
-    def __init__(self, t0):
-        self.cond = threading.Condition()
-        self.local = t0 - 1
-        self.done = t0 - 1                  # C1: every sum before t0 is ready
-        self.error = None
-        self.stopping = False
-        self.spans = []                     # (start, end) of the all-reduces, drained by the run
-
-    def mark_local(self, t):
-        with self.cond:
-            self.local = t
-            self.cond.notify_all()
-
-    def mark_sum(self, t):
-        with self.cond:
-            self.done = t
-            self.cond.notify_all()
-
-    def wait_local(self, t):
-        """C3; False when the computation thread has stopped and no g^c_local[t] will come."""
-        with self.cond:
-            self.cond.wait_for(lambda: self.local >= t or self.stopping)
-            return self.local >= t
-
-    def wait_sum(self, t):
-        """L3; raises RankFailure if the communication thread failed."""
-        with self.cond:
-            self.cond.wait_for(lambda: self.done >= t or self.error is not None)
-            if self.done < t:
-                raise RankFailure(f"rank {MPI.COMM_WORLD.Get_rank()}: the communication thread of pipe-sgd "
-                                  f"failed: {type(self.error).__name__}: {self.error}")
-
-    def fail(self, exc):
-        with self.cond:
-            self.error = exc
-            self.cond.notify_all()
-
-    def stop(self):
-        with self.cond:
-            self.stopping = True
-            self.cond.notify_all()
-
-
 def train_pipe_sgd(run):
     """Pipe-SGD, Li et al. 2018 Algorithm 1: a computation and a communication thread per rank."""
     c = run.cfg
-    K = value(c, "dependency")
-    warmup = value(c, "warmup_epochs") * run.iters_per_epoch
+    K = c.dependency
+    warmup = c.warmup_epochs * run.iters_per_epoch
     codec = _codec(run)
     t0 = run.t                                               # > 0 after --resume
 
@@ -328,8 +269,6 @@ def train_pipe_sgd(run):
         pipe.stop()
         thread.join()
     comm.Free()
-    if wire is not None:
-        wire.close()
     return w
 
 
@@ -340,19 +279,15 @@ def train_d_sync(run):
     g_sum = np.empty_like(w)
     wire = run.open_wire()
     run.set_model(lambda: w)
-    try:
-        for t in run.iterations():
-            # L1: g_i <- grad F_i(w; xi_i)                                      (compute)
-            run.grad(w, g, label="L1 g_i <- grad F_i(w; xi_i)")
-            # L2: AllReduce g_sum <- sum_i g_i (blocking); with --compress: g^c <- Compress(g),
-            #     the all-reduce decompresses, adds and compresses at every step, g_sum <- Decompress
-            run.allreduce_sum(run.comm, g, g_sum, wire, label="L2 MPI_Allreduce(g_i)")
-            # L3: w <- w - gamma * g_sum                                        (one fused pass)
-            with run.update("L3 w <- w - gamma g_sum"):
-                fused_step(w, g_sum, None, run.lr(t))
-    finally:
-        if wire is not None:
-            wire.close()
+    for t in run.iterations():
+        # L1: g_i <- grad F_i(w; xi_i)                                      (compute)
+        run.grad(w, g, label="L1 g_i <- grad F_i(w; xi_i)")
+        # L2: AllReduce g_sum <- sum_i g_i (blocking); with --compress: g^c <- Compress(g),
+        #     the all-reduce decompresses, adds and compresses at every step, g_sum <- Decompress
+        run.allreduce_sum(run.comm, g, g_sum, wire, label="L2 MPI_Allreduce(g_i)")
+        # L3: w <- w - gamma * g_sum                                        (one fused pass)
+        with run.update("L3 w <- w - gamma g_sum"):
+            fused_step(w, g_sum, None, run.lr(t))
     return w
 
 
@@ -396,11 +331,59 @@ def train_ps_sync(run):
     return w
 
 
-ALGORITHMS = {
-    "pipe-sgd": (train_pipe_sgd, "Pipe-SGD, pipelined all-reduce with iteration dependency K and a "
-                                 "communication thread, Li et al. 2018 Algorithm 1; algorithms.md, section 'Pipe-SGD'"),
-    "d-sync": (train_d_sync, "D-Sync, decentralized synchronous SGD with the summed gradient "
-                             "(Pipe-SGD's baseline); algorithms.md, section 'SSGD, SSGD-OPT, D-Sync and SSGD-NAG'"),
-    "ps-sync": (train_ps_sync, "PS-Sync, synchronous SGD through a parameter server on rank 0 "
-                               "(Pipe-SGD's baseline); algorithms.md, section 'Pipe-SGD'"),
-}
+def _codec(run):
+    name = getattr(run.cfg, "compress", "none")
+    return None if name in (None, "none") else codecs.get(name)
+
+
+def dependency_at(t, K, warmup_iters):
+    """The iteration dependency of iteration t: 1 during the warm-up, K after it."""
+    return 1 if t < warmup_iters else K
+
+
+class _Pipeline:
+    """The ready flags of Algorithm 1: ``local`` is the last t whose g^c_local[t] is ready (L10),
+    ``done`` the last t whose g^c_sum[t] is ready (C5); both under one condition variable. A
+    failure of the communication thread is kept in ``error`` and wakes every waiter."""
+
+    def __init__(self, t0):
+        self.cond = threading.Condition()
+        self.local = t0 - 1
+        self.done = t0 - 1                  # C1: every sum before t0 is ready
+        self.error = None
+        self.stopping = False
+        self.spans = []                     # (start, end) of the all-reduces, drained by the run
+
+    def mark_local(self, t):
+        with self.cond:
+            self.local = t
+            self.cond.notify_all()
+
+    def mark_sum(self, t):
+        with self.cond:
+            self.done = t
+            self.cond.notify_all()
+
+    def wait_local(self, t):
+        """C3; False when the computation thread has stopped and no g^c_local[t] will come."""
+        with self.cond:
+            self.cond.wait_for(lambda: self.local >= t or self.stopping)
+            return self.local >= t
+
+    def wait_sum(self, t):
+        """L3; raises RankFailure if the communication thread failed."""
+        with self.cond:
+            self.cond.wait_for(lambda: self.done >= t or self.error is not None)
+            if self.done < t:
+                raise RankFailure(f"rank {MPI.COMM_WORLD.Get_rank()}: the communication thread of pipe-sgd "
+                                  f"failed: {type(self.error).__name__}: {self.error}")
+
+    def fail(self, exc):
+        with self.cond:
+            self.error = exc
+            self.cond.notify_all()
+
+    def stop(self):
+        with self.cond:
+            self.stopping = True
+            self.cond.notify_all()

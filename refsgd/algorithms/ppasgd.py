@@ -100,7 +100,6 @@ from mpi4py import MPI
 from refsgd.errors import RankFailure, RefsgdError
 from refsgd.nn.network import model_copies
 from refsgd.optim import momentum_predict
-from refsgd.options import value
 from refsgd.run import prompt_handover
 
 
@@ -108,7 +107,7 @@ def check(args, world):
     """The options of pp-asgd and asgd beyond those refsgd.options refuses (every rank, before
     the first collective)."""
     algo = args.algo
-    if getattr(args, "tau", 1) != 1:
+    if args.tau != 1:
         raise RefsgdError(f"--algo {algo}: each gradient thread takes sub-batches of --batch samples; "
                           "--tau does not apply (use --threads)")
     if MPI.Is_initialized() and MPI.Query_thread() < MPI.THREAD_FUNNELED:
@@ -119,7 +118,7 @@ def check(args, world):
 def check_sizes(args, net, total):
     """--staleness S below the run's iterations; the copies of the model that S and --threads G
     keep (S + 1 versions of w^ and G gradients; threaded: 4 G buffers) within memory."""
-    S, G = args.staleness, value(args, "threads")
+    S, G = args.staleness, args.threads
     if S is not None and S >= total:
         raise RefsgdError(f"--staleness {S} is not below the run's {total} iterations: update t consumes gradients "
                           f"computed at the w^ of update t-S-1, so every update of this run would use the initial "
@@ -130,22 +129,12 @@ def check_sizes(args, net, total):
         model_copies(4 * G + 1, net, f"--threads {G}")
 
 
-def randpick(seed, rank, thread, j, n, b):
-    """Sub-batch j of gradient thread ``thread`` of ``rank``: b indices in [0, n), with replacement."""
-    return np.random.default_rng([seed, rank, thread, j]).integers(0, n, b)
-
-
-def horizon(mu, S):
-    """sum_{s=1}^{S+1} mu^s, the coefficient of M in f_S (eq. 2)."""
-    return float(sum(mu ** s for s in range(1, S + 2)))
-
-
 def train(run, predict=True):
     """PP-ASGD (predict=True) or naive ASGD (predict=False)."""
     c = run.cfg
-    G = value(c, "threads")
+    G = c.threads
     mu, b, n = c.momentum, c.batch, run.n_train
-    fixed = getattr(c, "staleness", None)
+    fixed = c.staleness
     # Algorithm 1, L2: global w, w^ <- w_0; D_1..D_G, M <- 0; F <- true
     w = run.register("w", run.init_params())
     M = run.register("M", np.zeros_like(w))
@@ -156,6 +145,24 @@ def train(run, predict=True):
     if fixed is not None:
         return _deterministic(run, w, M, w_hat, D_L, D_A, G, mu, b, n, fixed, predict)
     return _threaded(run, w, M, w_hat, D_L, D_A, G, mu, b, n, predict)
+
+
+def train_pp_asgd(run):
+    return train(run, predict=True)
+
+
+def train_asgd(run):
+    return train(run, predict=False)
+
+
+def randpick(seed, rank, thread, j, n, b):
+    """Sub-batch j of gradient thread ``thread`` of ``rank``: b indices in [0, n), with replacement."""
+    return np.random.default_rng([seed, rank, thread, j]).integers(0, n, b)
+
+
+def horizon(mu, S):
+    """sum_{s=1}^{S+1} mu^s, the coefficient of M in f_S (eq. 2)."""
+    return float(sum(mu ** s for s in range(1, S + 2)))
 
 
 def _update(run, t, w, M, w_hat, D_L, D_A, mu, S, predict):
@@ -328,19 +335,3 @@ def _share(run):
         return None
     left = int(round(run.budget - run.grads_done))
     return max(left // run.world + (run.rank < left % run.world), 0)
-
-
-def train_pp_asgd(run):
-    return train(run, predict=True)
-
-
-def train_asgd(run):
-    return train(run, predict=False)
-
-
-ALGORITHMS = {
-    "pp-asgd": (train_pp_asgd, "PP-ASGD, gradient threads and an update thread, parameter prediction "
-                               "(eq. 2), Sato et al. 2017 Algorithms 1-3; algorithms.md, section 'PP-ASGD'"),
-    "asgd": (train_asgd, "naive ASGD, PP-ASGD without the prediction (w^ <- w), Sato et al. 2017's "
-                         "baseline; algorithms.md, section 'PP-ASGD'"),
-}

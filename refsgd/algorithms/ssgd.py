@@ -92,24 +92,20 @@ def train_ssgd(run):
     wire = run.open_wire()   # --compress: the all-reduce carries e.g. fp16 (Horovod's compression)
     run.set_model(lambda: x)
 
-    try:
-        for t in run.iterations():
-            # L1: g_i^t(tau) <- (1/tau) sum_j grad F_i(x^t; xi_ij^t)            (compute)
-            run.grad(x, g_i, label="L1 grad F_i(x^t; xi_i1^t)")
-            for j in range(1, tau):
-                run.grad(x, g_ij, label=f"L1 grad F_i(x^t; xi_i{j + 1}^t)")
-                g_i += g_ij
-            if tau > 1:
-                g_i /= tau
-            # L2: AllReduce g^t(tau) <- (1/N) sum_i g_i^t(tau)                  (blocking)
-            run.allreduce_sum(comm, g_i, g, wire, label="L2 MPI_Allreduce(g_i^t(tau))")
-            # L3: x^{t+1} <- x^t - eta * g^t(tau)                              (U)
-            #     with L2's 1/N: U divides each element of the sum by N in its one pass
-            with run.update("L3 x^{t+1} <- x^t - eta g^t(tau)"):
-                U.step(x, g, run.lr(t), divide=N)
-    finally:
-        if wire is not None:
-            wire.close()
+    for t in run.iterations():
+        # L1: g_i^t(tau) <- (1/tau) sum_j grad F_i(x^t; xi_ij^t)            (compute)
+        run.grad(x, g_i, label="L1 grad F_i(x^t; xi_i1^t)")
+        for j in range(1, tau):
+            run.grad(x, g_ij, label=f"L1 grad F_i(x^t; xi_i{j + 1}^t)")
+            g_i += g_ij
+        if tau > 1:
+            g_i /= tau
+        # L2: AllReduce g^t(tau) <- (1/N) sum_i g_i^t(tau)                  (blocking)
+        run.allreduce_sum(comm, g_i, g, wire, label="L2 MPI_Allreduce(g_i^t(tau))")
+        # L3: x^{t+1} <- x^t - eta * g^t(tau)                              (U)
+        #     with L2's 1/N: U divides each element of the sum by N in its one pass
+        with run.update("L3 x^{t+1} <- x^t - eta g^t(tau)"):
+            U.step(x, g, run.lr(t), divide=N)
     return x
 
 
@@ -208,14 +204,4 @@ def train_ssgd_nag(run):
             # L15: w^ <- w + mu*M                                              (L13-L15 in one pass)
             with run.update("L13 M, w, w^ (L13-L15)"):
                 momentum_predict(w, M, w_hat, D_A, lam, mu, mu)
-    if wire is not None:
-        wire.close()
     return w
-
-
-ALGORITHMS = {
-    "ssgd": (train_ssgd, "SSGD, LAGA paper (Hakimi et al. 2021) Algorithms 1-2; algorithms.md, section 'SSGD, SSGD-OPT, D-Sync and SSGD-NAG'"),
-    "ssgd-opt": (train_ssgd_opt, "SSGD-OPT, per-layer non-blocking all-reduce in the backward pass "
-                                 "(LAGA sections 1 and 5, PyTorch DDP); algorithms.md, section 'SSGD, SSGD-OPT, D-Sync and SSGD-NAG'"),
-    "ssgd-nag": (train_ssgd_nag, "SSGD with NAG, Sato et al. 2017 Algorithm 4; algorithms.md, section 'SSGD, SSGD-OPT, D-Sync and SSGD-NAG'"),
-}

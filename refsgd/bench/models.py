@@ -11,6 +11,8 @@ import time
 
 import numpy as np
 
+from refsgd.registry import METHODS, TAU
+
 #: DASO's cycling parameters when not given: B = 4 (the paper's B_max), W = max(1, B / 4)
 DASO_B = 4
 
@@ -253,22 +255,10 @@ class Model:
     tau: bool = False  # accumulates tau micro-batches per iteration (else one)
 
 
-#: method -> its timing model
-MODELS = {
-    "ssgd": Model("tau t_C + T_AR + t_up (Rigazzi eq. 13, LAGA eq. 3)", sequential, tau=True),
-    "ssgd-nag": Model("tau t_C + T_AR + t_up (Sato Alg. 4)", sequential, tau=True),
-    "ssgd-opt": Model("tau t_C + max(R, T_AR - 2/3 t_C) + t_up (LAGA eq. 4)", per_layer, tau=True),
-    "d-sync": Model("t_C + T_AR + t_up (Pipe-SGD eq. 2, 5)", sequential),
-    "dcs3gd": Model("max(t_C + R, T_AR) + t_up (Rigazzi eq. 14)", overlapped),
-    "laga-sgd": Model("max(tau t_C + R, T_AR) + t_up (LAGA eq. 6)", overlapped, tau=True),
-    "laga-sgdm": Model("max(tau t_C + R, T_AR) + t_up (LAGA eq. 6)", overlapped, tau=True),
-    "laga-sgdn": Model("max(tau t_C + R, T_AR) + t_up (LAGA eq. 6)", overlapped, tau=True),
-    "pipe-sgd": Model("max(t_up + t_C, T_AR), K = 2 (Pipe-SGD eq. 4, 5; one core per rank: "
-                      "max(t_up + t_C + R, T_AR))", pipelined),
-    "daso": Model("t_C + T_loc + t_up + (T_bc + max(R_g, T_AR_g - W it))/B (DASO sec. 3)", hierarchical),
-    "ps-sync": Model("t_C + 2 T_PS + (p-2) n gamma + t_up (PS, Pipe-SGD's baseline)", ps_sync, servers=1),
-    "dcasgd": Model("max(t_C + 2 T_msg + t_up, (p-1)(2 T_msg + t_up)) (PS, async)", ps_async, servers=1),
-}
+#: method -> its timing model (the registry's Method.timing_model and timing_text; the methods
+#: without one, PP-ASGD and ASGD, say why in Method.lacks)
+MODELS = {m.name: Model(m.timing_text, globals()[m.timing_model], servers=m.servers, tau=m.micro_batches == TAU)
+          for m in METHODS.values() if m.timing_model}
 
 
 def iteration_time(algo, costs, net, p):

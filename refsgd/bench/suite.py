@@ -18,14 +18,14 @@ import tempfile
 import time
 
 from refsgd import mpilib
+from refsgd.bench import models
 from refsgd.errors import RefsgdError
 
-#: the methods of the iteration table, at 2 ranks, as train runs them (--poll on); dcs3gd and
-#: laga-sgdm also with --no-poll (+nopoll)
-METHODS_2 = ("ssgd", "ssgd-nag", "ssgd-opt", "d-sync", "dcs3gd", "dcs3gd+nopoll", "laga-sgd", "laga-sgdm",
-             "laga-sgdm+nopoll", "laga-sgdn", "pipe-sgd", "daso", "ps-sync", "dcasgd")
+#: the methods of the iteration table, at 2 ranks: every method with a timing model, as train runs
+#: them (--poll on); one polled method of each paper that polls, DC-S3GD and LAGA, also with --no-poll
+METHODS_2 = tuple(models.MODELS) + ("dcs3gd+nopoll", "laga-sgdm+nopoll")
 #: at 1 rank (a parameter server needs a worker beside it)
-METHODS_1 = tuple(m for m in METHODS_2 if m not in ("ps-sync", "dcasgd") and not m.endswith("+nopoll"))
+METHODS_1 = tuple(m for m in models.MODELS if not models.MODELS[m].servers)
 RATIOS = (0.5, 1.0, 2.0)
 ONE_THREAD = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "NUMBA_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 

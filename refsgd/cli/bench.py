@@ -6,6 +6,7 @@ from refsgd import failure, options
 from refsgd.errors import RefsgdError
 from refsgd.cli import cmdoptions
 from refsgd.cli.cmdoptions import nonneg_float, nonneg_int, positive_int
+from refsgd.registry import METHODS
 
 
 def add(sub):
@@ -150,8 +151,8 @@ def _prepare_overlap(args, world):
         parts = bench.measure.split_method(name)
         algo = name.partition("+")[0]
         if algo not in bench.OVERLAP_MODELS or parts is None:
-            why = " (PP-ASGD and ASGD have no per-iteration timing model: an update consumes however many " \
-                  "gradients have arrived; help(refsgd.bench) says more)" if algo in ("pp-asgd", "asgd") else ""
+            lacks = METHODS[algo].lacks.get("timing_model") if algo in METHODS else None
+            why = f" ({algo} has no per-iteration timing model: {lacks}; help(refsgd.bench) says more)" if lacks else ""
             raise RefsgdError(f"--algos: {name!r} is not one of {', '.join(bench.OVERLAP_MODELS)} "
                               f"(optionally with +nopoll, or +CODEC for --compress){why}")
         compress = parts[2]

@@ -1,6 +1,8 @@
 """``refsgd train``: train a model with a distributed method (refsgd.api.run)."""
 
+from refsgd import docs
 from refsgd.cli import cmdoptions
+from refsgd.registry import METHODS
 
 
 def add(sub):
@@ -17,13 +19,10 @@ def add(sub):
 
 def run(args, parser):
     if args.list:
-        # here, not above: the methods load Numba and mpi4py (not MPI_Init), which --help does without
-        from refsgd import docs
-        from refsgd.algorithms import ALGORITHMS
         print(f"listings, equations and readings: {docs.path('algorithms.md')}\n"
               f"each method's exact step: {docs.path('implementers.md')}")
-        for name, (_, what) in ALGORITHMS.items():
-            print(f"{name:<10} {what}")
+        for m in METHODS.values():
+            print(f"{m.name:<10} {m.summary}; algorithms.md, section '{m.section}'")
         return 0
     from refsgd import api  # here, not above: api loads NumPy and the methods; `refsgd train --help` needs neither
     api.run(cmdoptions.config_of(args))  # the Namespace stops here: below it, a frozen refsgd.options.Config

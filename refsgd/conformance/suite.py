@@ -1,12 +1,12 @@
 """The configurations of the suite, their expected traces, and one backend run through one
 configuration.
 
-The configurations are the golden configurations of refsgd's methods (the files of
-tests/golden/, :func:`_goldens`), each in float64 as checked in, and two kinds of variants: the
-same run in float32 (those without a compressed sum: a float32 difference of one unit in the
-last place moves a codec's rounding by a whole step of its format), and the uncompressed runs
-of the methods that take ``compress`` with each codec that no golden file of that method and
-world size has. The expected trace of a configuration is its serial rendering
+The configurations are the golden configurations of refsgd's methods (``Method.goldens`` of
+:mod:`refsgd.registry`, the files of tests/golden/), each in float64 as checked in, and two kinds
+of variants: the same run in float32 (those without a compressed sum: a float32 difference of
+one unit in the last place moves a codec's rounding by a whole step of its format), and the
+uncompressed runs of the methods that take ``compress`` with each codec that no golden file of
+that method and world size has. The expected trace of a configuration is its serial rendering
 (:mod:`refsgd.golden`), made on demand: the package needs no file beyond itself.
 """
 
@@ -22,6 +22,7 @@ import numpy as np
 
 from refsgd import golden, options, trace
 from refsgd.errors import RefsgdError
+from refsgd.registry import METHODS
 from refsgd.conformance.backend import Setup
 
 PASS, FAIL, NOT_DECLARED = "pass", "fail", "not declared"
@@ -55,59 +56,7 @@ class Configuration:
 
 def _goldens():
     """(method, file, workers, options) of every golden configuration: the one place the list is read."""
-    return [(method, file, workers, dict(opts)) for method, file, workers, opts in _GOLDENS]
-
-
-#: tests/golden/regenerate.sh as data (the registry of methods will hold it), and the methods
-#: without a checked-in file (file None)
-_GOLDENS = (
-    ("ssgd", "ssgd-n2.h5", 2, dict(steps=10, tau=2, momentum=0.9, lr=0.1, batch=16, model="digits_tiny", seed=1)),
-    ("ssgd", "ssgd-n4.h5", 4, dict(steps=10, tau=1, lr=0.2, batch=8, model="digits_tiny", seed=2)),
-    ("ssgd-nag", "ssgd-nag-n2.h5", 2, dict(steps=10, tau=1, momentum=0.9, lr=0.002, batch=16, model="digits_tiny",
-                                           seed=3)),
-    ("dcs3gd", "dcs3gd-n4.h5", 4, dict(steps=10, momentum=0.9, lr=0.1, lambda0=0.2, weight_decay=0.001,
-                                       schedule="warmup-linear:warmup_iters=3,total_iters=10", batch=8,
-                                       model="digits_tiny", seed=4)),
-    ("dcs3gd", "dcs3gd-tensor-n4.h5", 4, dict(steps=10, momentum=0.9, lr=0.1, lambda0=0.2, lambda_norm="tensor",
-                                              weight_decay=0.001, schedule="warmup-linear:warmup_iters=3,total_iters=10",
-                                              batch=8, model="digits_tiny", seed=4)),
-    ("dcasgd", "dcasgd-n3.h5", 3, dict(steps=10, ps_order="round-robin", dc_lambda=0.04, lr=0.1, batch=16,
-                                       model="digits_tiny", seed=5)),
-    ("laga-sgdm", "laga-sgdm-n2.h5", 2, dict(steps=10, tau=2, momentum=0.9, lr=0.1, batch=16, model="digits_tiny",
-                                             seed=6)),
-    ("laga-sgdn", "laga-sgdn-n4.h5", 4, dict(steps=10, tau=2, momentum=0.9, lr=0.1, weight_decay=0.001, batch=8,
-                                             model="digits_tiny", seed=7)),
-    ("pipe-sgd", "pipe-sgd-k2-n4.h5", 4, dict(steps=10, dependency=2, lr=0.05, batch=8, model="digits_tiny", seed=8)),
-    ("pipe-sgd", "pipe-sgd-k2-t16-n4.h5", 4, dict(steps=10, dependency=2, compress="t16", lr=0.05, batch=8,
-                                                  model="digits_tiny", seed=9)),
-    ("pipe-sgd", "pipe-sgd-k2-q8v-n4.h5", 4, dict(steps=10, dependency=2, compress="q8v", lr=0.05, batch=8,
-                                                  model="digits_tiny", seed=9)),
-    ("d-sync", "d-sync-n2.h5", 2, dict(steps=10, lr=0.05, batch=16, model="digits_tiny", seed=10)),
-    ("ssgd", "ssgd-fp16-n4.h5", 4, dict(steps=10, compress="fp16", lr=0.2, batch=8, model="digits_tiny", seed=11)),
-    ("daso", "daso-2x2-n4.h5", 4, dict(ranks_per_node=2, steps=35, momentum=0.9, lr=0.1, batch=64, sync_every=2,
-                                       plateau_patience=1, plateau_threshold=0.9, model="digits_tiny", seed=12)),
-    ("pp-asgd", "pp-asgd-s3-n2.h5", 2, dict(threads=2, staleness=3, steps=12, momentum=0.9, lr=0.002, batch=8,
-                                            model="digits_tiny", seed=13)),
-    ("asgd", "asgd-s3-n2.h5", 2, dict(threads=2, staleness=3, steps=12, momentum=0.9, lr=0.002, batch=8,
-                                      model="digits_tiny", seed=14)),
-    ("ssgd-opt", None, 2, dict(steps=10, tau=2, momentum=0.9, nesterov=True, lr=0.1, batch=16, model="digits_tiny",
-                               seed=15)),
-    ("laga-sgd", None, 2, dict(steps=10, tau=2, lr=0.1, weight_decay=0.001, batch=16, model="digits_tiny", seed=16)),
-    ("ps-sync", None, 3, dict(steps=10, lr=0.05, batch=16, model="digits_tiny", seed=17)),
-)
-
-
-def _values(options_given):
-    """The options with ``-`` written ``_``, their values as the table's kinds take them (a
-    registry may hold the command line's text: "0.9")."""
-    out = {}
-    for key, v in options_given.items():
-        key = key.lstrip("-").replace("-", "_")
-        o = options.BY_NAME.get(key)
-        if o is not None and isinstance(v, str) and o.kind.type is not str:
-            v = o.kind.parse(v)
-        out[key] = v
-    return out
+    return [(m.name, g.file, g.workers, dict(g.options)) for m in METHODS.values() for g in m.goldens]
 
 
 def _name(method, file, workers, codec=None):
@@ -125,7 +74,6 @@ def _all():
     codecs = [c for c in options.BY_NAME["compress"].kind.choices if c != "none"]
     bases = []
     for method, file, workers, opts in _goldens():
-        opts = _values(opts)
         steps = int(opts.pop("steps"))
         opts.setdefault("dtype", "float64")              # refsgd golden's default (refsgd train's is float32)
         bases.append(Configuration(_name(method, file, workers), method, workers, steps, opts["dtype"],

@@ -69,6 +69,7 @@ from .schedules import (  # noqa: F401
     ReduceOnPlateau,
     SCHEDULES,
     make_schedule,
+    parse_schedule,
 )
 
 __all__ = [
@@ -80,5 +81,6 @@ __all__ = [
     "WarmupConstant",
     "ReduceOnPlateau",
     "make_schedule",
+    "parse_schedule",
     "SCHEDULES",
 ]

@@ -395,3 +395,35 @@ def make_schedule(name, iters_per_epoch=None, **kwargs):
     if missing:
         raise RefsgdError(f"schedule {name!r}: missing argument(s) {', '.join(missing)}")
     return cls(**kwargs)
+
+
+def parse_schedule(text, lr, iters_per_epoch):
+    """``NAME[:key=value,...]`` -> a schedule object; ``lr`` fills ``lr`` or ``peak``."""
+    name, _, rest = text.partition(":")
+    kwargs = {}
+    for item in filter(None, rest.split(",")):
+        key, eq, val = item.partition("=")
+        if not eq:
+            raise RefsgdError(f"--schedule {text}: expected key=value, got {item!r}")
+        key, val = key.strip(), _value(val.strip())
+        if key in kwargs:
+            raise RefsgdError(f"--schedule {text}: {key} is given twice")
+        if key in ("milestones", "milestone_epochs") and not isinstance(val, list):
+            val = [val]
+        kwargs[key] = val
+    if name in ("constant", "plateau"):
+        kwargs.setdefault("lr", lr)
+    else:
+        kwargs.setdefault("peak", lr)
+    return make_schedule(name, iters_per_epoch=iters_per_epoch, **kwargs)
+
+
+def _value(text):
+    if "/" in text:
+        return [_value(t) for t in text.split("/")]
+    for cast in (int, float):
+        try:
+            return cast(text)
+        except ValueError:
+            pass
+    return text

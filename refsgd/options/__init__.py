@@ -33,6 +33,7 @@ The package: :mod:`refsgd.options.kinds` (the types and ranges), :mod:`refsgd.op
 import dataclasses
 import typing
 
+from refsgd import registry
 from refsgd.errors import RefsgdError, did_you_mean
 from refsgd.options.kinds import Choice, Every, Flag, Float, Int, Kind, Text  # noqa: F401 -- the table's words
 from refsgd.options.table import (ALL, METHODS, OPTIONS, ROUNDING, RUN_ONLY, SCHEDULE_HELP,  # noqa: F401
@@ -61,27 +62,7 @@ METHOD_DEFAULTS = {m: d for m, d in METHOD_DEFAULTS.items() if d}
 LR, BATCH = BY_NAME["lr"].default, BY_NAME["batch"].default
 
 #: the methods whose backward pass has a request in flight, tested between layers unless --no-poll
-POLLED = ("ssgd-opt", "dcs3gd", "laga-sgd", "laga-sgdm", "laga-sgdn", "daso")
-
-#: what --lr multiplies, per method (shown by the header, --help and the README)
-LR_MEANING = {
-    "ssgd-nag": "lambda, times the sum of the gradients over samples, sub-batches and workers (Sato Alg. 4)",
-    "pp-asgd": "lambda, times the sum of the gradients over samples, sub-batches and processes (Sato Alg. 1)",
-    "asgd": "lambda, times the sum of the gradients over samples, sub-batches and processes (Sato Alg. 1)",
-    "pipe-sgd": "gamma, times the sum over workers of their mean gradients (Li et al. 2018, Alg. 1)",
-    "d-sync": "gamma, times the sum over workers of their mean gradients (Li et al. 2018)",
-    "ps-sync": "gamma, times the sum over workers of their mean gradients (Li et al. 2018)",
-    "dcasgd": "eta, times one worker's mean gradient per push (Zheng et al. 2017)",
-}
-LR_MEANING_DEFAULT = "eta, times the mean gradient over workers and samples"
-
-#: why a method has fewer options than one might expect
-HINTS = {
-    "daso": ": its blocking global syncs carry bf16 and its cycling syncs float32, by the method",
-    "dcs3gd": ": its U is MXNet's momentum SGD, v = mu*v - eta*(g + wd*w), as in the paper",
-    "laga-sgd": ": Algorithm 3 has no momentum (laga-sgdm and laga-sgdn have)",
-    "ssgd-nag": ": its update is M = mu*M - lambda*D_A, w = w + M, w^ = w + mu*M (Sato Alg. 4)",
-}
+POLLED = tuple(m.name for m in registry.METHODS.values() if m.polled)
 
 
 # ---------------------------------------------------------------------------- the configuration of a run
@@ -132,58 +113,49 @@ def default(algo, name):
     return o.per_method.get(algo, o.default)
 
 
-def value(cfg, name):
-    """Option ``name`` of a configuration, or the method's default when it is absent or None
-    (configurations built by hand, e.g. in tests, need not list every option)."""
-    v = getattr(cfg, name, None)
-    return default(getattr(cfg, "algo", None), name) if v is None else v
-
-
 def lr_meaning(algo):
-    return LR_MEANING.get(algo, LR_MEANING_DEFAULT)
+    """What --lr multiplies in ``algo`` (shown by the header)."""
+    return registry.method(algo).lr_meaning
 
 
 def resolve(cfg):
     """Refuse the options given that do not apply to ``cfg.algo``, and fill the others' defaults
     (an option counts as given when it is not None; the command line's defaults are None).
-    Returns a new Config; an object of another class (a namespace built by hand in a test) is
-    filled in place and returned."""
+    Returns a new Config."""
     algo = cfg.algo
+    m = registry.method(algo)
     applies = APPLIES[algo]
-    given = [k for k in DEFAULTS if k not in applies and getattr(cfg, k, None) not in (None, False)]
-    if given == ["allreduce"] and algo in _NO_SUM:
-        raise RefsgdError(f"--allreduce does not apply to --algo {algo}: {_NO_SUM[algo]}")
+    given = [k for k in DEFAULTS if k not in applies and getattr(cfg, k) not in (None, False)]
+    if given == ["allreduce"] and m.no_allreduce:
+        raise RefsgdError(f"--allreduce does not apply to --algo {algo}: {m.no_allreduce}")
     if given:
         flags = ", ".join(BY_NAME[k].flags for k in given)
         own = ", ".join(BY_NAME[k].flags for k in applies) or "none"
-        where = "; ".join(f"{BY_NAME[k].flags} applies to --algo {', '.join(m for m in APPLIES if k in APPLIES[m])}"
+        where = "; ".join(f"{BY_NAME[k].flags} applies to --algo {', '.join(a for a in APPLIES if k in APPLIES[a])}"
                           for k in given)
         raise RefsgdError(f"{flags} {'does' if len(given) == 1 else 'do'} not apply to --algo {algo}"
-                          f"{HINTS.get(algo, '')} ({where}; the options of {algo}: {own})")
-    if algo == "dcasgd" and getattr(cfg, "dc_ms_decay", None) is not None and not getattr(cfg, "dc_adaptive", None):
+                          f"{m.hint} ({where}; the options of {algo}: {own})")
+    if "dc_ms_decay" in applies and cfg.dc_ms_decay is not None and not cfg.dc_adaptive:
         raise RefsgdError("--dc-ms-decay is the decay of MeanSquare in the adaptive lambda: it needs --dc-adaptive")
     # those that do not apply too, so that no code path meets a None
-    filled = {k: default(algo, k) for k in (*DEFAULTS, "lr", "batch") if getattr(cfg, k, None) is None}
-    if algo == "ssgd-nag":  # --threads G: the G sub-batches of a step in G threads, i.e. --tau G
-        G, tau = getattr(cfg, "threads", None), getattr(cfg, "tau", 1) or 1
+    filled = {k: default(algo, k) for k in (*DEFAULTS, "lr", "batch") if getattr(cfg, k) is None}
+    if "threads" in applies and m.micro_batches == registry.TAU:  # --threads G: the G sub-batches of a step
+        # in G threads (Sato Alg. 4), i.e. --tau G
+        G, tau = cfg.threads, cfg.tau
         if G is not None and tau not in (1, G):
-            raise RefsgdError(f"--threads {G} and --tau {tau}: ssgd-nag computes its --tau sub-batches of a step "
+            raise RefsgdError(f"--threads {G} and --tau {tau}: {algo} computes its --tau sub-batches of a step "
                               "in as many threads (Sato Alg. 4), so --threads is --tau; give one of them")
         filled["threads"] = filled["tau"] = G or tau
-    if isinstance(cfg, Config):
-        return dataclasses.replace(cfg, **filled)
-    for k, v in filled.items():
-        setattr(cfg, k, v)
-    return cfg
+    return dataclasses.replace(cfg, **filled)
 
 
 def config(cfg, extra=None, run=True):
     """The configuration a run records: COMMON, RUN (unless not ``run``: a golden file), the dict
     ``extra`` and the method's own options."""
     run_keys = tuple(k for k in RUN if k != "poll" or cfg.algo in POLLED) if run else ()
-    out = {k: getattr(cfg, k, None) for k in COMMON + run_keys}
+    out = {k: getattr(cfg, k) for k in COMMON + run_keys}
     out.update(extra or {})
-    out.update((k, getattr(cfg, k, None)) for k in APPLIES[cfg.algo])
+    out.update((k, getattr(cfg, k)) for k in APPLIES[cfg.algo])
     return out
 
 
@@ -192,31 +164,20 @@ def trajectory_keys(algo, config=None):
     the recorded ``config`` (a dict), less those its other entries make irrelevant (dcasgd's
     MeanSquare decay without the adaptive lambda)."""
     keys = set(COMMON) | {k for k in APPLIES.get(algo, ()) if BY_NAME[k].record == TRAJECTORY}
-    if algo == "ssgd-nag":  # its threads are its tau sub-batches: tau says it (and golden files made before)
+    m = registry.METHODS.get(algo)
+    if m is not None and m.micro_batches == registry.TAU and "threads" in m.options:  # its threads are its tau
+        # sub-batches: tau says it (and golden files made before)
         keys.discard("threads")
     if config is not None and not config.get("dc_adaptive"):
         keys.discard("dc_ms_decay")
     return keys
 
 
-#: why --allreduce does not apply to the parameter-server methods: their sums are refsgd's own
-_NO_SUM = {
-    "dcasgd": "its server applies each worker's gradient in turn, nothing is summed over ranks",
-    "ps-sync": "its server sums the gathered gradients itself, in rank order (the same bits under any "
-               "MPI library)",
-}
-
 #: the options that change only the roundings of the trajectory (verify does not compare them)
 ROUNDING_ONLY = {o.name for o in OPTIONS if o.record == ROUNDING}
 
 
-#: the parameter-server methods that are plain SGD with one worker (nothing is stale, no one waits)
-_ONE_WORKER = {
-    "dcasgd": "one worker: no gradient is stale, the delay compensation is zero and dcasgd is plain SGD",
-    "ps-sync": "one worker: the server applies its one gradient, ps-sync is plain SGD",
-}
-
-
 def one_worker_note(algo, world):
     """Why a parameter-server method on 2 ranks (a server and one worker) is plain SGD, or None."""
-    return _ONE_WORKER.get(algo) if world == 2 else None
+    m = registry.METHODS.get(algo)
+    return m.one_worker if m is not None and m.one_worker and world == 2 else None

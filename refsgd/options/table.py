@@ -1,13 +1,18 @@
-"""The table of every option of a run: one :class:`Option` per option (see refsgd.options)."""
+"""The table of every option of a run: one :class:`Option` per option (see refsgd.options).
+
+Which methods an option applies to, and each method's own default, are the registry's
+(refsgd.registry: Method.optimizer, Method.options, Method.defaults): an option here is either
+for every method (``ALL``) or for those whose Method names it (``OWN``)."""
 
 import dataclasses
 
+from refsgd import registry
 from refsgd.options.kinds import Choice, Every, Flag, Float, Int, Kind, Text
 
-#: the methods, in the order of --algo's list (refsgd.algorithms.ALGORITHMS)
-METHODS = ("ssgd", "ssgd-opt", "ssgd-nag", "dcs3gd", "dcasgd", "laga-sgd", "laga-sgdm", "laga-sgdn", "pipe-sgd",
-           "d-sync", "ps-sync", "daso", "pp-asgd", "asgd")
-ALL = None  # Option.methods: every method
+#: the methods, in the order of --algo's list (refsgd.registry.METHODS)
+METHODS = tuple(registry.METHODS)
+ALL = None   # Option.methods: every method
+OWN = "own"  # Option.methods: the methods whose registry entry names the option (Method.applies)
 
 #: Option.record: recorded in every output and compared by verify / recorded only / neither;
 #: ROUNDING: changes only the roundings of the trajectory, not its equations (the order of the sums
@@ -25,9 +30,9 @@ class Option:
     default: object                 # where the method has none of its own (a method option: when it applies)
     help: str                       # the command line's; "%(default)s" is the command's default
     group: str = None               # None, "U" (the local optimizer) or "method" (method-specific)
-    methods: tuple = ALL            # the methods it applies to (ALL: every method)
+    methods: tuple = ALL            # the methods it applies to (ALL: every method; OWN: the registry's)
     record: str = None              # TRAJECTORY, ROUNDING, RUN_ONLY or None (see the module docstring)
-    per_method: dict = dataclasses.field(default_factory=dict)  # method -> its own default (the papers')
+    per_method: dict = dataclasses.field(default_factory=dict)  # method -> its own default (the registry's)
     metavar: str = None
     flag: str = None                # the command-line flag when it is not --name (--no-progress)
     const: str = None               # the value of the flag given without one (nargs="?")
@@ -49,12 +54,7 @@ warmup_epochs, total_epochs, warmup_stop_epochs, milestone_epochs; lists with '/
 --lr gives the lr or peak. Examples: constant; warmup-step:warmup_epochs=5,milestone_epochs=30/60/80;
 warmup-linear:warmup_epochs=2,total_epochs=20; plateau:factor=0.5,patience=2. Names: """
 
-_U = ("ssgd", "ssgd-opt", "daso")                 # the methods with the local optimizer U (refsgd.optim.SGD)
-_MU = _U + ("ssgd-nag", "dcs3gd", "laga-sgdm", "laga-sgdn", "pp-asgd", "asgd")
-_WD = _U + ("dcs3gd", "dcasgd", "laga-sgd", "laga-sgdm", "laga-sgdn")
-_SATO = {"ssgd-nag": 0.99, "pp-asgd": 0.99, "asgd": 0.99}  # Sato et al.: mu = 0.99
-
-OPTIONS = (
+_OPTIONS = (
     # -- every method; shapes the trajectory
     Option("algo", Text(), "ssgd", "the method (default ssgd); --list shows them", record=TRAJECTORY),
     Option("model", Text(path=True), "digits_mlp",
@@ -63,7 +63,7 @@ OPTIONS = (
     Option("data", Text(path=True), None,
            "dataset HDF5 file made by `refsgd data convert` (default: the embedded 8x8 digits)", record=TRAJECTORY),
     Option("batch", Int(1), 32, "micro-batch size per worker (default 32; pp-asgd and asgd: 8, each gradient "
-           "thread's sub-batch)", record=TRAJECTORY, per_method={"pp-asgd": 8, "asgd": 8}),
+           "thread's sub-batch)", record=TRAJECTORY),
     Option("tau", Int(1), 1, "micro-batches accumulated per iteration (gradient accumulation, default 1)",
            record=TRAJECTORY),
     Option("lr", Float(), 0.05,
@@ -72,9 +72,7 @@ OPTIONS = (
            "one worker's mean gradient per push (dcasgd); the sum over workers of their mean "
            "gradients (pipe-sgd, d-sync, ps-sync); the sum of the gradients over samples, "
            "sub-batches and workers (ssgd-nag, pp-asgd, asgd). Default 0.05; 2e-5 for ssgd-nag, "
-           "3e-6 for pp-asgd and asgd", record=TRAJECTORY,
-           # Sato et al.: lambda multiplies a sum of gradients, hence small
-           per_method={"ssgd-nag": 2e-5, "pp-asgd": 3e-6, "asgd": 3e-6}),
+           "3e-6 for pp-asgd and asgd", record=TRAJECTORY),
     Option("schedule", Text(), "constant", SCHEDULE_HELP, record=TRAJECTORY),  # + the names (refsgd.cli.cmdoptions)
     Option("seed", Int(0), 0, "seed of the initial weights and the sampler, an integer >= 0 (default 0)",
            record=TRAJECTORY),
@@ -134,84 +132,78 @@ OPTIONS = (
     # -- the local optimizer U (refused by the methods without one)
     Option("momentum", Float(), 0.0,
            "momentum mu (gamma in LAGA) in [0, 1); default 0, 0.9 for dcs3gd, laga-sgdm and "
-           "laga-sgdn, 0.99 for ssgd-nag, pp-asgd and asgd (the papers')", "U", _MU, TRAJECTORY,
-           # Rigazzi 2019: MXNet momentum 0.9; Hakimi et al. 2021: gamma = 0.9
-           per_method={**_SATO, "dcs3gd": 0.9, "laga-sgdm": 0.9, "laga-sgdn": 0.9}),
+           "laga-sgdn, 0.99 for ssgd-nag, pp-asgd and asgd (the papers')", "U", OWN, TRAJECTORY),
     Option("nesterov", Flag(), False, "Nesterov momentum, PyTorch semantics (ssgd, ssgd-opt, daso)",
-           "U", _U, TRAJECTORY),
+           "U", OWN, TRAJECTORY),
     Option("momentum_form", Choice(("pytorch", "mxnet")), "pytorch",
            "pytorch: b = mu*b + g, w -= lr*b; mxnet: v = mu*v - lr*g, w += v (ssgd, ssgd-opt, daso; "
-           "default pytorch; dcs3gd always uses mxnet's, its paper's toolkit)", "U", _U, TRAJECTORY),
+           "default pytorch; dcs3gd always uses mxnet's, its paper's toolkit)", "U", OWN, TRAJECTORY),
     Option("weight_decay", Float(), 0.0, "coupled L2 weight decay (default 0); never applied to frozen layers",
-           "U", _WD, TRAJECTORY),
+           "U", OWN, TRAJECTORY),
     # -- method-specific (refused by the other methods)
     Option("wd_k", Float(), 2.3,
            "dcs3gd: factor k on the weight decay, which follows the lr schedule (default 2.3)",
-           "method", ("dcs3gd",), TRAJECTORY),
+           "method", OWN, TRAJECTORY),
     Option("lambda0", Float(), 0.2,
            "dcs3gd: lambda_0 of the dynamic variance control, eq. 17 (default 0.2; 0 = no compensation)",
-           "method", ("dcs3gd",), TRAJECTORY),
+           "method", OWN, TRAJECTORY),
     Option("lambda_norm", Choice(("whole", "tensor")), "whole",
            "dcs3gd: eq. 17's norms over the whole parameter vector, or per tensor (each weight and "
            "bias its own lambda, as MXNet's KVStore updates one tensor at a time); the paper does "
-           "not say (default whole)", "method", ("dcs3gd",), TRAJECTORY),
+           "not say (default whole)", "method", OWN, TRAJECTORY),
     Option("dc_lambda", Float(), 0.04,
            "dcasgd: lambda of the delay compensation (default 0.04), or lambda_0 with --dc-adaptive",
-           "method", ("dcasgd",), TRAJECTORY),
+           "method", OWN, TRAJECTORY),
     Option("dc_adaptive", Flag(), False, "dcasgd: adaptive lambda_t = lambda_0 / sqrt(MeanSquare_t + 1e-7)",
-           "method", ("dcasgd",), TRAJECTORY),
+           "method", OWN, TRAJECTORY),
     Option("dc_ms_decay", Float(), 0.95, "dcasgd with --dc-adaptive: decay m of MeanSquare (default 0.95)",
-           "method", ("dcasgd",), TRAJECTORY),
+           "method", OWN, TRAJECTORY),
     Option("ps_order", Choice(("arrival", "round-robin")), "arrival",
            "dcasgd: the server takes pushes as they arrive, or in the fixed order 1..N-1 "
-           "(deterministic, as the serial rendering; default arrival)", "method", ("dcasgd",), TRAJECTORY),
+           "(deterministic, as the serial rendering; default arrival)", "method", OWN, TRAJECTORY),
     Option("dependency", Int(1), 2,
            "pipe-sgd: iteration dependency K, each update applies the summed gradient of the "
            "K-th last iteration (default 2, the paper's optimum; 1 is D-Sync); below the run's iterations, "
-           "and its 4 K copies of the model within the memory available", "method", ("pipe-sgd",), TRAJECTORY,
+           "and its 4 K copies of the model within the memory available", "method", OWN, TRAJECTORY,
            metavar="K"),
     Option("warmup_epochs", Int(0), 0,
            "pipe-sgd: the first E epochs with dependency 1 (D-Sync), as the paper trains AlexNet "
            "and ResNet (default 0); daso: the first E epochs sync globally every batch, "
-           "blocking (default 1)", "method", ("pipe-sgd", "daso"), TRAJECTORY, metavar="E",
-           per_method={"daso": 1}),  # Coquelin et al. 2022: one epoch of blocking syncs
+           "blocking (default 1)", "method", OWN, TRAJECTORY, metavar="E"),
     Option("cooldown_epochs", Int(0), 1, "daso: the last E epochs sync globally every batch, blocking (default 1)",
-           "method", ("daso",), TRAJECTORY, metavar="E"),
-    Option("sync_every", Int(1), 4,
-           "daso: B_max, batches between global syncs when cycling starts; the wait W "
-           "starts at max(1, B/4), and both halve at each plateau (default 4, the paper's)",
-           "method", ("daso",), TRAJECTORY, metavar="B"),
+           "method", OWN, TRAJECTORY, metavar="E"),
+    Option("sync_every", Int(1), 4, "batches between global syncs", "method", OWN, TRAJECTORY, metavar="B"),
     Option("plateau_patience", Int(1), 2,
            "daso: epochs in a row without improvement that make a plateau (default 2)",
-           "method", ("daso",), TRAJECTORY, metavar="N"),
+           "method", OWN, TRAJECTORY, metavar="N"),
     Option("plateau_threshold", Float(), 0.05,
            "daso: an epoch's training loss improves when below best * (1 - X) (default 0.05)",
-           "method", ("daso",), TRAJECTORY, metavar="X"),
+           "method", OWN, TRAJECTORY, metavar="X"),
     Option("ranks_per_node", Int(1), None,
            "daso: virtual nodes of G consecutive ranks (default: the ranks that share memory, "
            "MPI_COMM_TYPE_SHARED); lets 2 nodes x 2 ranks run on one machine",
-           "method", ("daso",), TRAJECTORY, metavar="G"),
+           "method", OWN, TRAJECTORY, metavar="G"),
     # DASO's emulated node-local link: recorded, but timing only
     Option("local_link", Text(), None,
            "daso: emulated link within a node (the node-local syncs), while --link is the "
-           "link between nodes (default: the real one)", None, ("daso",), RUN_ONLY, metavar="LATENCY_US,GBIT_S"),
+           "link between nodes (default: the real one)", None, OWN, RUN_ONLY, metavar="LATENCY_US,GBIT_S"),
     # ssgd-nag: its threads are its --tau sub-batches (resolve sets one from the other)
     Option("threads", Int(1), 2,
            "pp-asgd, asgd: gradient threads per process, each adding the summed gradient of "
            "its sub-batches of --batch samples (default 2); ssgd-nag: the G sub-batches of a step, "
-           "computed by G threads (the same as --tau G; default 1)", "method", ("ssgd-nag", "pp-asgd", "asgd"),
+           "computed by G threads (the same as --tau G; default 1)", "method", OWN,
            TRAJECTORY, metavar="G"),
     Option("staleness", Int(0), None,
            "pp-asgd, asgd: deterministic mode, update t consumes one sub-batch per thread "
            "computed at the w^ of update t-S-1, and f_S uses S (default: threaded, measured); below "
-           "the run's iterations", "method", ("pp-asgd", "asgd"), TRAJECTORY, metavar="S"),
+           "the run's iterations", "method", OWN, TRAJECTORY, metavar="S"),
     Option("compress", Choice(("none", "t16", "bf16", "fp16", "q8", "q8v")), "none",
            "ssgd, ssgd-nag, pipe-sgd, d-sync: the gradient all-reduce carries t16 (upper 16 "
            "bits of each float32, truncated), bf16 (bfloat16), fp16 (IEEE half, as Horovod's "
            "fp16 compression), q8 (8 bits with a scale per block of 256) or q8v (8 bits with "
            "one scale for the whole vector, Pipe-SGD's Q8), and every "
            "reduction step decompresses, adds and compresses again (default none)",
-           "method", ("ssgd", "ssgd-nag", "pipe-sgd", "d-sync"), TRAJECTORY),
+           "method", OWN, TRAJECTORY),
     # the order of the sums over ranks: recorded and kept by a resume, not compared by verify (a
     # trace of either verifies against a golden file, bitwise with ring)
     Option("allreduce", Choice(("mpi", "ring")), "mpi",
@@ -222,5 +214,19 @@ OPTIONS = (
            "Ring-AllReduce over point-to-point messages, blocking, the same bits under any MPI "
            "library and as the serial renderings (golden files). Compressed sums always take the "
            "ring (default mpi; refsgd golden: ring)", "method",
-           tuple(m for m in METHODS if m not in ("dcasgd", "ps-sync")), ROUNDING),
+           OWN, ROUNDING),
 )
+
+
+def _of_registry(o):
+    """An option with the methods it applies to, their own defaults and what it means to each
+    (Method.option_help, after the option's own help), from the registry."""
+    methods = o.methods if o.methods is not OWN else tuple(m.name for m in registry.METHODS.values()
+                                                            if o.name in m.applies)
+    own = [f"{m.name}: {m.option_help[o.name]}" for m in registry.METHODS.values() if o.name in m.option_help]
+    return dataclasses.replace(o, methods=methods, help="; ".join(([o.help] if o.help else []) + own),
+                               per_method={m.name: m.defaults[o.name] for m in registry.METHODS.values()
+                                           if o.name in m.defaults})
+
+
+OPTIONS = tuple(_of_registry(o) for o in _OPTIONS)

@@ -8,6 +8,7 @@ import numpy as np
 from refsgd.errors import RefsgdError
 from refsgd.files import atomic_path
 from refsgd.options import one_worker_note
+from refsgd.registry import METHODS
 
 from .runs import moving_mean, smoothing_window
 from .text import _event_text, _links, _settings_text, differing_settings
@@ -17,10 +18,7 @@ TIME_COLORS = {"compute": "#4C72B0", "idle": "#DD8452", "update": "#8172B3", "ot
                "comm": "#55A868"}
 
 #: one colour per method, whatever the order of the files on the command line
-METHOD_COLORS = {"ssgd": "#1f77b4", "ssgd-opt": "#17becf", "ssgd-nag": "#0b3d91", "dcs3gd": "#ff7f0e",
-                 "dcasgd": "#d62728", "laga-sgd": "#2ca02c", "laga-sgdm": "#7fbf3f", "laga-sgdn": "#bcbd22",
-                 "pipe-sgd": "#9467bd", "d-sync": "#e377c2", "ps-sync": "#7f7f7f", "daso": "#8c564b",
-                 "pp-asgd": "#c51b7d", "asgd": "#f0a030"}
+METHOD_COLORS = {m.name: m.colour for m in METHODS.values()}
 
 #: a second, third, ... run of the same method: its colour mixed towards black (-) or white (+)
 SHADES = (0.0, -0.4, 0.45, -0.65, 0.7)

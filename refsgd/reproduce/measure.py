@@ -14,6 +14,8 @@ import math
 
 import numpy as np
 
+from refsgd.registry import METHODS
+
 
 @dataclasses.dataclass
 class Claim:
@@ -97,8 +99,9 @@ def per_iteration_ms(run, part, skip=None):
     """Mean over ranks and iterations (the first fifth and the last left out) of a per-iteration
     time, in ms; a parameter server's rank 0 is left out where it computes nothing."""
     a = np.asarray(run.rec[part], dtype=np.float64)
-    if run.algo in ("ps-sync", "dcasgd") and a.shape[0] > 1:
-        a = a[1:]
+    servers = METHODS[run.algo].servers
+    if servers and a.shape[0] > servers:
+        a = a[servers:]
     t = a.shape[1]
     skip = max(1, t // 5) if skip is None else skip
     return 1e3 * float(a[:, skip:max(skip + 1, t - 1)].mean())

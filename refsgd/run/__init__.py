@@ -81,4 +81,5 @@ from .progress import (  # noqa: F401
 from .context import (  # noqa: F401
     Run,
 )
+from .build import build_run  # noqa: F401
 from refsgd.finite import NonFiniteLoss, _all_finite, _no_nan  # noqa: F401  (where they were)

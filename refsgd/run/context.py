@@ -38,8 +38,9 @@ class Run(Timing, Bookkeeping):
         self.data = data
         self.cfg = cfg
         #: --allreduce ring: every uncompressed sum over ranks is refsgd's Ring-AllReduce (ring_sum)
-        self.ring = getattr(cfg, "allreduce", None) == "ring"
+        self.ring = cfg.allreduce == "ring"
         self._rings = {}
+        self._wires = []        # open_wire's, closed by the loop's end
         self.tau = cfg.tau
         self.schedule = schedule
         self._print = log
@@ -93,7 +94,7 @@ class Run(Timing, Bookkeeping):
         self.interrupted = None  # the signal's name ("SIGINT") when a signal stopped the loop
         self._pending = []
         # --trace: every iteration's state, batches, loss and lr (see refsgd.trace)
-        self.tracing = bool(getattr(cfg, "trace", None))
+        self.tracing = bool(cfg.trace)
         self.trace = {"batches": [], "loss": [], "lr": [], "states": {}} if self.tracing else None
         self._iter_batches = []
         # checkpoint = (folder, every K iterations, configuration dict) or None
@@ -115,7 +116,7 @@ class Run(Timing, Bookkeeping):
                 schedule.state[...] = restorer.schedule_state
         # --timeline: the spans of a window of iterations (refsgd.timeline); None: nothing recorded
         self.timeline = None
-        if getattr(cfg, "timeline", None):
+        if cfg.timeline:
             self.timeline = timeline.Timeline(*timeline.window(cfg.timeline, self.total, self.t))
 
     def log(self, msg):
@@ -315,7 +316,8 @@ class Run(Timing, Bookkeeping):
         tl = self.timeline
         if tl is not None:
             tl.align(self.control_comm, "start")  # collective: every rank's clock on rank 0's
-        with failure.deferring(), clock, _link_observed(tl):  # a signal stops every rank at the next loss check
+        # a signal stops every rank at the next loss check; the wires close when the loop ends
+        with failure.deferring(), clock, _link_observed(tl), self._closing_wires():
             clock.main = threading.get_ident()
             t, ran = self.t, 0
             while not self._finished(t):

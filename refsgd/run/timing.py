@@ -100,12 +100,23 @@ class Timing:
         return max(seconds - (self._compiling.mine() - since), 0.0)
 
     def open_wire(self):
-        """The MPI datatype and operator of the ``--compress`` codec (None without one); the
-        method closes it (``wire.close()``) when it ends."""
-        name = getattr(self.cfg, "compress", "none")
+        """The MPI datatype and operator of the ``--compress`` codec (None without one), for the
+        loop's thread; the Run closes it when :meth:`iterations` ends (or is left by an error)."""
+        name = self.cfg.compress
         if name in (None, "none"):
             return None
-        return codecs.get(name).open()
+        wire = codecs.get(name).open()
+        self._wires.append(wire)
+        return wire
+
+    @contextlib.contextmanager
+    def _closing_wires(self):
+        """Close the wires of :meth:`open_wire` when the loop ends, however it ends."""
+        try:
+            yield
+        finally:
+            while self._wires:
+                self._wires.pop().close()
 
     def _ring(self, dtype):
         """The uncompressed Ring-AllReduce of ``dtype`` (one per dtype, its scratch reused; the loop's
@@ -119,8 +130,8 @@ class Timing:
         """Blocking ``out <- sum over the ranks of comm of x`` by refsgd's Ring-AllReduce over
         point-to-point messages, uncompressed, in x's dtype (``--allreduce ring``; the order is
         :meth:`refsgd.comm.codecs.Wire.allreduce_wire`'s, the serial renderings'), timed as idle.
-        A method whose listing starts an ``MPI_Iallreduce`` calls this instead under ``--allreduce
-        ring`` (``if run.ring: ... else: comm.Iallreduce(...)``): the sum is complete on return."""
+        A method whose listing starts an ``MPI_Iallreduce`` calls :meth:`iallreduce`, which takes
+        this path under ``--allreduce ring``: the sum is complete on return."""
         with self.idle(label, x):
             self._ring(x.dtype).allreduce_wire(comm, x, out)
         return out
@@ -147,6 +158,19 @@ class Timing:
             wire.codec.decode(recv, out)
         return out
 
+    def iallreduce(self, comm, x, out, label=None):
+        """The non-blocking twin of :meth:`allreduce_sum`: start ``out <- sum over the ranks of comm
+        of x`` and return its request, for :meth:`wait`. ``MPI_Iallreduce`` with ``MPI_SUM``, MPI's
+        work to start it timed as idle and its lifetime as communication (:meth:`started`); under
+        ``--allreduce ring`` refsgd's uncompressed ring, blocking: the sum is complete on return and
+        the request is None (nothing in flight; :meth:`wait` of None returns at once). label: the
+        listing line, ``"L5 MPI_Iallreduce(dw_i)"``; the ring's span says ``ring all-reduce`` there."""
+        if self.ring:
+            self.ring_sum(comm, x, out, label=label and label.replace("MPI_Iallreduce", "ring all-reduce"))
+            return None
+        with self.idle(label):  # MPI's work to start it is communication on this path
+            return self.started(comm.Iallreduce(x, out, op=MPI.SUM), label, x)
+
     def note_comm(self, start, end):
         """Communication from start to end (perf_counter seconds), e.g. carried out by a thread."""
         self._spans.append((start, end))
@@ -164,7 +188,10 @@ class Timing:
         return req
 
     def wait(self, req, label=None):
-        """req.Wait(), timed as idle (label: its listing line, for --timeline)."""
+        """req.Wait(), timed as idle (label: its listing line, for --timeline); None (no request in
+        flight, e.g. :meth:`iallreduce` under ``--allreduce ring``): nothing."""
+        if req is None:
+            return
         t0, c0 = time.perf_counter(), self._compiling.mine()
         req.Wait()
         t1 = time.perf_counter()

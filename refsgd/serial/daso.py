@@ -37,7 +37,7 @@ from refsgd.serial.ssgd import _grads_at, _record, _Stream
 
 
 def daso(net, data, cfg, schedule, N, T):
-    G = getattr(cfg, "ranks_per_node", None)
+    G = cfg.ranks_per_node
     if G is None:
         raise RefsgdError("the serial rendering of daso needs the node size: give --ranks-per-node G")
     if N % G or cfg.tau != 1:
@@ -89,6 +89,3 @@ def daso(net, data, cfg, schedule, N, T):
         for key in U[0].state:
             out["states"][f"U.{key}"][t] = np.stack([u.state[key] for u in U])
     return out
-
-
-RENDERINGS = {"daso": daso}

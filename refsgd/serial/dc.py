@@ -25,7 +25,6 @@ DC-ASGD in the deterministic order (server rank 0, workers m = 1..N-1 served rou
 
 import numpy as np
 
-from refsgd.options import value
 from refsgd.serial.codecs import ring_sum
 from refsgd.serial.ssgd import _Stream
 
@@ -41,7 +40,7 @@ def _lambda_eq17(lambda0, g, ggD):
 
 def _parts(net, cfg):
     """Slices of eq. 17's norms: the whole vector, or each tensor (--lambda-norm tensor)."""
-    if value(cfg, "lambda_norm") == "tensor":
+    if cfg.lambda_norm == "tensor":
         return [slice(o, o + int(np.prod(s))) for _, o, s in net.layout]
     return [slice(0, net.num_params)]
 
@@ -107,6 +106,3 @@ def dcasgd(net, data, cfg, schedule, N, T):
         out["states"]["w"][t, 0] = w
         out["states"]["w"][t, 1:] = w_bak
     return out
-
-
-RENDERINGS = {"dcs3gd": dcs3gd, "dcasgd": dcasgd}

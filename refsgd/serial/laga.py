@@ -85,6 +85,3 @@ def laga_sgdn(net, data, cfg, schedule, N, T):
     """LAGA-SGDN (Algorithm 5): m^t = gamma m^{t-1} + g^{t-1}(tau);
     y^{t+1} = y^t - eta_t (gamma m^t + g^{t-1}(tau)), gradients at y."""
     return _laga(net, data, cfg, schedule, N, T, "sgdn")
-
-
-RENDERINGS = {"laga-sgd": laga_sgd, "laga-sgdm": laga_sgdm, "laga-sgdn": laga_sgdn}

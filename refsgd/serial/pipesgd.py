@@ -22,7 +22,6 @@ import numpy as np
 
 from refsgd.errors import RefsgdError
 from refsgd.serial.codecs import allreduce_sum
-from refsgd.options import value
 from refsgd.serial.ssgd import _grads_at, _Stream
 
 
@@ -42,9 +41,9 @@ def _out(net, cfg, schedule, N, T, names, shapes):
 def pipe_sgd(net, data, cfg, schedule, N, T):
     """Pipe-SGD (Algorithm 1) with iteration dependency K, warm-up epochs of dependency 1."""
     _options(cfg, "pipe-sgd")
-    K = value(cfg, "dependency")
+    K = cfg.dependency
     stream, d = _Stream(data, cfg, N), net.num_params
-    warmup = value(cfg, "warmup_epochs") * stream.nb
+    warmup = cfg.warmup_epochs * stream.nb
     out = _out(net, cfg, schedule, N, T, ["w", "g_sum"], [(d,), (K, d)])
     w = out["w0"].copy()                                 # the same w on every worker
     S = {}                                               # S[t]: the all-reduced sum of step t
@@ -99,6 +98,3 @@ def ps_sync(net, data, cfg, schedule, N, T):
         w = w - float(out["lr"][t]) * g_sum
         out["states"]["w"][t] = w[None]
     return out
-
-
-RENDERINGS = {"pipe-sgd": pipe_sgd, "d-sync": d_sync, "ps-sync": ps_sync}

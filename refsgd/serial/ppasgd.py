@@ -18,15 +18,14 @@ import numpy as np
 
 from refsgd.errors import RefsgdError
 from refsgd.algorithms.ppasgd import horizon, randpick
-from refsgd.options import value
 from refsgd.serial.codecs import ring_sum
 
 
 def _render(net, data, cfg, schedule, N, T, predict):
-    S = getattr(cfg, "staleness", None)
+    S = cfg.staleness
     if S is None:
         raise RefsgdError(f"the serial rendering of {cfg.algo} is the deterministic mode: give --staleness S")
-    G = value(cfg, "threads")
+    G = cfg.threads
     mu, b, n, d = cfg.momentum, cfg.batch, len(data.y_train), net.num_params
     w0 = net.init_params(cfg.seed)
     w, M = w0.copy(), np.zeros(d, net.dtype)
@@ -64,6 +63,3 @@ def pp_asgd(net, data, cfg, schedule, N, T):
 
 def asgd(net, data, cfg, schedule, N, T):
     return _render(net, data, cfg, schedule, N, T, predict=False)
-
-
-RENDERINGS = {"pp-asgd": pp_asgd, "asgd": asgd}

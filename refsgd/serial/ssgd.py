@@ -74,7 +74,7 @@ def ssgd(net, data, cfg, schedule, N, T, segments=None):
     for t in range(T):
         G = _grads_at(net, stream, X, t, tau, out["batches"], out["loss"])
         if segments is None:
-            g = allreduce_sum(G, getattr(cfg, "compress", "none")) / N   # the all-reduce: a sum over workers
+            g = allreduce_sum(G, cfg.compress) / N   # the all-reduce: a sum over workers
         else:                                            # one all-reduce per segment
             g = np.empty(d, X.dtype)
             for _, lo, hi in segments:
@@ -109,12 +109,9 @@ def ssgd_nag(net, data, cfg, schedule, N, T):
                lr=np.array([schedule.lr(t) for t in range(T)]), states=_record(T, N, d, net.dtype, ["w", "M", "w_hat"]))
     for t in range(T):
         D = _grads_at(net, stream, W_hat, t, tau, out["batches"], out["loss"]) * (tau * cfg.batch)
-        D_A = allreduce_sum(D, getattr(cfg, "compress", "none"))
+        D_A = allreduce_sum(D, cfg.compress)
         M = mu * M - float(out["lr"][t]) * D_A
         W = W + M
         W_hat = W + mu * M
         out["states"]["w"][t], out["states"]["M"][t], out["states"]["w_hat"][t] = W, M, W_hat
     return out
-
-
-RENDERINGS = {"ssgd": ssgd, "ssgd-opt": ssgd_opt, "ssgd-nag": ssgd_nag}

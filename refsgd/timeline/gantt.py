@@ -6,6 +6,7 @@ import re
 import numpy as np
 
 from refsgd.errors import RefsgdError
+from refsgd.registry import METHODS
 
 from .chrome import tracks
 
@@ -36,8 +37,8 @@ def _iteration_bounds(d):
 #: blocking ones compute, all-reduce, update; the lagged ones (LAGA, DC-S3GD) all-reduce iteration
 #: t-1's result while iteration t computes; Pipe-SGD's thread all-reduces while the computation
 #: runs K iterations ahead
-SCHEDULES = {"ssgd": "blocking", "d-sync": "blocking", "ssgd-nag": "blocking", "laga-sgd": "lagged",
-             "laga-sgdm": "lagged", "laga-sgdn": "lagged", "dcs3gd": "lagged", "pipe-sgd": "pipelined"}
+#: (refsgd.registry: Method.schedule)
+SCHEDULES = {m.name: m.schedule for m in METHODS.values() if m.schedule}
 
 
 def model_schedule(d, n):

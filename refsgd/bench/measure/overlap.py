@@ -6,7 +6,7 @@ import time
 
 import numpy as np
 
-from refsgd import mpilib
+from refsgd import mpilib, options
 from refsgd.bench import models
 
 from .step import _load_lines
@@ -57,20 +57,15 @@ def split_method(name):
 def method_config(algo, *, batch, tau, iterations, lr, seed, poll=False, ranks_per_node=None, local_link=None,
                   sync_every=None, dtype="float32", compress="none"):
     """The Run configuration of a timed run of ``algo``: every attribute of ``refsgd train``'s,
-    the options that apply to the method filled as ``refsgd.options`` does (momentum 0.9 where
-    the method takes the local optimizer U; Pipe-SGD K = 2; DASO cycling from the first batch,
-    no plateau, B = ``sync_every``)."""
-    want = {}
-    if algo in ("ssgd", "ssgd-opt", "daso"):
+    the options that apply to the method filled as ``refsgd.options`` does, but for these, where
+    they apply: momentum 0.9 where the method has no momentum of its own (its update timed as the
+    papers train), no warm-up or cool-down epochs (DASO cycling from the first batch), no plateau,
+    DASO's B = ``sync_every``."""
+    want = dict(warmup_epochs=0, cooldown_epochs=0, plateau_patience=10 ** 9,
+                sync_every=sync_every or models.DASO_B, ranks_per_node=ranks_per_node, local_link=local_link,
+                compress=None if compress == "none" else compress)
+    if not options.default(algo, "momentum"):
         want["momentum"] = 0.9
-    if algo == "pipe-sgd":
-        want.update(dependency=2, warmup_epochs=0)
-    if compress != "none":
-        want["compress"] = compress
-    if algo == "daso":
-        want.update(warmup_epochs=0, cooldown_epochs=0, plateau_patience=10 ** 9,
-                    sync_every=sync_every or models.DASO_B, ranks_per_node=ranks_per_node, local_link=local_link)
-    from refsgd import options
     applies = options.APPLIES[algo]
     return options.resolve(options.Config(
         algo=algo, model=None, data=None, batch=batch, tau=tau, lr=lr, schedule="constant", seed=seed, dtype=dtype,
@@ -83,16 +78,18 @@ def _run_method(comm, cfg, net, data, schedule, skip, spans=None):
     iteration, mean over the workers (a parameter server's ranks left out), and the spread of
     the iteration times. ``spans`` (a list), with --timeline: gets the spans this rank recorded
     per iteration of the window."""
-    from refsgd.algorithms import ALGORITHMS, servers
-    from refsgd.run import Run
-    run = Run(comm, net, data, cfg, schedule, log=lambda *a: None, servers=servers(cfg.algo))
-    ALGORITHMS[cfg.algo][0](run)
+    from refsgd.algorithms import train_of
+    from refsgd.registry import method
+    from refsgd.run import build_run
+    run = build_run(cfg, comm, net=net, data=data, schedule=schedule, log=lambda *a: None)
+    train_of(cfg.algo)(run)
     run.final_model()
     if spans is not None and run.timeline is not None:
         spans.append(len(run.timeline.spans) / run.timeline.count)
-    means = tuple(_mean_over_ranks(comm, run.records[k], skip, servers(cfg.algo))
+    servers = method(cfg.algo).servers
+    means = tuple(_mean_over_ranks(comm, run.records[k], skip, servers)
                   for k in ("compute", "idle", "codec", "wall", "update"))
-    return means + (_iteration_spread(comm, run.records["wall"], skip, servers(cfg.algo)),)
+    return means + (_iteration_spread(comm, run.records["wall"], skip, servers),)
 
 
 def span_seconds(repeat=20000):
@@ -293,7 +290,7 @@ def overlap(comm, args):
                              model=models.iteration_time(algo, in_run, net_row, P),
                              model_at_t_c=models.iteration_time(algo, costs, net_row, P),
                              model_link=None if link is not None or real_link is None or
-                             (algo == "daso" and local_link is None) else models.iteration_time(
+                             ("local_link" in options.APPLIES[algo] and local_link is None) else models.iteration_time(
                                  algo, in_run, models.Network(nbytes, "model", link=real_link, local_link=local_link,
                                                               gamma=gamma), P),
                              model_text=model.text, update=costs.up(algo), update_run=update,
@@ -372,8 +369,10 @@ def format_overlap(r):
              f"  gamma   = {1e9 * r['gamma']:.3f} ns/byte   CPU time of an element-wise addition",
              f"  cores   = {r.get('cores_per_rank', 2.0):g} per rank"
              + (" (a communication thread shares its rank's core)" if r.get("cores_per_rank", 2.0) < 2 else "")]
-    if any(row["algo"] == "daso" for run in r["runs"] for row in run["rows"]):  # its parameters, when it ran
-        lines.append(f"  daso: {r['G']} rank(s) per node, B = {r['B']}, W = {r['W']}"
+    hierarchical = sorted({row["algo"] for run in r["runs"] for row in run["rows"]
+                           if models.MODELS[row["algo"]].time is models.hierarchical})
+    if hierarchical:  # its parameters, when it ran
+        lines.append(f"  {', '.join(hierarchical)}: {r['G']} rank(s) per node, B = {r['B']}, W = {r['W']}"
                      + (f", local {r['local_link']} -- EMULATED" if r["local_link"] else ""))
     if r.get("real_link") is not None:
         a, b = r["real_link_nodes"]

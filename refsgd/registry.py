@@ -1,0 +1,279 @@
+"""Every method of ``refsgd train --algo``, one :class:`Method` each: what the rest of refsgd knows
+about a method is here, and every table keyed by a method's name derives from :data:`METHODS`.
+
+A method is its ``--algo`` name, its paper and listing (a section of docs/algorithms.md), its
+``train(run)`` entry point and its serial rendering (dotted paths ``module:function``, so that this
+module imports neither MPI nor NumPy), how many parameter servers it takes, what makes up its
+micro-batches, the options that apply to it, what ``--lr`` multiplies, whether its backward pass
+polls a request in flight, the paper's defaults, its timing model (refsgd.bench.models), its
+timeline schedule (refsgd.timeline.gantt), its colour in figures, and its golden configurations
+(tests/golden). A method that has no timing model or no timeline schedule says why in ``lacks``.
+
+Adding a method: docs/contributing.md. The generic checks of every entry are
+tests/methods/test_registry_checks.py.
+"""
+
+import dataclasses
+
+from refsgd.errors import RefsgdError, did_you_mean
+
+#: Method.micro_batches: the micro-batches of one iteration per worker are --tau (accumulated), one
+#: (--tau 1 only), or --threads (PP-ASGD's gradient threads, one sub-batch each)
+TAU, ONE, THREADS = "tau", "one", "threads"
+
+#: the options of the local optimizer U (refsgd.optim.SGD) and of the methods' own updates
+MOMENTUM_U = ("momentum", "nesterov", "momentum_form", "weight_decay")
+
+
+@dataclasses.dataclass(frozen=True)
+class Golden:
+    """One golden file of tests/golden: ``refsgd golden --algo NAME --workers W`` with ``options``
+    (option name -> value, as the command line takes them; ``steps`` is golden's own), written to
+    ``file``."""
+
+    file: str
+    workers: int
+    options: dict
+
+    def argv(self, algo):
+        """The command line of ``refsgd golden`` that writes this file (less --out)."""
+        out = ["--algo", algo, "--workers", str(self.workers)]
+        for k, v in self.options.items():
+            out += ["--" + k.replace("_", "-")] + ([] if v is True else [str(v)])
+        return out
+
+
+@dataclasses.dataclass(frozen=True)
+class Method:
+    """Everything refsgd knows about one method (see the module docstring)."""
+
+    name: str                       # the --algo name
+    summary: str                    # its line in `refsgd train --list`
+    paper: str                      # the paper (short citation)
+    listing: tuple                  # (section of docs/algorithms.md, the listing in the paper)
+    train: str                      # "module:function", the MPI loop train(run)
+    serial: str                     # "module:function", the serial rendering f(net, data, cfg, schedule, N, T)
+    colour: str                     # its colour in figures (refsgd report --plot)
+    servers: int = 0                # leading ranks that are parameter servers (no data)
+    micro_batches: str = TAU        # TAU, ONE or THREADS (see above)
+    by_gradients: bool = False      # unless --staleness: its iterations consume the gradients that arrived
+    optimizer: tuple = ()           # the options of its update among MOMENTUM_U
+    options: tuple = ()             # its own options (refsgd.options.table, group "method" and the like)
+    lr_meaning: str = "eta, times the mean gradient over workers and samples"   # what --lr multiplies
+    polled: bool = False            # its backward pass has a request in flight (tested unless --no-poll)
+    compressed: bool = False        # its trajectory has a compressed all-reduce whatever --compress says
+    defaults: dict = dataclasses.field(default_factory=dict)  # the paper's defaults (option -> value)
+    option_help: dict = dataclasses.field(default_factory=dict)  # option shared with others -> what it is here
+    hint: str = ""                  # why it has fewer options than one might expect (an error's hint)
+    update_note: str = ""           # its update in the header's words, where the options do not say it
+    no_allreduce: str = ""          # a method without --allreduce: why (its sums are its own)
+    one_worker: str = ""            # why it is plain SGD with a server and one worker (2 ranks), if it is
+    timing_model: str = None        # function of refsgd.bench.models: seconds of one iteration
+    timing_text: str = ""           # that model in words, with its source
+    schedule: str = None            # its timeline schedule (refsgd.timeline.gantt): blocking, lagged, pipelined
+    example: tuple = ()             # train options of a short 2-rank run whose --timeline window shows its communication
+    goldens: tuple = ()             # Golden files of tests/golden
+    lacks: dict = dataclasses.field(default_factory=dict)  # piece ("timing_model", "schedule") -> why it has none
+
+    @property
+    def section(self):
+        """Its section of docs/algorithms.md."""
+        return self.listing[0]
+
+    @property
+    def applies(self):
+        """Every option that applies to it besides those of every method."""
+        return self.optimizer + self.options
+
+    def micro_batches_of(self, cfg):
+        """Micro-batches of one iteration per worker of the run ``cfg`` (resolved): --tau, or
+        PP-ASGD's G threads' sub-batches."""
+        return cfg.threads if self.micro_batches == THREADS else cfg.tau
+
+    def iterations_per_epoch(self, cfg, n_train, workers):
+        """Iterations of an epoch of ``n_train`` samples over ``workers`` workers (RefsgdError when
+        the training set is too small for one)."""
+        k = self.micro_batches_of(cfg)
+        n = n_train // (workers * cfg.batch * k)
+        if n == 0:
+            raise RefsgdError(f"the training set has {n_train} samples: too few for {workers} workers x "
+                              f"batch {cfg.batch} x {k} micro-batches")
+        return n
+
+    def counts_gradients(self, cfg):
+        """Whether the run's iterations consume however many gradients have arrived (PP-ASGD and
+        ASGD with free-running gradient threads): --epochs then counts gradients, not iterations."""
+        return self.by_gradients and cfg.staleness is None
+
+
+def _golden(file, workers, **options):
+    return Golden(file, workers, options)
+
+
+_SSGD = "SSGD, SSGD-OPT, D-Sync and SSGD-NAG"
+_DC = "DC-S3GD and DC-ASGD"
+_SATO = dict(momentum=0.99, lr=3e-6, batch=8)   # Sato et al. 2017: mu = 0.99, lambda times a sum of gradients
+_SATO_LR = "lambda, times the sum of the gradients over samples, sub-batches and processes (Sato Alg. 1)"
+_PIPE_LR = "gamma, times the sum over workers of their mean gradients (Li et al. 2018{})"
+_ASYNC = ("asynchronous threads: the update thread consumes whatever gradients arrived; bench "
+          "overlap measures it, no formula models it")
+_NO_DRAWING = "the Gantt chart draws the modelled schedule of the blocking, lagged and pipelined methods only"
+_SUMS = ("allreduce",)          # --allreduce: the methods that sum over ranks
+
+_LIST = [
+    Method("ssgd", "SSGD, LAGA paper (Hakimi et al. 2021) Algorithms 1-2", "Hakimi et al. 2021",
+           (_SSGD, "Algorithms 1-2"), "refsgd.algorithms.ssgd:train_ssgd", "refsgd.serial.ssgd:ssgd", "#1f77b4",
+           optimizer=MOMENTUM_U, options=("compress",) + _SUMS,
+           timing_model="sequential", timing_text="tau t_C + T_AR + t_up (Rigazzi eq. 13, LAGA eq. 3)",
+           schedule="blocking", example=("--tau", "2"),
+           goldens=(_golden("ssgd-n2.h5", 2, steps=10, tau=2, momentum=0.9, lr=0.1, batch=16, model="digits_tiny",
+                            seed=1),
+                    _golden("ssgd-n4.h5", 4, steps=10, tau=1, lr=0.2, batch=8, model="digits_tiny", seed=2),
+                    _golden("ssgd-fp16-n4.h5", 4, steps=10, compress="fp16", lr=0.2, batch=8, model="digits_tiny",
+                            seed=11))),
+    Method("ssgd-opt", "SSGD-OPT, per-layer non-blocking all-reduce in the backward pass (LAGA sections 1 "
+           "and 5, PyTorch DDP)", "Hakimi et al. 2021", (_SSGD, "SSGD-OPT (sections 1 and 5)"),
+           "refsgd.algorithms.ssgd:train_ssgd_opt", "refsgd.serial.ssgd:ssgd_opt", "#17becf",
+           optimizer=MOMENTUM_U, options=_SUMS, polled=True,
+           timing_model="per_layer", timing_text="tau t_C + max(R, T_AR - 2/3 t_C) + t_up (LAGA eq. 4)",
+           example=("--tau", "2"), lacks={"schedule": _NO_DRAWING},
+           goldens=(_golden("ssgd-opt-n2.h5", 2, steps=10, tau=2, momentum=0.9, nesterov=True, lr=0.1, batch=16,
+                            model="digits_tiny", seed=15),)),
+    Method("ssgd-nag", "SSGD with NAG, Sato et al. 2017 Algorithm 4", "Sato et al. 2017", (_SSGD, "Algorithm 4"),
+           "refsgd.algorithms.ssgd:train_ssgd_nag", "refsgd.serial.ssgd:ssgd_nag", "#0b3d91",
+           optimizer=("momentum",), options=("threads", "compress") + _SUMS,
+           lr_meaning="lambda, times the sum of the gradients over samples, sub-batches and workers (Sato Alg. 4)",
+           defaults=dict(momentum=0.99, lr=2e-5),
+           hint=": its update is M = mu*M - lambda*D_A, w = w + M, w^ = w + mu*M (Sato Alg. 4)",
+           timing_model="sequential", timing_text="tau t_C + T_AR + t_up (Sato Alg. 4)", schedule="blocking",
+           example=("--tau", "2", "--compress", "fp16"),
+           goldens=(_golden("ssgd-nag-n2.h5", 2, steps=10, tau=1, momentum=0.9, lr=0.002, batch=16,
+                            model="digits_tiny", seed=3),)),
+    Method("dcs3gd", "DC-S3GD, Rigazzi 2019 Algorithm 1 (eq. 7-12, 17)", "Rigazzi 2019", (_DC, "Algorithm 1"),
+           "refsgd.algorithms.dcs3gd:train", "refsgd.serial.dc:dcs3gd", "#ff7f0e", micro_batches=ONE,
+           optimizer=("momentum", "weight_decay"), options=("wd_k", "lambda0", "lambda_norm") + _SUMS, polled=True,
+           defaults=dict(momentum=0.9),   # Rigazzi 2019: MXNet momentum 0.9
+           hint=": its U is MXNet's momentum SGD, v = mu*v - eta*(g + wd*w), as in the paper",
+           update_note="U: MXNet momentum v = mu*v - eta*(g + wd*w)",
+           timing_model="overlapped", timing_text="max(t_C + R, T_AR) + t_up (Rigazzi eq. 14)", schedule="lagged",
+           goldens=tuple(_golden(f"dcs3gd{tag}-n4.h5", 4, steps=10, momentum=0.9, lr=0.1, lambda0=0.2, **norm,
+                                 weight_decay=0.001, schedule="warmup-linear:warmup_iters=3,total_iters=10", batch=8,
+                                 model="digits_tiny", seed=4)
+                         for tag, norm in (("", {}), ("-tensor", dict(lambda_norm="tensor"))))),
+    Method("dcasgd", "DC-ASGD, Zheng et al. 2017, parameter server on rank 0 (the baseline of Rigazzi 2019)",
+           "Zheng et al. 2017", (_DC, "DC-ASGD (server S1-S4, workers W1-W3)"),
+           "refsgd.algorithms.dcasgd:train", "refsgd.serial.dc:dcasgd", "#d62728", servers=1, micro_batches=ONE,
+           optimizer=("weight_decay",), options=("dc_lambda", "dc_adaptive", "dc_ms_decay", "ps_order"),
+           lr_meaning="eta, times one worker's mean gradient per push (Zheng et al. 2017)",
+           no_allreduce="its server applies each worker's gradient in turn, nothing is summed over ranks",
+           one_worker="one worker: no gradient is stale, the delay compensation is zero and dcasgd is plain SGD",
+           timing_model="ps_async", timing_text="max(t_C + 2 T_msg + t_up, (p-1)(2 T_msg + t_up)) (PS, async)",
+           lacks={"schedule": _NO_DRAWING},
+           goldens=(_golden("dcasgd-n3.h5", 3, steps=10, ps_order="round-robin", dc_lambda=0.04, lr=0.1, batch=16,
+                            model="digits_tiny", seed=5),)),
+    Method("laga-sgd", "LAGA-SGD, lagged non-blocking all-reduce with gradient accumulation, Hakimi et al. 2021 "
+           "Algorithm 3", "Hakimi et al. 2021", ("LAGA", "Algorithm 3"),
+           "refsgd.algorithms.laga:train_laga_sgd", "refsgd.serial.laga:laga_sgd", "#2ca02c",
+           optimizer=("weight_decay",), options=_SUMS, polled=True,
+           hint=": Algorithm 3 has no momentum (laga-sgdm and laga-sgdn have)",
+           timing_model="overlapped", timing_text="max(tau t_C + R, T_AR) + t_up (LAGA eq. 6)", schedule="lagged",
+           example=("--tau", "2"),
+           goldens=(_golden("laga-sgd-n2.h5", 2, steps=10, tau=2, weight_decay=0.001, lr=0.1, batch=16,
+                            model="digits_tiny", seed=16),)),
+    Method("laga-sgdm", "LAGA-SGDM, LAGA with momentum, Hakimi et al. 2021 Algorithm 4", "Hakimi et al. 2021",
+           ("LAGA", "Algorithm 4"), "refsgd.algorithms.laga:train_laga_sgdm", "refsgd.serial.laga:laga_sgdm",
+           "#7fbf3f", optimizer=("momentum", "weight_decay"), options=_SUMS, polled=True,
+           defaults=dict(momentum=0.9),   # Hakimi et al. 2021: gamma = 0.9
+           timing_model="overlapped", timing_text="max(tau t_C + R, T_AR) + t_up (LAGA eq. 6)", schedule="lagged",
+           goldens=(_golden("laga-sgdm-n2.h5", 2, steps=10, tau=2, momentum=0.9, lr=0.1, batch=16,
+                            model="digits_tiny", seed=6),)),
+    Method("laga-sgdn", "LAGA-SGDN, LAGA with Nesterov momentum (y = x - eta*gamma*m), Hakimi et al. 2021 "
+           "Algorithm 5", "Hakimi et al. 2021", ("LAGA", "Algorithm 5"),
+           "refsgd.algorithms.laga:train_laga_sgdn", "refsgd.serial.laga:laga_sgdn", "#bcbd22",
+           optimizer=("momentum", "weight_decay"), options=_SUMS, polled=True, defaults=dict(momentum=0.9),
+           timing_model="overlapped", timing_text="max(tau t_C + R, T_AR) + t_up (LAGA eq. 6)", schedule="lagged",
+           goldens=(_golden("laga-sgdn-n4.h5", 4, steps=10, tau=2, momentum=0.9, lr=0.1, weight_decay=0.001,
+                            batch=8, model="digits_tiny", seed=7),)),
+    Method("pipe-sgd", "Pipe-SGD, pipelined all-reduce with iteration dependency K and a communication thread, "
+           "Li et al. 2018 Algorithm 1", "Li et al. 2018", ("Pipe-SGD", "Algorithm 1"),
+           "refsgd.algorithms.pipesgd:train_pipe_sgd", "refsgd.serial.pipesgd:pipe_sgd", "#9467bd",
+           micro_batches=ONE, options=("dependency", "warmup_epochs", "compress") + _SUMS,
+           lr_meaning=_PIPE_LR.format(", Alg. 1"),
+           timing_model="pipelined", timing_text="max(t_up + t_C, T_AR), K = 2 (Pipe-SGD eq. 4, 5; one core per "
+                                                 "rank: max(t_up + t_C + R, T_AR))",
+           schedule="pipelined", example=("--dependency", "2", "--compress", "t16"),
+           goldens=(_golden("pipe-sgd-k2-n4.h5", 4, steps=10, dependency=2, lr=0.05, batch=8, model="digits_tiny",
+                            seed=8),
+                    _golden("pipe-sgd-k2-t16-n4.h5", 4, steps=10, dependency=2, compress="t16", lr=0.05, batch=8,
+                            model="digits_tiny", seed=9),
+                    _golden("pipe-sgd-k2-q8v-n4.h5", 4, steps=10, dependency=2, compress="q8v", lr=0.05, batch=8,
+                            model="digits_tiny", seed=9))),
+    Method("d-sync", "D-Sync, decentralized synchronous SGD with the summed gradient (Pipe-SGD's baseline)",
+           "Li et al. 2018", (_SSGD, "D-Sync (Pipe-SGD's baseline)"),
+           "refsgd.algorithms.pipesgd:train_d_sync", "refsgd.serial.pipesgd:d_sync", "#e377c2", micro_batches=ONE,
+           options=("compress",) + _SUMS, lr_meaning=_PIPE_LR.format(""),
+           timing_model="sequential", timing_text="t_C + T_AR + t_up (Pipe-SGD eq. 2, 5)", schedule="blocking",
+           example=("--compress", "q8"),
+           goldens=(_golden("d-sync-n2.h5", 2, steps=10, lr=0.05, batch=16, model="digits_tiny", seed=10),)),
+    Method("ps-sync", "PS-Sync, synchronous SGD through a parameter server on rank 0 (Pipe-SGD's baseline)",
+           "Li et al. 2018", ("Pipe-SGD", "PS-Sync (server S1-S4, workers W1-W3)"),
+           "refsgd.algorithms.pipesgd:train_ps_sync", "refsgd.serial.pipesgd:ps_sync", "#7f7f7f", servers=1,
+           micro_batches=ONE, lr_meaning=_PIPE_LR.format(""),
+           no_allreduce="its server sums the gathered gradients itself, in rank order (the same bits under any "
+                        "MPI library)",
+           one_worker="one worker: the server applies its one gradient, ps-sync is plain SGD",
+           timing_model="ps_sync", timing_text="t_C + 2 T_PS + (p-2) n gamma + t_up (PS, Pipe-SGD's baseline)",
+           lacks={"schedule": _NO_DRAWING},
+           goldens=(_golden("ps-sync-n3.h5", 3, steps=10, lr=0.05, batch=16, model="digits_tiny", seed=17),)),
+    Method("daso", "DASO, hierarchical syncs with rotating groups, bf16 blocking and eq.-1 stale syncs, "
+           "Coquelin et al. 2022 section 3", "Coquelin et al. 2022", ("DASO", "section 3 (no listing)"),
+           "refsgd.algorithms.daso:train", "refsgd.serial.daso:daso", "#8c564b", micro_batches=ONE,
+           optimizer=MOMENTUM_U,
+           options=("warmup_epochs", "cooldown_epochs", "sync_every", "plateau_patience", "plateau_threshold",
+                    "ranks_per_node", "local_link") + _SUMS, polled=True, compressed=True,
+           defaults=dict(warmup_epochs=1),   # Coquelin et al. 2022: one epoch of blocking syncs
+           option_help=dict(sync_every="B_max, B when cycling starts; the wait W starts at max(1, B/4), and both "
+                                       "halve at each plateau (default 4, the paper's)"),
+           hint=": its blocking global syncs carry bf16 and its cycling syncs float32, by the method",
+           timing_model="hierarchical",
+           timing_text="t_C + T_loc + t_up + (T_bc + max(R_g, T_AR_g - W it))/B (DASO sec. 3)",
+           example=("--ranks-per-node", "1", "--warmup-epochs", "0", "--cooldown-epochs", "0", "--sync-every", "2"),
+           lacks={"schedule": _NO_DRAWING},
+           goldens=(_golden("daso-2x2-n4.h5", 4, ranks_per_node=2, steps=35, momentum=0.9, lr=0.1, batch=64,
+                            sync_every=2, plateau_patience=1, plateau_threshold=0.9, model="digits_tiny", seed=12),)),
+    Method("pp-asgd", "PP-ASGD, gradient threads and an update thread, parameter prediction (eq. 2), Sato et al. "
+           "2017 Algorithms 1-3", "Sato et al. 2017", ("PP-ASGD", "Algorithms 1-3"),
+           "refsgd.algorithms.ppasgd:train_pp_asgd", "refsgd.serial.ppasgd:pp_asgd", "#c51b7d",
+           micro_batches=THREADS, by_gradients=True, optimizer=("momentum",),
+           options=("threads", "staleness") + _SUMS, lr_meaning=_SATO_LR, defaults=_SATO,
+           lacks={"timing_model": _ASYNC, "schedule": _NO_DRAWING}, example=("--threads", "2"),
+           goldens=(_golden("pp-asgd-s3-n2.h5", 2, threads=2, staleness=3, steps=12, momentum=0.9, lr=0.002, batch=8,
+                            model="digits_tiny", seed=13),)),
+    Method("asgd", "naive ASGD, PP-ASGD without the prediction (w^ <- w), Sato et al. 2017's baseline",
+           "Sato et al. 2017", ("PP-ASGD", "Algorithms 1-3 without eq. 2"),
+           "refsgd.algorithms.ppasgd:train_asgd", "refsgd.serial.ppasgd:asgd", "#f0a030",
+           micro_batches=THREADS, by_gradients=True, optimizer=("momentum",),
+           options=("threads", "staleness") + _SUMS, lr_meaning=_SATO_LR, defaults=_SATO,
+           lacks={"timing_model": _ASYNC, "schedule": _NO_DRAWING}, example=("--threads", "2"),
+           goldens=(_golden("asgd-s3-n2.h5", 2, threads=2, staleness=3, steps=12, momentum=0.9, lr=0.002, batch=8,
+                            model="digits_tiny", seed=14),)),
+]
+
+#: every method, by --algo name, in the order of `refsgd train --list`
+METHODS = {m.name: m for m in _LIST}
+
+
+def method(name):
+    """The Method of ``name``; an unknown name is one RefsgdError with a did-you-mean."""
+    m = METHODS.get(name)
+    if m is None:
+        raise RefsgdError(f"unknown method --algo {name!r}{did_you_mean(str(name), METHODS)}; "
+                          f"`refsgd train --list` shows {', '.join(METHODS)}")
+    return m
+
+
+def entry(dotted):
+    """The function of a dotted path ``module:function`` (Method.train, Method.serial), imported."""
+    import importlib  # here: the registry itself imports no method (they load MPI and Numba)
+    module, _, name = dotted.partition(":")
+    return getattr(importlib.import_module(module), name)

@@ -1,0 +1,126 @@
+"""The generic checks of every method of the registry (refsgd/registry.py), as scikit-learn's
+``parametrize_with_checks`` does for estimators: one test per method and piece, so that a method
+that lacks a piece fails with a message that names it. A new method passes them all or says,
+in its Method.lacks, why a piece (a timing model, a timeline schedule) does not exist.
+
+Each piece: the entry points import (``train``, the serial rendering); the MPI run traces what
+the serial rendering computes (its first golden configuration, at 2 ranks where the method has
+workers there, under mpiexec); every golden file is checked in and has an outside replay
+(tests/test_golden.py); a timing model (refsgd.bench.models); a timeline schedule
+(refsgd.timeline.gantt); a section of docs/algorithms.md that names ``--algo NAME``; a line of
+``refsgd train --list``."""
+
+import ast
+import importlib
+import os
+import re
+
+import pytest
+from conftest import ROOT, cli, verify_mpi_against_serial
+
+from refsgd.registry import METHODS, entry
+
+GOLDEN = os.path.join(ROOT, "tests", "golden")
+SCHEDULE_KINDS = ("blocking", "lagged", "pipelined")   # what refsgd.timeline.gantt.model_schedule draws
+
+
+def check_entry_points(m):
+    for what, dotted in (("train", m.train), ("serial rendering", m.serial)):
+        try:
+            fn = entry(dotted)
+        except (ImportError, AttributeError) as e:
+            pytest.fail(f"{m.name}: its {what} {dotted!r} (Method.{what.split()[0]}) does not import: {e}")
+        assert callable(fn), f"{m.name}: its {what} {dotted!r} is not a function"
+
+
+def check_train_comes_first(m):
+    """A method file opens with its train functions (its listing), after the checks of its options;
+    its kernels and helpers come after."""
+    module = importlib.import_module(m.train.partition(":")[0])
+    with open(module.__file__) as f:
+        defs = [n.name for n in ast.parse(f.read()).body if isinstance(n, (ast.FunctionDef, ast.ClassDef))]
+    name = m.train.partition(":")[2]
+    before = [d for d in defs[:defs.index(name)] if d not in ("check", "check_sizes") and not d.startswith("train")]
+    assert not before, (f"{m.name}: {os.path.relpath(module.__file__, ROOT)} defines {', '.join(before)} before its "
+                        f"{name}: the listing first, its kernels after")
+
+
+def check_serial_equals_mpi(m, tmp_path):
+    if not m.goldens:
+        pytest.fail(f"{m.name}: no golden configuration (Method.goldens) to run its MPI and serial renderings with")
+    g = m.goldens[0]
+    n = g.workers if m.servers or "ranks_per_node" in g.options else 2
+    argv = g.argv(m.name)
+    steps = int(argv[argv.index("--steps") + 1])
+    common = [a for i, a in enumerate(argv) if a not in ("--workers", "--steps") and
+              argv[i - 1] not in ("--workers", "--steps")]
+    verify_mpi_against_serial(tmp_path, common, n, steps)
+
+
+def check_golden_files(m):
+    if not m.goldens:
+        pytest.fail(f"{m.name}: no golden file (Method.goldens): `refsgd golden --regenerate tests/golden` writes "
+                    "the registry's")
+    missing = [g.file for g in m.goldens if not os.path.exists(os.path.join(GOLDEN, g.file))]
+    assert not missing, (f"{m.name}: golden file(s) {', '.join(missing)} not in tests/golden "
+                         "(tests/golden/regenerate.sh writes them)")
+    import test_golden
+    assert m.name in test_golden.REPLAY, (f"{m.name}: no outside replay of its golden file in tests/test_golden.py "
+                                          "(REPLAY): an implementer's NumPy loop from docs/implementers.md")
+
+
+def check_timing_model(m):
+    from refsgd.bench import models
+    if m.timing_model is None:
+        assert m.lacks.get("timing_model"), (f"{m.name}: no timing model (Method.timing_model, a function of "
+                                             "refsgd.bench.models) and no reason in Method.lacks")
+        return
+    assert callable(getattr(models, m.timing_model, None)), \
+        f"{m.name}: its timing model {m.timing_model!r} is not a function of refsgd.bench.models"
+    assert m.timing_text and m.name in models.MODELS, f"{m.name}: its timing model has no text (Method.timing_text)"
+
+
+def check_timeline_schedule(m):
+    gantt = importlib.import_module("refsgd.timeline.gantt")
+    if m.schedule is None:
+        assert m.lacks.get("schedule"), (f"{m.name}: no timeline schedule (Method.schedule: one of "
+                                         f"{', '.join(SCHEDULE_KINDS)}) and no reason in Method.lacks")
+        return
+    assert m.schedule in SCHEDULE_KINDS and gantt.SCHEDULES.get(m.name) == m.schedule, \
+        f"{m.name}: its timeline schedule {m.schedule!r} is not one refsgd.timeline.gantt draws ({SCHEDULE_KINDS})"
+
+
+def check_docs_section(m):
+    with open(os.path.join(ROOT, "docs", "algorithms.md")) as f:
+        text = f.read()
+    found = re.search(rf"^## {re.escape(m.section)}\n(.*?)(?=^## |\Z)", text, re.M | re.S)
+    assert found, f"{m.name}: no section '## {m.section}' in docs/algorithms.md (Method.listing)"
+    assert re.search(rf"--algo {re.escape(m.name)}\b(?!-)", found.group(1)), \
+        f"{m.name}: docs/algorithms.md, section '{m.section}', does not name `--algo {m.name}`"
+
+
+def check_train_list(m, listing):
+    assert any(line.split()[:1] == [m.name] for line in listing.splitlines()), \
+        f"{m.name}: no line of `refsgd train --list`"
+
+
+CHECKS = [check_entry_points, check_train_comes_first, check_golden_files, check_timing_model,
+          check_timeline_schedule, check_docs_section, check_train_list, check_serial_equals_mpi]
+
+
+@pytest.fixture(scope="module")
+def listing():
+    r = cli("train", "--list")
+    assert r.returncode == 0, r.stderr
+    return r.stdout
+
+
+@pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.__name__[len("check_"):])
+@pytest.mark.parametrize("name", list(METHODS))
+def test_method(name, check, request, tmp_path):
+    kw = {}
+    if "tmp_path" in check.__code__.co_varnames[:check.__code__.co_argcount]:
+        kw["tmp_path"] = tmp_path
+    if "listing" in check.__code__.co_varnames[:check.__code__.co_argcount]:
+        kw["listing"] = request.getfixturevalue("listing")
+    check(METHODS[name], **kw)
