@@ -4,6 +4,7 @@ and the export/check pair, and refsgd.trace.Writer."""
 
 import json
 import os
+import re
 import subprocess
 import sys
 import types
@@ -283,3 +284,16 @@ def test_the_writer_needs_no_mpi_and_no_numba():
             "print(heavy); sys.exit(1 if heavy else 0)")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_the_page_check_your_implementation_is_right(tmp_path):
+    """docs/conformance.md: its backend, saved as the page says, passes with the page's command."""
+    pytest.importorskip("torch")
+    text = open(os.path.join(ROOT, "docs", "conformance.md")).read()
+    (tmp_path / "my_backend.py").write_text(re.findall(r"```python\n(.*?)```", text, re.S)[0])
+    assert "refsgd conformance my_backend.py:MyBackend\n" in text
+    r = cli("conformance", "my_backend.py:MyBackend", cwd=tmp_path, timeout=900)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "my_backend.py:MyBackend: 1 of 1 declared configurations pass; 55 not declared (56 in all)" in r.stdout
+    assert _row(r.stdout, "d-sync-n2")[-1] == "pass"
+    assert (tmp_path / "conformance.json").exists() and (tmp_path / "conformance.md").exists()
