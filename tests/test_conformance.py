@@ -199,7 +199,10 @@ def test_export_and_check_round_trip(tmp_path):
             "expected.h5", "expected"} == set(os.listdir(folder))
     with h5py.File(folder / "inputs.h5") as f:
         assert np.array_equal(f["batches"][...], np.load(folder / "batches.npy"))
-    assert "refsgd conformance check suite" in (folder / "README.md").read_text()
+    assert f"refsgd conformance check {suite}\n" in (folder / "README.md").read_text()
+    umask = os.umask(0)
+    os.umask(umask)
+    assert os.stat(folder).st_mode & 0o777 == 0o777 & ~umask     # not mkdtemp's 0o700
     # the NumPy example driven from the files alone, its states written back as NPY
     backend = load_backend(f"{NUMPY}:Backend")()
     meta, s = _read_folder(folder)

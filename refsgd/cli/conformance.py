@@ -18,11 +18,11 @@ The same suite runs under pytest: pytest --pyargs refsgd.conformance --backend m
 
 def add(sub):
     p = sub.add_parser("conformance", help="check another implementation against the golden trajectories",
-                       description="Run an implementation (a refsgd.conformance.Backend) through every configuration "
-                                   "of refsgd's conformance suite, as ONNX's backend tests, and print the table "
-                                   "method x world size x dtype x codec -> pass / fail (the first step, worker, "
-                                   "array and index that differ) / not declared; or export the suite's inputs and "
-                                   "expected states as files for an implementation in another language, and check "
+                       description="Run an implementation (a refsgd.conformance.Backend) through every configuration\n"
+                                   "of refsgd's conformance suite, as ONNX's backend tests do for runtimes, and print\n"
+                                   "the table method x world size x dtype x codec -> pass / fail (the first step,\n"
+                                   "worker, array and index that differ) / not declared. Or export the suite's inputs\n"
+                                   "and expected states as files for an implementation in another language, and check\n"
                                    "the states it writes back.",
                        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("target", metavar="BACKEND | export DIR | check DIR",

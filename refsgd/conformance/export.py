@@ -70,7 +70,10 @@ def export(folder, configurations, force=False, log=print):
         for c in configurations:
             s = references.setup(c)
             staging = tempfile.mkdtemp(prefix=f"{c.name}.", dir=work)
-            _write(staging, c, s, references.path(c), os.path.basename(os.path.abspath(folder)))
+            _write(staging, c, s, references.path(c), folder)
+            umask = os.umask(0)
+            os.umask(umask)
+            os.chmod(staging, 0o777 & ~umask)           # mkdtemp's folder is the owner's alone
             target = os.path.join(folder, c.name)
             if os.path.lexists(target):
                 shutil.rmtree(target)
