@@ -82,6 +82,8 @@ def _suite(args):
             o = run(backend, c, references, os.path.join(folder, f"{c.name}.h5"), name=args.target)
             if o.status != NOT_DECLARED:
                 print(f"  {c.name}: {o.status}" + (f" {o.message}" if o.status == FAIL else ""), flush=True)
+            if o.status == FAIL:                     # verify's report, or the backend's traceback
+                print("\n".join("      " + line for line in o.lines), flush=True)
             outcomes.append(o)
     seconds = time.perf_counter() - start
     return _show(outcomes, args.target, seconds, outputs)
