@@ -1,7 +1,8 @@
 """Image-classification data sets: one HDF5 layout, converters, and the sampler.
 
 Modules: :mod:`.layout` (read, write, describe the HDF5 layout), :mod:`.sources`, :mod:`.mnist`,
-:mod:`.cifar` and :mod:`.kinds` (the converters), :mod:`.sampler`. This package re-exports them.
+:mod:`.cifar` and :mod:`.kinds` (the converters), :mod:`.cache` and :mod:`.download` (``refsgd data
+download``: the cache folder, the download), :mod:`.sampler`. This package re-exports them.
 
 HDF5 layout
 -----------
@@ -63,6 +64,14 @@ batches, a directory or the original ``.tar.gz``) into the layout above.
 Pickle files can run arbitrary code when loaded: only convert CIFAR files
 that come from a trusted source.
 
+Downloads
+---------
+:func:`download.download` (``refsgd data download NAME``) fetches MNIST, Fashion-MNIST or
+CIFAR-10 from its canonical address (or a mirror) into the cache folder
+(:func:`download.cache_dir`), checks the published sizes and MD5s, and converts the files
+with :func:`convert` to ``<cache>/<name>.h5``, which :func:`load` (``--data mnist``) finds by
+name; :func:`download.cached` says whether it is there.
+
 All errors caused by the user's input raise :class:`refsgd.RefsgdError` with a
 one-sentence message naming the file and what is wrong.
 """
@@ -92,6 +101,8 @@ from .cifar import (  # noqa: F401
 from .kinds import (  # noqa: F401
     convert,
 )
+# the module, not its function of the same name: datasets.download.download(...), .cached(...)
+from . import download  # noqa: F401
 from .sampler import (  # noqa: F401
     epoch_batches,
     randpick,
@@ -110,6 +121,7 @@ __all__ = [
     "convert_cifar",
     "convert",
     "info",
+    "download",
     "epoch_batches",
     "randpick",
 ]

@@ -13,6 +13,8 @@ import numpy as np
 from refsgd.errors import RefsgdError
 from refsgd.files import h5_written, open_h5
 
+from .cache import DOWNLOADABLE, named
+
 FORMAT = "refsgd-dataset"
 
 FORMAT_VERSION = 1
@@ -210,8 +212,10 @@ def load(path_or_name=None, dtype=np.float32) -> Dataset:
     """Load a data set and normalise its images.
 
     ``path_or_name``: None or ``"digits"`` for the embedded data set (the name
-    wins over a file called ``digits`` in the working directory), otherwise the
-    path of an HDF5 file in the layout of the module docstring.
+    wins over a file called ``digits`` in the working directory), ``"mnist"``,
+    ``"fashion-mnist"`` or ``"cifar10"`` for the file ``refsgd data download``
+    wrote into the cache folder (:mod:`.cache`; the names win likewise), otherwise
+    the path of an HDF5 file in the layout of the module docstring.
     ``dtype``: a floating dtype for ``x_train``/``x_test`` (float32 or float64).
     Raises :class:`RefsgdError` on a missing or malformed file.
     """
@@ -220,6 +224,8 @@ def load(path_or_name=None, dtype=np.float32) -> Dataset:
         raise RefsgdError(f"dtype {dtype} is not a floating-point type.")
     if path_or_name is None or (isinstance(path_or_name, str) and path_or_name == "digits"):
         path = _embedded_path()
+    elif isinstance(path_or_name, str) and path_or_name in DOWNLOADABLE:
+        path = named(path_or_name)  # what `refsgd data download` wrote into the cache folder
     else:
         path = os.fspath(path_or_name)
     with open_h5(path, "a refsgd dataset") as f:

@@ -17,6 +17,28 @@ _PUBLISHED_MD5 = {
                       "test_labels": "bb300cfdad3c16e7a12a480ee83cd310"},
 }
 
+#: the published sizes in bytes of the same files (a download that ends short, or runs on, is told
+#: from one that is damaged before its MD5 is computed)
+_PUBLISHED_SIZE = {
+    "mnist": {"train_images": 9912422, "train_labels": 28881, "test_images": 1648877, "test_labels": 4542},
+    "fashion-mnist": {"train_images": 26421880, "train_labels": 29515, "test_images": 4422102,
+                      "test_labels": 5148},
+}
+
+#: CIFAR-10's python tarball: its name, published size and MD5 (the CIFAR page's, torchvision's check)
+_CIFAR10_TARBALL = ("cifar-10-python.tar.gz", 170498071, "c58f30108f718f92721af3b95e74349a")
+
+#: where `refsgd data download` fetches each distribution, in the order tried: torchvision's addresses
+#: (MNIST: the PyTorch project's S3 copy first, as torchvision tries it: LeCun's page is often unreachable)
+_ADDRESSES = {
+    "mnist": ("https://ossci-datasets.s3.amazonaws.com/mnist/", "http://yann.lecun.com/exdb/mnist/"),
+    "fashion-mnist": ("http://fashion-mnist.s3-website.eu-central-1.amazonaws.com/",),
+    "cifar10": ("https://www.cs.toronto.edu/~kriz/",),
+}
+
+#: the number of training and test images of each complete distribution
+_SPLITS = {"mnist": (60000, 10000), "fashion-mnist": (60000, 10000), "cifar10": (50000, 10000)}
+
 _META = {
     "mnist": {
         "title": "MNIST",

@@ -61,7 +61,8 @@ _OPTIONS = (
            "bundled model name or path of a .toml spec (default: digits_mlp; `refsgd models` lists them)",
            record=TRAJECTORY),
     Option("data", Text(path=True), None,
-           "dataset HDF5 file made by `refsgd data convert` (default: the embedded 8x8 digits)", record=TRAJECTORY),
+           "dataset HDF5 file made by `refsgd data convert`, or mnist, fashion-mnist, cifar10: the file "
+           "`refsgd data download` put in the cache folder (default: the embedded 8x8 digits)", record=TRAJECTORY),
     Option("batch", Int(1), 32, "micro-batch size per worker (default 32; pp-asgd and asgd: 8, each gradient "
            "thread's sub-batch)", record=TRAJECTORY),
     Option("tau", Int(1), 1, "micro-batches accumulated per iteration (gradient accumulation, default 1)",
