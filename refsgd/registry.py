@@ -70,8 +70,12 @@ class Method:
     one_worker: str = ""            # why it is plain SGD with a server and one worker (2 ranks), if it is
     timing_model: str = None        # function of refsgd.bench.models: seconds of one iteration
     timing_text: str = ""           # that model in words, with its source
+    update: str = None              # its update as refsgd.bench.models.update_seconds times it: "U/N",
+    #                                 "U/N, merge/B", "1/N, U", "1/N, U Nesterov", "U, mean/B", "predict",
+    #                                 "fused", "corrected", "compensated"
+    lr_of_sum: bool = False         # --lr multiplies a sum over samples, sub-batches and workers (Sato et al.)
     schedule: str = None            # its timeline schedule (refsgd.timeline.gantt): blocking, lagged, pipelined
-    example: tuple = ()             # train options of a short 2-rank run whose --timeline window shows its communication
+    example: tuple = ()             # options of a short 2-rank run whose --timeline window communicates
     goldens: tuple = ()             # Golden files of tests/golden
     lacks: dict = dataclasses.field(default_factory=dict)  # piece ("timing_model", "schedule") -> why it has none
 
@@ -124,6 +128,7 @@ _LIST = [
     Method("ssgd", "SSGD, LAGA paper (Hakimi et al. 2021) Algorithms 1-2", "Hakimi et al. 2021",
            (_SSGD, "Algorithms 1-2"), "refsgd.algorithms.ssgd:train_ssgd", "refsgd.serial.ssgd:ssgd", "#1f77b4",
            optimizer=MOMENTUM_U, options=("compress",) + _SUMS,
+           update="U/N", 
            timing_model="sequential", timing_text="tau t_C + T_AR + t_up (Rigazzi eq. 13, LAGA eq. 3)",
            schedule="blocking", example=("--tau", "2"),
            goldens=(_golden("ssgd-n2.h5", 2, steps=10, tau=2, momentum=0.9, lr=0.1, batch=16, model="digits_tiny",
@@ -135,6 +140,7 @@ _LIST = [
            "and 5, PyTorch DDP)", "Hakimi et al. 2021", (_SSGD, "SSGD-OPT (sections 1 and 5)"),
            "refsgd.algorithms.ssgd:train_ssgd_opt", "refsgd.serial.ssgd:ssgd_opt", "#17becf",
            optimizer=MOMENTUM_U, options=_SUMS, polled=True,
+           update="U/N", 
            timing_model="per_layer", timing_text="tau t_C + max(R, T_AR - 2/3 t_C) + t_up (LAGA eq. 4)",
            example=("--tau", "2"), lacks={"schedule": _NO_DRAWING},
            goldens=(_golden("ssgd-opt-n2.h5", 2, steps=10, tau=2, momentum=0.9, nesterov=True, lr=0.1, batch=16,
@@ -142,9 +148,11 @@ _LIST = [
     Method("ssgd-nag", "SSGD with NAG, Sato et al. 2017 Algorithm 4", "Sato et al. 2017", (_SSGD, "Algorithm 4"),
            "refsgd.algorithms.ssgd:train_ssgd_nag", "refsgd.serial.ssgd:ssgd_nag", "#0b3d91",
            optimizer=("momentum",), options=("threads", "compress") + _SUMS,
+           lr_of_sum=True,
            lr_meaning="lambda, times the sum of the gradients over samples, sub-batches and workers (Sato Alg. 4)",
            defaults=dict(momentum=0.99, lr=2e-5),
            hint=": its update is M = mu*M - lambda*D_A, w = w + M, w^ = w + mu*M (Sato Alg. 4)",
+           update="predict", 
            timing_model="sequential", timing_text="tau t_C + T_AR + t_up (Sato Alg. 4)", schedule="blocking",
            example=("--tau", "2", "--compress", "fp16"),
            goldens=(_golden("ssgd-nag-n2.h5", 2, steps=10, tau=1, momentum=0.9, lr=0.002, batch=16,
@@ -155,6 +163,7 @@ _LIST = [
            defaults=dict(momentum=0.9),   # Rigazzi 2019: MXNet momentum 0.9
            hint=": its U is MXNet's momentum SGD, v = mu*v - eta*(g + wd*w), as in the paper",
            update_note="U: MXNet momentum v = mu*v - eta*(g + wd*w)",
+           update="corrected", 
            timing_model="overlapped", timing_text="max(t_C + R, T_AR) + t_up (Rigazzi eq. 14)", schedule="lagged",
            goldens=tuple(_golden(f"dcs3gd{tag}-n4.h5", 4, steps=10, momentum=0.9, lr=0.1, lambda0=0.2, **norm,
                                  weight_decay=0.001, schedule="warmup-linear:warmup_iters=3,total_iters=10", batch=8,
@@ -167,6 +176,7 @@ _LIST = [
            lr_meaning="eta, times one worker's mean gradient per push (Zheng et al. 2017)",
            no_allreduce="its server applies each worker's gradient in turn, nothing is summed over ranks",
            one_worker="one worker: no gradient is stale, the delay compensation is zero and dcasgd is plain SGD",
+           update="compensated", 
            timing_model="ps_async", timing_text="max(t_C + 2 T_msg + t_up, (p-1)(2 T_msg + t_up)) (PS, async)",
            lacks={"schedule": _NO_DRAWING},
            goldens=(_golden("dcasgd-n3.h5", 3, steps=10, ps_order="round-robin", dc_lambda=0.04, lr=0.1, batch=16,
@@ -176,6 +186,7 @@ _LIST = [
            "refsgd.algorithms.laga:train_laga_sgd", "refsgd.serial.laga:laga_sgd", "#2ca02c",
            optimizer=("weight_decay",), options=_SUMS, polled=True,
            hint=": Algorithm 3 has no momentum (laga-sgdm and laga-sgdn have)",
+           update="1/N, U", 
            timing_model="overlapped", timing_text="max(tau t_C + R, T_AR) + t_up (LAGA eq. 6)", schedule="lagged",
            example=("--tau", "2"),
            goldens=(_golden("laga-sgd-n2.h5", 2, steps=10, tau=2, weight_decay=0.001, lr=0.1, batch=16,
@@ -184,6 +195,7 @@ _LIST = [
            ("LAGA", "Algorithm 4"), "refsgd.algorithms.laga:train_laga_sgdm", "refsgd.serial.laga:laga_sgdm",
            "#7fbf3f", optimizer=("momentum", "weight_decay"), options=_SUMS, polled=True,
            defaults=dict(momentum=0.9),   # Hakimi et al. 2021: gamma = 0.9
+           update="1/N, U", 
            timing_model="overlapped", timing_text="max(tau t_C + R, T_AR) + t_up (LAGA eq. 6)", schedule="lagged",
            goldens=(_golden("laga-sgdm-n2.h5", 2, steps=10, tau=2, momentum=0.9, lr=0.1, batch=16,
                             model="digits_tiny", seed=6),)),
@@ -191,6 +203,7 @@ _LIST = [
            "Algorithm 5", "Hakimi et al. 2021", ("LAGA", "Algorithm 5"),
            "refsgd.algorithms.laga:train_laga_sgdn", "refsgd.serial.laga:laga_sgdn", "#bcbd22",
            optimizer=("momentum", "weight_decay"), options=_SUMS, polled=True, defaults=dict(momentum=0.9),
+           update="1/N, U Nesterov", 
            timing_model="overlapped", timing_text="max(tau t_C + R, T_AR) + t_up (LAGA eq. 6)", schedule="lagged",
            goldens=(_golden("laga-sgdn-n4.h5", 4, steps=10, tau=2, momentum=0.9, lr=0.1, weight_decay=0.001,
                             batch=8, model="digits_tiny", seed=7),)),
@@ -199,6 +212,7 @@ _LIST = [
            "refsgd.algorithms.pipesgd:train_pipe_sgd", "refsgd.serial.pipesgd:pipe_sgd", "#9467bd",
            micro_batches=ONE, options=("dependency", "warmup_epochs", "compress") + _SUMS,
            lr_meaning=_PIPE_LR.format(", Alg. 1"),
+           update="fused", 
            timing_model="pipelined", timing_text="max(t_up + t_C, T_AR), K = 2 (Pipe-SGD eq. 4, 5; one core per "
                                                  "rank: max(t_up + t_C + R, T_AR))",
            schedule="pipelined", example=("--dependency", "2", "--compress", "t16"),
@@ -212,6 +226,7 @@ _LIST = [
            "Li et al. 2018", (_SSGD, "D-Sync (Pipe-SGD's baseline)"),
            "refsgd.algorithms.pipesgd:train_d_sync", "refsgd.serial.pipesgd:d_sync", "#e377c2", micro_batches=ONE,
            options=("compress",) + _SUMS, lr_meaning=_PIPE_LR.format(""),
+           update="fused", 
            timing_model="sequential", timing_text="t_C + T_AR + t_up (Pipe-SGD eq. 2, 5)", schedule="blocking",
            example=("--compress", "q8"),
            goldens=(_golden("d-sync-n2.h5", 2, steps=10, lr=0.05, batch=16, model="digits_tiny", seed=10),)),
@@ -222,6 +237,7 @@ _LIST = [
            no_allreduce="its server sums the gathered gradients itself, in rank order (the same bits under any "
                         "MPI library)",
            one_worker="one worker: the server applies its one gradient, ps-sync is plain SGD",
+           update="fused", 
            timing_model="ps_sync", timing_text="t_C + 2 T_PS + (p-2) n gamma + t_up (PS, Pipe-SGD's baseline)",
            lacks={"schedule": _NO_DRAWING},
            goldens=(_golden("ps-sync-n3.h5", 3, steps=10, lr=0.05, batch=16, model="digits_tiny", seed=17),)),
@@ -235,6 +251,7 @@ _LIST = [
            option_help=dict(sync_every="B_max, B when cycling starts; the wait W starts at max(1, B/4), and both "
                                        "halve at each plateau (default 4, the paper's)"),
            hint=": its blocking global syncs carry bf16 and its cycling syncs float32, by the method",
+           update="U/N, merge/B", 
            timing_model="hierarchical",
            timing_text="t_C + T_loc + t_up + (T_bc + max(R_g, T_AR_g - W it))/B (DASO sec. 3)",
            example=("--ranks-per-node", "1", "--warmup-epochs", "0", "--cooldown-epochs", "0", "--sync-every", "2"),
@@ -245,7 +262,7 @@ _LIST = [
            "2017 Algorithms 1-3", "Sato et al. 2017", ("PP-ASGD", "Algorithms 1-3"),
            "refsgd.algorithms.ppasgd:train_pp_asgd", "refsgd.serial.ppasgd:pp_asgd", "#c51b7d",
            micro_batches=THREADS, by_gradients=True, optimizer=("momentum",),
-           options=("threads", "staleness") + _SUMS, lr_meaning=_SATO_LR, defaults=_SATO,
+           options=("threads", "staleness") + _SUMS, lr_of_sum=True, lr_meaning=_SATO_LR, defaults=_SATO,
            lacks={"timing_model": _ASYNC, "schedule": _NO_DRAWING}, example=("--threads", "2"),
            goldens=(_golden("pp-asgd-s3-n2.h5", 2, threads=2, staleness=3, steps=12, momentum=0.9, lr=0.002, batch=8,
                             model="digits_tiny", seed=13),)),
@@ -253,10 +270,21 @@ _LIST = [
            "Sato et al. 2017", ("PP-ASGD", "Algorithms 1-3 without eq. 2"),
            "refsgd.algorithms.ppasgd:train_asgd", "refsgd.serial.ppasgd:asgd", "#f0a030",
            micro_batches=THREADS, by_gradients=True, optimizer=("momentum",),
-           options=("threads", "staleness") + _SUMS, lr_meaning=_SATO_LR, defaults=_SATO,
+           options=("threads", "staleness") + _SUMS, lr_of_sum=True, lr_meaning=_SATO_LR, defaults=_SATO,
            lacks={"timing_model": _ASYNC, "schedule": _NO_DRAWING}, example=("--threads", "2"),
            goldens=(_golden("asgd-s3-n2.h5", 2, threads=2, staleness=3, steps=12, momentum=0.9, lr=0.002, batch=8,
                             model="digits_tiny", seed=14),)),
+    Method("local-sgd", "Local SGD, H local steps per worker, then the models averaged by one all-reduce, "
+           "Lin et al. 2020 Algorithm 1", "Lin et al. 2020", ("Local SGD", "Algorithm 1"),
+           "refsgd.algorithms.localsgd:train", "refsgd.serial.localsgd:local_sgd", "#6b8e23", micro_batches=ONE,
+           optimizer=MOMENTUM_U, options=("sync_every",) + _SUMS,
+           option_help=dict(sync_every="H, the local steps of each worker between two averages of the models "
+                                       "(default 4)"),
+           update="U, mean/B", 
+           timing_model="periodic", timing_text="t_C + t_up + T_AR / H (Lin et al. 2020, one all-reduce per H steps)",
+           schedule="blocking", example=("--sync-every", "2"),
+           goldens=(_golden("local-sgd-n2.h5", 2, steps=12, sync_every=3, momentum=0.9, lr=0.1, batch=16,
+                            model="digits_tiny", seed=18),)),
 ]
 
 #: every method, by --algo name, in the order of `refsgd train --list`

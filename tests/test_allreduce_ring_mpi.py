@@ -1,14 +1,15 @@
-"""--allreduce ring: the configuration of every checked-in golden file (and one of ssgd-opt), run
+"""--allreduce ring: the configuration of every checked-in golden file (refsgd/registry.py), run
 under mpiexec at 2, 3, 4 and 8 ranks, is bitwise (verify --rtol 0 --atol 0) the serial rendering
 for that many workers, whatever the MPI library (CI runs this file under MPICH and Open MPI); and --allreduce mpi (the
 default) is bitwise at 2 ranks, where a + b = b + a leaves the library no choice (but for dcs3gd,
 whose eq. 17 norms are vectorised under mpi, in an order of the machine's: within round-off).
 
-Each configuration is regenerate.sh's line with fewer steps (4; 6 for the staleness-3 methods;
+Each configuration is its golden file's (Method.goldens) with fewer steps (4; 6 for the staleness-3 methods;
 three epochs for daso, so that its warm-up, cycling and cool-down all run), and for daso the
 virtual nodes that the world size allows: 2 x 1 at 2 ranks, 3 x 1 at 3 (a group ring of 3), 2 x 2
-at 4 (the golden file's) and 2 x 4 at 8 (a node-local ring of 4). dcasgd has no sum over ranks
-(its server applies each push): it runs without --allreduce, which it refuses.
+at 4 (the golden file's) and 2 x 4 at 8 (a node-local ring of 4). dcasgd and ps-sync have no sum
+over ranks (their server applies each push, or sums the gathered gradients itself): they run
+without --allreduce, which they refuse.
 
 Quick: one mpiexec job per world size trains every configuration in turn (main() of the command
 line, once per configuration, in the same processes), and one process then writes the golden files
@@ -23,34 +24,30 @@ import sys
 import pytest
 from conftest import ROOT, cli, mpi_env, mpiexec
 
+from refsgd.registry import METHODS
+
 GOLDEN = os.path.join(ROOT, "tests", "golden")
 #: digits' training samples (the embedded data set), for daso's epochs
 N_TRAIN = 1500
 
 
 def _configurations():
-    """(name, options) of every line of regenerate.sh, without --workers, --steps, --out, --force."""
-    with open(os.path.join(GOLDEN, "regenerate.sh")) as f:
-        for line in f:
-            if not line.startswith("$R golden"):
-                continue
-            words = line.split()[2:]
-            name = words[words.index("--out") + 1][:-len(".h5")]
+    """(name, options) of every golden file of the registry (Method.goldens; regenerate.sh writes
+    them), without --workers and --steps."""
+    for m in METHODS.values():
+        for g in m.goldens:
+            words = g.argv(m.name)
             opts, i = [], 0
             while i < len(words):
-                if words[i] in ("--workers", "--steps", "--out"):
+                if words[i] in ("--workers", "--steps"):
                     i += 2
                     continue
-                if words[i] != "--force":
-                    opts.append(words[i])
+                opts.append(words[i])
                 i += 1
-            yield name, opts
+            yield g.file[:-len(".h5")], opts
 
 
 CONFIGS = dict(_configurations())
-#: and SSGD-OPT, which has no golden file of its own: one ring per layer's segment
-CONFIGS["ssgd-opt"] = ["--algo", "ssgd-opt", "--tau", "2", "--momentum", "0.9", "--nesterov", "--lr", "0.1",
-                       "--batch", "8", "--model", "digits_tiny", "--seed", "15"]
 
 
 def _option(opts, flag, value):
@@ -65,8 +62,8 @@ def _at(name, n):
     """(options, steps) of configuration ``name`` at n ranks."""
     opts = list(CONFIGS[name])
     algo = opts[opts.index("--algo") + 1]
-    steps = 6 if algo in ("pp-asgd", "asgd") else 4
-    if algo == "daso":
+    steps = 6 if "--staleness" in opts else 4
+    if "ranks_per_node" in METHODS[algo].options:   # DASO's nodes
         opts = _option(opts, "--ranks-per-node", {2: "1", 3: "1", 4: "2", 8: "4"}[n])
         steps = 3 * (N_TRAIN // (n * int(opts[opts.index("--batch") + 1])))   # warm-up, cycling, cool-down
     return opts, steps
@@ -106,7 +103,8 @@ def _check_world(tmp_path, n, names):
         algo = opts[opts.index("--algo") + 1]
         run = ["--dtype", "float64", "--iterations", str(steps), "--no-progress", "--force"]
         ring = str(tmp_path / f"{name}-ring.h5")
-        jobs.append(opts + ([] if algo == "dcasgd" else ["--allreduce", "ring"]) + run + ["--trace", ring])
+        sums = "allreduce" in METHODS[algo].options   # a server's sums are its own (dcasgd, ps-sync)
+        jobs.append(opts + (["--allreduce", "ring"] if sums else []) + run + ["--trace", ring])
         mine = [(ring, 0.0, 0.0)]
         if n == 2:  # --allreduce mpi (the default): a + b = b + a, bitwise too; dcs3gd's eq. 17 norms are
             mpi = str(tmp_path / f"{name}-mpi.h5")   # vectorised under mpi, in the machine's order: round-off

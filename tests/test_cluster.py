@@ -79,7 +79,7 @@ def cluster():
         assert not os.path.exists(f"/run/refsgd-cluster/{c.name}")
 
 
-# tests/golden/regenerate.sh's options of each golden file used here
+# the options of each golden file used here (refsgd/registry.py, Method.goldens)
 DASO = ["--algo", "daso", "--momentum", "0.9", "--lr", "0.1", "--batch", "64", "--sync-every", "2",
         "--plateau-patience", "1", "--plateau-threshold", "0.9", "--model", "digits_tiny", "--seed", "12"]
 SSGD = ["--algo", "ssgd", "--tau", "1", "--lr", "0.2", "--batch", "8", "--model", "digits_tiny", "--seed", "2"]

@@ -53,7 +53,7 @@ def serial(algo, common, n, T):
     from refsgd.options import resolve
     from refsgd.serial import rendering
     args = build_parser().parse_args(["golden", *common, "--workers", str(n), "--steps", str(T), "--out", "-"])
-    cfg = resolve(config_of(args, leave=("out", "force", "regenerate")))
+    cfg = resolve(config_of(args, leave=("out", "force")))
     net = load_model(cfg.model, dtype=np.float64)
     data = datasets.load(None, dtype=np.float64)
     schedule = parse_schedule(cfg.schedule, cfg.lr, len(data.y_train) // (n * cfg.batch * cfg.tau))

@@ -332,7 +332,7 @@ def train_ps_sync(run):
 
 
 def _codec(run):
-    name = getattr(run.cfg, "compress", "none")
+    name = run.cfg.compress
     return None if name in (None, "none") else codecs.get(name)
 
 

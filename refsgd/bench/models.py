@@ -230,6 +230,13 @@ def hierarchical(c, net, p, algo):
     return base + (net.local_bcast(G) + stall) / max(1, c.B)
 
 
+def periodic(c, net, p, algo):
+    """t_C + t_up + T_AR(p) / B: local SGD (Lin et al. 2020, Algorithm 1), B = H local steps
+    between two blocking all-reduces of the model (its T_AR, eq. 5, as the gradient's: the same
+    n bytes), nothing overlapped."""
+    return c.t_c + c.up(algo) + net.allreduce(p) / max(1, c.B)
+
+
 def ps_sync(c, net, p, algo):
     """t_C + 2 T_PS(p) + (p-2) n gamma + t_up: PS-Sync (Pipe-SGD's baseline), a worker's
     gradient to the server (Gather), the server's sum of p - 1 gradients, its update and w back
@@ -257,8 +264,9 @@ class Model:
 
 #: method -> its timing model (the registry's Method.timing_model and timing_text; the methods
 #: without one, PP-ASGD and ASGD, say why in Method.lacks)
+#: (a name that is no function here is left out: tests/methods/test_registry_checks.py names it)
 MODELS = {m.name: Model(m.timing_text, globals()[m.timing_model], servers=m.servers, tau=m.micro_batches == TAU)
-          for m in METHODS.values() if m.timing_model}
+          for m in METHODS.values() if callable(globals().get(m.timing_model))}
 
 
 def iteration_time(algo, costs, net, p):
@@ -321,8 +329,8 @@ def reduction_gamma(n, dtype=np.float32, repeat=20):
 
 
 def update_seconds(algo, n, dtype=np.float32, world=2, B=DASO_B, repeat=20, before=None):
-    """t_up: seconds of ``algo``'s update of n parameters, timed on random vectors with the
-    method's own step where it has one (refsgd.optim.SGD, DC-S3GD's corrected_step, DC-ASGD's
+    """t_up: seconds of ``algo``'s update of n parameters (its kind: the registry's Method.update),
+    timed on random vectors with the method's own step where it has one (refsgd.optim.SGD, DC-S3GD's corrected_step, DC-ASGD's
     compensated_step, DASO's merge), else its NumPy lines. ``before()`` runs untimed before
     each timing: a forward/backward pass of the model leaves the caches as a run's update
     finds them (the vectors are then read from memory, not from cache: 2-4x slower)."""
@@ -335,33 +343,39 @@ def update_seconds(algo, n, dtype=np.float32, world=2, B=DASO_B, repeat=20, befo
 
     w, g, h, m = vec(1.0), vec(), vec(), vec()
     lr = 1e-3
-    if algo in ("ssgd", "ssgd-opt", "laga-sgd", "laga-sgdm", "laga-sgdn", "daso"):
-        mu = 0.0 if algo == "laga-sgd" else 0.9
-        opt = SGD(n, dt, momentum=mu, nesterov=algo == "laga-sgdn")
-        if algo.startswith("laga"):
-            def step():  # L3/L4's 1/N before the send, then the fused L2(-L3)
+    method = METHODS[algo]
+    kind, mu = method.update, 0.9 if "momentum" in method.optimizer else 0.0
+    if kind in ("U/N", "U/N, merge/B", "1/N, U", "1/N, U Nesterov", "U, mean/B"):
+        opt = SGD(n, dt, momentum=mu, nesterov=kind.endswith("Nesterov"))
+        if kind.startswith("1/N"):
+            def step():  # LAGA: L3/L4's 1/N before the send, then the fused L2(-L3)
                 np.divide(g, world, out=h)
                 opt.step(w, h, lr)
-        else:        # SSGD and DASO divide within the step
-            def step():
+        elif kind.startswith("U/N"):
+            def step():  # SSGD and DASO divide within the step
                 opt.step(w, g, lr, divide=world)
+        else:
+            def step():  # local SGD's U, no 1/N
+                opt.step(w, g, lr)
         base = median_time(step, repeat, before=before)
-        if algo == "daso":  # eq. 1's merge every B batches
+        if kind == "U/N, merge/B":  # DASO's eq. 1 merge every B batches
             from refsgd.algorithms import daso
             base += median_time(lambda: daso.merge(w, g, 1, 2), repeat, before=before) / max(1, B)
+        if kind == "U, mean/B":  # local SGD's mean of the models every B steps
+            base += median_time(lambda: np.divide(h, world, out=m), repeat, before=before) / max(1, B)
         return base
-    if algo == "ssgd-nag":
+    if kind == "predict":
         from refsgd.optim import momentum_predict
         return median_time(lambda: momentum_predict(w, m, h, g, lr, 0.99, 0.99), repeat, before=before)
-    if algo in ("pipe-sgd", "d-sync", "ps-sync"):  # w <- w - gamma g_sum, one fused pass
+    if kind == "fused":  # w <- w - gamma g_sum, one fused pass
         from refsgd.optim import fused_step
         return median_time(lambda: fused_step(w, g, None, lr), repeat, before=before)
-    if algo == "dcs3gd":
+    if kind == "corrected":
         from refsgd.algorithms import dcs3gd
         dw, v, bar = vec(), vec(), vec()
         return median_time(lambda: dcs3gd.corrected_step(w, dw, v, g, bar, world, 0.2, lr, 0.9, 0.0), repeat,
                            before=before)
-    if algo == "dcasgd":
+    if kind == "compensated":
         from refsgd.algorithms import dcasgd
         bak = vec(1.0)
         return median_time(lambda: dcasgd.compensated_step(w, g, bak, lr, 0.04, 0.0), repeat, before=before)

@@ -7,6 +7,7 @@ import numpy as np
 from refsgd.errors import RefsgdError
 from refsgd.cli import cmdoptions
 from refsgd.cli.cmdoptions import positive_int
+from refsgd.registry import METHODS
 
 
 def add(sub):
@@ -26,12 +27,15 @@ def add(sub):
     p.add_argument("--force", action="store_true", help="replace an existing --out file")
     p.add_argument("--regenerate", metavar="DIR",
                    help="write every golden file of refsgd's methods (refsgd.registry: tests/golden) into DIR, "
-                        "replacing those there; no other option")
+                        "replacing those there; no other option but --only")
+    p.add_argument("--only", metavar="NAME,...", help="with --regenerate: only the golden files of these methods")
 
 
 def run(args, parser):
     if args.regenerate is not None:
         return regenerate(args, parser)
+    if args.only is not None:
+        parser.error("--only goes with --regenerate")
     missing = [flag for flag, v in (("--workers", args.workers), ("--steps", args.steps), ("--out", args.out))
                if v is None]
     if missing:
@@ -39,7 +43,7 @@ def run(args, parser):
     # here, not above: they load NumPy, Numba and h5py, which `refsgd --help` does without
     from refsgd import golden
     # the Namespace stops here; --out and --force are the golden file's, not a run's
-    given = cmdoptions.config_of(args, leave=("out", "force", "regenerate"))
+    given = cmdoptions.config_of(args, leave=("out", "force"))
     g = golden.render(given, args.workers, args.steps, args.out, args.force)
     print(f"golden trace of {g.cfg.algo}: {args.workers} workers x {args.steps} steps of {g.net.name} "
           f"({g.net.num_params:,d} parameters, {g.net.dtype.name}) written to {args.out}; final mean loss "
@@ -49,14 +53,17 @@ def run(args, parser):
 
 def regenerate(args, parser):
     """``--regenerate DIR``: every Golden of every method of the registry, as its own command."""
-    from refsgd.registry import METHODS
     given = [a for a in parser.parse_args(["golden", "--regenerate", args.regenerate]).__dict__.items()
-             if a[1] != vars(args)[a[0]]]
+             if a[1] != vars(args)[a[0]] and a[0] != "only"]
     if given:
         raise RefsgdError(f"--regenerate takes no other option (given: {', '.join('--' + k for k, _ in given)})")
     if not os.path.isdir(args.regenerate):
         raise RefsgdError(f"--regenerate {args.regenerate}: not a folder")
-    for m in METHODS.values():
+    only = args.only.split(",") if args.only else list(METHODS)
+    unknown = [name for name in only if name not in METHODS]
+    if unknown:
+        raise RefsgdError(f"--only: unknown method {unknown[0]!r}; the methods: {', '.join(METHODS)}")
+    for m in (METHODS[name] for name in only):
         for g in m.goldens:
             run(parser.parse_args(["golden", *g.argv(m.name), "--out", os.path.join(args.regenerate, g.file),
                                    "--force"]), parser)

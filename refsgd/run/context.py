@@ -207,7 +207,7 @@ class Run(Timing, Bookkeeping):
         """
         on_layer = None
         tl = self.timeline
-        if progress is not None and getattr(self.cfg, "poll", False):
+        if progress is not None and self.cfg.poll:
             on_layer = functools.partial(_test_all, progress if isinstance(progress, list) else [progress])
             if tl is not None and tl.active:  # the layers and the polls as spans of their own
                 on_layer = _LayerSpans(tl, self.net, label, on_layer)

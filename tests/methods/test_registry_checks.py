@@ -18,6 +18,7 @@ import re
 import pytest
 from conftest import ROOT, cli, verify_mpi_against_serial
 
+from refsgd.bench import models
 from refsgd.registry import METHODS, entry
 
 GOLDEN = os.path.join(ROOT, "tests", "golden")
@@ -70,7 +71,6 @@ def check_golden_files(m):
 
 
 def check_timing_model(m):
-    from refsgd.bench import models
     if m.timing_model is None:
         assert m.lacks.get("timing_model"), (f"{m.name}: no timing model (Method.timing_model, a function of "
                                              "refsgd.bench.models) and no reason in Method.lacks")

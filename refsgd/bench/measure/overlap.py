@@ -8,6 +8,7 @@ import numpy as np
 
 from refsgd import mpilib, options
 from refsgd.bench import models
+from refsgd.registry import METHODS
 
 from .step import _load_lines
 from .codec_cost import codec_costs, format_codecs, timed_collective
@@ -78,15 +79,14 @@ def _run_method(comm, cfg, net, data, schedule, skip, spans=None):
     iteration, mean over the workers (a parameter server's ranks left out), and the spread of
     the iteration times. ``spans`` (a list), with --timeline: gets the spans this rank recorded
     per iteration of the window."""
-    from refsgd.algorithms import train_of
-    from refsgd.registry import method
+    from refsgd.algorithms import train_of  # here: the methods and the Run import mpi4py.MPI
     from refsgd.run import build_run
     run = build_run(cfg, comm, net=net, data=data, schedule=schedule, log=lambda *a: None)
     train_of(cfg.algo)(run)
     run.final_model()
     if spans is not None and run.timeline is not None:
         spans.append(len(run.timeline.spans) / run.timeline.count)
-    servers = method(cfg.algo).servers
+    servers = METHODS[cfg.algo].servers
     means = tuple(_mean_over_ranks(comm, run.records[k], skip, servers)
                   for k in ("compute", "idle", "codec", "wall", "update"))
     return means + (_iteration_spread(comm, run.records["wall"], skip, servers),)
@@ -192,8 +192,8 @@ def overlap(comm, args):
     net, tau, P = args.net, args.tau, comm.Get_size()
     data = args.dataset
     schedule = Constant(args.lr)
-    # SSGD-NAG's lambda multiplies a sum over all samples of all workers (Sato Alg. 4)
-    nag_schedule = Constant(args.lr / (P * args.batch * tau))
+    # a method whose lambda multiplies a sum over all samples of all workers (Sato Alg. 4)
+    sum_schedule = Constant(args.lr / (P * args.batch * tau))
     sync_every = args.sync_every or models.DASO_B
     G = _ranks_per_node(comm, args.ranks_per_node)
     local_link = args.local_link
@@ -264,7 +264,7 @@ def overlap(comm, args):
         for name in args.algos:
             algo, poll, compress = split_method(name)
             compute, idle, codec, wall, update, iters = _run_method(
-                lcomm, cfg(algo, poll, compress), net, data, nag_schedule if algo == "ssgd-nag" else schedule,
+                lcomm, cfg(algo, poll, compress), net, data, sum_schedule if METHODS[algo].lr_of_sum else schedule,
                 args.skip)
             if compress != "none":         # the compressed all-reduce: wire bytes, C_ring and R_op
                 ring = rings[compress]
@@ -280,7 +280,7 @@ def overlap(comm, args):
             in_run = dataclasses.replace(costs, t_c=own, t_up=costs.t_up if model.servers else {algo: update})
             if args.timeline_cost:
                 cost = timeline_cost(lcomm, cfg(algo, poll, compress), net, data,
-                                     nag_schedule if algo == "ssgd-nag" else schedule, args.skip, args.timeline_cost)
+                                     sum_schedule if METHODS[algo].lr_of_sum else schedule, args.skip, args.timeline_cost)
             else:
                 cost = None
             rows.append(dict(method=name, algo=algo, compute=compute, idle=idle, codec=codec, wall=wall,
