@@ -18,12 +18,12 @@ import numpy as np
 from refsgd import failure
 from refsgd.errors import RankFailure, RefsgdError, Stopped, did_you_mean
 from refsgd.version import __version__
-from refsgd.cli import bench, check, compile, data, golden, models, report, reproduce, train, verify
+from refsgd.cli import bench, check, compile, conformance, data, golden, models, report, reproduce, train, verify
 from refsgd.cli.words import is_mpi_command
 
 #: command -> its module, in the order of `refsgd --help`
-COMMANDS = {"train": train, "golden": golden, "verify": verify, "report": report, "models": models, "data": data,
-            "bench": bench, "reproduce": reproduce, "check": check, "compile": compile}
+COMMANDS = {"train": train, "golden": golden, "verify": verify, "conformance": conformance, "report": report,
+            "models": models, "data": data, "bench": bench, "reproduce": reproduce, "check": check, "compile": compile}
 
 
 def build_parser():
