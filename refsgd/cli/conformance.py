@@ -6,6 +6,8 @@ import os
 import tempfile
 import time
 
+from refsgd.errors import RefsgdError
+
 EPILOG = """examples:
   refsgd conformance mypkg.mymodule:MyBackend          the table; conformance.json and conformance.md
   refsgd conformance my_backend.py:Backend --include '^ssgd' --traces traces/
@@ -41,7 +43,6 @@ def add(sub):
 
 
 def run(args, parser):
-    from refsgd.errors import RefsgdError
     if args.target in ("export", "check"):
         if not args.folder:
             raise RefsgdError(f"refsgd conformance {args.target} DIR: give the folder")
@@ -54,10 +55,9 @@ def run(args, parser):
 
 def _suite(args):
     # here, not above: NumPy, h5py and the renderings, which `refsgd --help` does without
-    from refsgd.conformance.backend import load_backend
-    from refsgd.conformance.suite import FAIL, NOT_DECLARED, References, configurations, run
-    from refsgd.errors import RefsgdError
-    from refsgd.files import check_folder, check_output
+    from refsgd.conformance.backend import load_backend  # noqa: PLC0415 start-up: NumPy, h5py and the renderings, which `refsgd --help` does without
+    from refsgd.conformance.suite import FAIL, NOT_DECLARED, References, configurations, run  # noqa: PLC0415 start-up: NumPy, h5py and the renderings, which `refsgd --help` does without
+    from refsgd.files import check_folder, check_output  # noqa: PLC0415 start-up: NumPy, h5py and the renderings, which `refsgd --help` does without
     chosen = configurations(args.include, args.exclude, args.algo)
     if not chosen:
         raise RefsgdError("no configuration matches --include/--exclude/--algo")
@@ -90,9 +90,9 @@ def _suite(args):
 
 
 def _show(outcomes, name, seconds, outputs):
-    from refsgd.conformance import report
-    from refsgd.conformance.suite import FAIL
-    from refsgd.files import atomic_path, write_bytes
+    from refsgd.conformance import report  # noqa: PLC0415 start-up: NumPy, h5py and the renderings, which `refsgd --help` does without
+    from refsgd.conformance.suite import FAIL  # noqa: PLC0415 start-up: NumPy, h5py and the renderings, which `refsgd --help` does without
+    from refsgd.files import atomic_path, write_bytes  # noqa: PLC0415 start-up: NumPy, h5py and the renderings, which `refsgd --help` does without
     print()
     print(report.text(outcomes))
     print()
@@ -106,10 +106,9 @@ def _show(outcomes, name, seconds, outputs):
 
 
 def _export(args):
-    from refsgd.conformance.export import export
-    from refsgd.conformance.suite import configurations
-    from refsgd.errors import RefsgdError
-    from refsgd.files import check_folder
+    from refsgd.conformance.export import export  # noqa: PLC0415 start-up: NumPy, h5py and the renderings, which `refsgd --help` does without
+    from refsgd.conformance.suite import configurations  # noqa: PLC0415 start-up: NumPy, h5py and the renderings, which `refsgd --help` does without
+    from refsgd.files import check_folder  # noqa: PLC0415 start-up: NumPy, h5py and the renderings, which `refsgd --help` does without
     chosen = configurations(args.include, args.exclude, args.algo)
     if not chosen:
         raise RefsgdError("no configuration matches --include/--exclude/--algo")
@@ -121,7 +120,7 @@ def _export(args):
 
 
 def _check(args):
-    from refsgd.conformance.export import check
+    from refsgd.conformance.export import check  # noqa: PLC0415 start-up: NumPy, h5py and the renderings, which `refsgd --help` does without
     outcomes = check(args.folder)
     outputs = [] if args.report == "-" else [f"{args.report}.json", f"{args.report}.md"]
     return _show(outcomes, args.folder, None, outputs)

@@ -27,6 +27,6 @@ __all__ = ["Backend", "Setup", "load_backend", *_SUITE]
 
 def __getattr__(name):
     if name in _SUITE:
-        from refsgd.conformance import suite  # here: the plugin's import of this package stays light
+        from refsgd.conformance import suite  # here: the plugin's import of this package stays light  # noqa: PLC0415 start-up: NumPy, h5py and the renderings, which `refsgd --help` does without
         return getattr(suite, name)
     raise AttributeError(f"module 'refsgd.conformance' has no attribute {name!r}")

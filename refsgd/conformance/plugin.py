@@ -35,8 +35,8 @@ def pytest_addoption(parser):
 def pytest_configure(config):
     text = config.getoption("backend", None)
     if text:
-        from refsgd.conformance.backend import load_backend
-        from refsgd.errors import RefsgdError
+        from refsgd.conformance.backend import load_backend  # noqa: PLC0415 start-up: the plugin loads with every pytest run; NumPy and h5py only with --backend
+        from refsgd.errors import RefsgdError  # noqa: PLC0415 start-up: the plugin loads with every pytest run; NumPy and h5py only with --backend
         try:
             config._refsgd_backend = (text, load_backend(text))
         except RefsgdError as e:
@@ -51,8 +51,8 @@ def pytest_generate_tests(metafunc):
         metafunc.parametrize("conformance_configuration", [pytest.param(None, marks=pytest.mark.skip(
             reason="give the backend to check: --backend module:Class"))])
         return
-    from refsgd.conformance import suite
-    from refsgd.errors import RefsgdError
+    from refsgd.conformance import suite  # noqa: PLC0415 start-up: the plugin loads with every pytest run; NumPy and h5py only with --backend
+    from refsgd.errors import RefsgdError  # noqa: PLC0415 start-up: the plugin loads with every pytest run; NumPy and h5py only with --backend
     try:
         chosen = suite.configurations(metafunc.config.getoption("conformance_include"),
                                       metafunc.config.getoption("conformance_exclude"))
@@ -67,7 +67,7 @@ def pytest_generate_tests(metafunc):
 @pytest.fixture(scope="session")
 def conformance_folders(request, tmp_path_factory):
     """(the folder of the backend's traces, the References of the expected ones)."""
-    from refsgd.conformance.suite import References
+    from refsgd.conformance.suite import References  # noqa: PLC0415 start-up: the plugin loads with every pytest run; NumPy and h5py only with --backend
     keep = request.config.getoption("conformance_traces")
     if keep:
         os.makedirs(os.path.join(keep, "expected"), exist_ok=True)
@@ -80,7 +80,7 @@ def conformance_folders(request, tmp_path_factory):
 @pytest.fixture
 def conformance_run(request, conformance_folders):
     """run(configuration) -> Outcome: the backend given with --backend through one configuration."""
-    from refsgd.conformance.suite import run
+    from refsgd.conformance.suite import run  # noqa: PLC0415 start-up: the plugin loads with every pytest run; NumPy and h5py only with --backend
     text, backend = request.config._refsgd_backend
     folder, references = conformance_folders
 
