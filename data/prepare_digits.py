@@ -16,23 +16,18 @@ Images are stored as uint8 (N, 1, 8, 8) with their original values 0..16.
 """
 
 import os
-import sys
 
 import numpy as np
+import sklearn
+from sklearn.datasets import load_digits
+
+from refsgd import datasets  # refsgd installed, or PYTHONPATH=. as above
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 N_TEST = 297
 
 
 def main(out=os.path.join(HERE, "digits.h5")):
-    try:
-        from refsgd import datasets
-    except ImportError:  # run from a checkout without PYTHONPATH
-        sys.path.insert(0, os.path.dirname(HERE))
-        from refsgd import datasets
-    import sklearn
-    from sklearn.datasets import load_digits
-
     bunch = load_digits()
     images = np.asarray(bunch.images)
     labels = np.asarray(bunch.target, dtype=np.int64)

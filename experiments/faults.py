@@ -34,6 +34,8 @@ import time
 import h5py
 import numpy as np
 
+from refsgd.datasets import _embedded_path
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 PY = sys.executable
@@ -159,7 +161,6 @@ def sigterm_trial(work, algo, ranks, total, reference, rng, max_delay):
 
 
 def mpmd_cases(work):
-    from refsgd.datasets import _embedded_path
     a, b = os.path.join(work, "a.h5"), os.path.join(work, "b.h5")
     shutil.copy(_embedded_path(), a)
     shutil.copy(_embedded_path(), b)

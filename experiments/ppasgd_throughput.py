@@ -115,9 +115,9 @@ def md(header, rows):
 
 
 def plot(res, ranks, threads, png, title):
-    import matplotlib
+    import matplotlib  # noqa: PLC0415 matplotlib: only to plot
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # noqa: PLC0415 matplotlib
 
     fig, (left, right) = plt.subplots(1, 2, figsize=(13, 5))
     for i, R in enumerate(ranks):

@@ -24,5 +24,5 @@ def train(algo="ssgd", **options):
     A bad input raises the same :class:`AgreedError` on every rank. Imported lazily:
     ``import refsgd`` starts no MPI. Returns a :class:`refsgd.api.Result`.
     """
-    from refsgd.api import train as _train
+    from refsgd.api import train as _train  # noqa: PLC0415 start-up: `import refsgd` (and the command's signal handlers, refsgd.entry) before NumPy
     return _train(algo, **options)

@@ -30,15 +30,16 @@ from refsgd import busy, checkpoint, datasets, mpilib, options, registry, timeli
 from refsgd.errors import AgreedError, RefsgdError, Stopped
 from refsgd.version import __version__
 from refsgd.busy import ranks_on_node, set_threads
+from refsgd.comm.link import Link
 from refsgd.files import check_distinct, check_folder, check_output, same_path
 from refsgd.nn import load_model
 from refsgd.optim import parse_schedule  # noqa: F401 -- refsgd golden and the tests call api.parse_schedule
 from refsgd.trace import dataset_sha256
 
-# Imported inside the functions below, never here: mpi4py.MPI and the modules that import it at
-# their top (refsgd.run, refsgd.metrics, refsgd.comm.link, the methods of refsgd.algorithms), because
-# importing mpi4py.MPI starts MPI, and `refsgd golden` and `refsgd.train`'s keyword checks use this
-# module before (or without) any MPI.
+# Imported inside the functions below, never here (noqa "mpi4py"): mpi4py.MPI and the modules that
+# import it at their top (refsgd.run, refsgd.metrics, refsgd.comm.linkcomm, the methods of
+# refsgd.algorithms), because importing mpi4py.MPI starts MPI, and `refsgd golden` and
+# `refsgd.train`'s keyword checks use this module before (or without) any MPI.
 
 
 @dataclasses.dataclass
@@ -71,10 +72,10 @@ def run(given, comm=None, log=print):
 
 
 def _run(given, comm, log):
-    from mpi4py import MPI
+    from mpi4py import MPI  # noqa: PLC0415 mpi4py
 
-    from refsgd.comm.link import Traffic, wrap
-    from refsgd.run import build_run
+    from refsgd.comm.linkcomm import Traffic, wrap  # noqa: PLC0415 mpi4py
+    from refsgd.run import build_run  # noqa: PLC0415 mpi4py
 
     world_comm = MPI.COMM_WORLD if comm is None else comm
     if not isinstance(world_comm, MPI.Intracomm) or world_comm == MPI.COMM_NULL:
@@ -121,7 +122,7 @@ def _run(given, comm, log):
 
 def _outputs(cfg, r, recorded, link, threads, say, load_before, summary=True):
     """Collective: the final model, the --trace file, the summary and the --out file."""
-    from refsgd import metrics
+    from refsgd import metrics  # noqa: PLC0415 mpi4py
     model = r.final_model()  # on every rank: it may be a collective (an average of the workers)
     load_after = busy.load_average()
     if cfg.trace:
@@ -148,7 +149,7 @@ def _outputs(cfg, r, recorded, link, threads, say, load_before, summary=True):
 
 def timeline_gather(run):
     """Collective with --timeline: every rank's spans on rank 0 (None without one)."""
-    if run.timeline is None:
+    if not run.timeline.enabled:
         return None
     return timeline.gather(run.control_comm, run.timeline)
 
@@ -200,7 +201,6 @@ def link_text(cfg, link):
     """The link as the summary and the metrics file name it (DASO: both tiers)."""
     if not cfg.local_link:
         return link
-    from refsgd.comm.link import Link
     return (f"between nodes: {link or 'the real network'}; within nodes: "
             f"{Link.parse(cfg.local_link, '--local-link')}")
 
@@ -209,7 +209,7 @@ def link_text(cfg, link):
 def method(given, world):
     """The configuration ``given`` resolved (refsgd.options.resolve: the method's defaults) and
     checked (the method's own check); returns it."""
-    from refsgd.algorithms import check
+    from refsgd.algorithms import check  # noqa: PLC0415 mpi4py
     registry.method(given.algo)  # an unknown name: one error with a did-you-mean
     cfg = options.resolve(given)
     if cfg.momentum >= 1:
@@ -225,13 +225,12 @@ def prepare(given, comm):
     """Everything that can fail on bad input, done identically on every rank before any
     collective: (the resolved configuration, the method's train function, link, net, data,
     schedule, restorer)."""
-    from refsgd.algorithms import check_sizes, train_of
+    from refsgd.algorithms import check_sizes, train_of  # noqa: PLC0415 mpi4py
 
     world = comm.Get_size()
     cfg = method(given, world)
     m = registry.method(cfg.algo)
     link = None
-    from refsgd.comm.link import Link
     if cfg.link is not None:  # --link '' is refused, not taken for no link
         link = Link.parse(cfg.link)
     if cfg.local_link is not None:
@@ -308,7 +307,7 @@ def on_every_rank(comm, prepare_fn, fingerprint_fn=None):
     RefsgdError anywhere, or if the ranks' fingerprint_fn(prepared) differ (ranks launched with
     different options, models or data). These are the first collectives, so a bad input never
     leaves a rank waiting in another. A launch that MPI left as worlds of one is refused first."""
-    from mpi4py import MPI
+    from mpi4py import MPI  # noqa: PLC0415 mpi4py
     if comm == MPI.COMM_WORLD:  # (refsgd compile trains in MPI_COMM_SELF, a world of its own)
         mpilib.refuse_singleton()
     try:

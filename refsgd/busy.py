@@ -13,6 +13,9 @@ take a communicator (the threads per rank: train and bench overlap).
 
 import os
 
+import numba
+from threadpoolctl import threadpool_limits
+
 
 def load_average():
     """[1, 5, 15-minute load averages] (``os.getloadavg``), or None where the OS has none."""
@@ -87,7 +90,7 @@ def set_threads(comm, explicit=None):
 
 def ranks_on_node(comm):
     """The ranks of ``comm`` that share memory with this one (a collective)."""
-    from mpi4py import MPI  # here, not above: verify, report and bench step use this module without MPI
+    from mpi4py import MPI  # noqa: PLC0415 mpi4py: bench step and reproduce use this module without MPI
     local = comm.Split_type(MPI.COMM_TYPE_SHARED)
     try:
         return local.Get_size()
@@ -97,12 +100,7 @@ def ranks_on_node(comm):
 
 def limit_threads(n):
     """BLAS (and OpenMP) and Numba use at most n threads in this process from now on."""
-    try:
-        from threadpoolctl import threadpool_limits
-        threadpool_limits(limits=n)
-    except ImportError:  # the kernels' own control of OpenBLAS (refsgd.nn.kernels) still applies
-        pass
-    import numba
+    threadpool_limits(limits=n)
     numba.set_num_threads(min(n, numba.config.NUMBA_NUM_THREADS))
 
 
@@ -111,17 +109,12 @@ class one_thread:
 
     def __enter__(self):
         self._undo = []
-        try:
-            from threadpoolctl import threadpool_limits
-            self._undo.append(threadpool_limits(limits=1).restore_original_limits)
-        except ImportError:
-            pass
-        import numba
+        self._undo.append(threadpool_limits(limits=1).restore_original_limits)
         before = numba.get_num_threads()
         numba.set_num_threads(1)
         self._undo.append(lambda: numba.set_num_threads(before))
         try:
-            import torch
+            import torch  # noqa: PLC0415 torch: optional, and slow to import
         except ImportError:
             torch = None
         if torch is not None:

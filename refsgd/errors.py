@@ -2,6 +2,8 @@
 "did you mean" of their messages. Below every other module, which imports them from here; the
 package re-exports them (``refsgd.RefsgdError``)."""
 
+import difflib
+
 
 class RefsgdError(Exception):
     """An error caused by the user's input (a flag, a file, a spec).
@@ -19,7 +21,6 @@ class RefsgdError(Exception):
 def did_you_mean(word, names, cutoff=0.6):
     """" (did you mean a, b or c?)": the few names that ``word`` begins (``laga``: the three LAGA
     variants), else the one closest to it (difflib, similarity >= ``cutoff``), else ""."""
-    import difflib
     names = list(names)
     close = [n for n in names if n.startswith(word) and n != word]
     if not 0 < len(close) <= 4:

@@ -133,7 +133,7 @@ def abort_world(code, line=None, rank0_says=False):
     if line:
         say(line)
     if world_size() > 1:
-        from mpi4py import MPI
+        from mpi4py import MPI  # noqa: PLC0415 mpi4py: only when MPI runs (this module loads first, before it)
         try:
             sys.stdout.flush()
         except (OSError, ValueError):

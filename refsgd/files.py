@@ -63,6 +63,13 @@ def write_bytes(path, data):
         os.fsync(f.fileno())
 
 
+def write_text(path, text, what=None):
+    """Write ``text`` (UTF-8, its newlines as they are) to ``path`` atomically (:func:`atomic_path`;
+    ``what`` names the file in its errors)."""
+    with atomic_path(path, what) as tmp:
+        write_bytes(tmp, text.encode("utf-8"))
+
+
 def open_h5(path, what):
     """``h5py.File(path, "r")``, or a RefsgdError naming the file (``what``: the kind expected)."""
     if not os.path.exists(path):

@@ -21,9 +21,10 @@ import os
 import re
 import time
 
-from refsgd import busy, mpilib
+from refsgd import api, busy, mpilib
 from refsgd.api import ranges
 from refsgd.bench.measure.world import message_times
+from refsgd.errors import AgreedError
 
 #: file systems that every rank reads the Numba cache through the network from
 NETWORK_FS = ("nfs", "nfs4", "lustre", "gpfs", "beegfs", "cifs", "smb3", "ceph", "glusterfs", "fuse.sshfs", "panfs")
@@ -118,7 +119,7 @@ def _shared(comm, folder, leaders):
 
 def report(comm):
     """The check's lines on rank 0 (None on the others); collective over ``comm`` (COMM_WORLD)."""
-    from mpi4py import MPI
+    from mpi4py import MPI  # noqa: PLC0415 mpi4py
 
     rank, world = comm.Get_rank(), comm.Get_size()
     local = comm.Split_type(MPI.COMM_TYPE_SHARED, key=rank)
@@ -188,11 +189,9 @@ def report(comm):
 def warm(models, dtypes):
     """Train every method 3 iterations for each of ``models`` x ``dtypes`` in MPI_COMM_SELF;
     returns (seconds, the methods left out, the cache's folder, kernels cached, kernels in all)."""
-    from mpi4py import MPI
+    from mpi4py import MPI  # noqa: PLC0415 mpi4py
 
-    from refsgd import api
-    from refsgd.registry import METHODS
-    from refsgd.errors import AgreedError
+    from refsgd.registry import METHODS  # noqa: PLC0415 start-up
     t0 = time.perf_counter()
     skipped = set()
     for model in models:

@@ -39,7 +39,7 @@ Schema (HDF5, written by rank 0, atomically)::
                                              previous record, summed over the threads
     /iterations/global_bytes float64 (world, T)  bytes the rank contributed to collectives and
                                              Sends between nodes (a flat method's traffic counts
-                                             as between nodes; refsgd.comm.link, "Traffic")
+                                             as between nodes; refsgd.comm.linkcomm, "Traffic")
     /iterations/local_bytes  float64 (world, T)  the same within a node (DASO's local syncs)
     /iterations/<name>   float64 (world, T)  a method's own per-iteration values (Run.record), e.g.
                                              PP-ASGD's staleness and S

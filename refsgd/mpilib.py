@@ -43,6 +43,7 @@ This module does not import ``mpi4py.MPI`` at import time: the processes that la
 tests, ``refsgd bench all``) must not start an MPI singleton of their own.
 """
 
+import ctypes
 import functools
 import os
 import re
@@ -113,7 +114,7 @@ def refuse_singleton():
     """RefsgdError (:func:`singleton_error`) in every process of a launch that MPI left as worlds of
     one; only the launcher's rank 0 carries the message (``quiet`` on the others), so the user
     reads one line. Call with MPI up, before the first collective."""
-    from mpi4py import MPI
+    from mpi4py import MPI  # noqa: PLC0415 mpi4py: the launcher's side of this module runs without MPI
     line = singleton_error(MPI.COMM_WORLD.Get_size(), " ".join(library_version(first_line=True).split()))
     if line:
         err = RefsgdError(line)
@@ -134,14 +135,14 @@ def text(value):
 def library_version(first_line=False):
     """``MPI.Get_library_version()``, cleaned (:func:`text`); only its first line with
     ``first_line``."""
-    from mpi4py import MPI
+    from mpi4py import MPI  # noqa: PLC0415 mpi4py: the launcher's side of this module runs without MPI
     version = text(MPI.Get_library_version())
     return version.splitlines()[0].strip() if first_line and version else version
 
 
 def processor_name():
     """``MPI.Get_processor_name()``, cleaned (:func:`text`)."""
-    from mpi4py import MPI
+    from mpi4py import MPI  # noqa: PLC0415 mpi4py: the launcher's side of this module runs without MPI
     return text(MPI.Get_processor_name())
 
 
@@ -300,7 +301,6 @@ def _prctl():
     """libc's prctl (Linux), loaded in the parent: a child between fork and exec must not dlopen."""
     if not sys.platform.startswith("linux"):
         return None
-    import ctypes
     try:
         return ctypes.CDLL(None, use_errno=True).prctl
     except (OSError, AttributeError):

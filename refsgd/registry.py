@@ -14,6 +14,7 @@ tests/methods/test_registry_checks.py.
 """
 
 import dataclasses
+import importlib
 
 from refsgd.errors import RefsgdError, did_you_mean
 
@@ -302,6 +303,5 @@ def method(name):
 
 def entry(dotted):
     """The function of a dotted path ``module:function`` (Method.train, Method.serial), imported."""
-    import importlib  # here: the registry itself imports no method (they load MPI and Numba)
     module, _, name = dotted.partition(":")
     return getattr(importlib.import_module(module), name)

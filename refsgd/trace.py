@@ -36,6 +36,7 @@ steps.
 
 import hashlib
 import json
+import typing
 
 import numpy as np
 
@@ -101,24 +102,141 @@ def write(path, *, method, source, config, net, data, w0, batches, loss, lr, sta
     """Write a trace atomically. states: {name: (T, N, d) array}. interrupted: the signal that
     stopped the run ("SIGINT"), kept in the attribute of that name (the trace holds the steps done)."""
     T, N = loss.shape
+    attrs = dict(method=method, source=source, world_size=N, steps=T, dtype=net.dtype.name,
+                 config=json.dumps(config, sort_keys=True), model=net.name,
+                 model_spec=json.dumps(net.spec, sort_keys=True),
+                 layout=json.dumps([[n, o, list(s)] for n, o, s in net.layout]),
+                 dataset=data.name, dataset_sha256=dataset_sha256(data, net.dtype),
+                 state_names=json.dumps(list(states)), refsgd_version=__version__)
+    if interrupted:
+        attrs["interrupted"] = interrupted
+    _store(path, attrs, w0, batches, loss, lr, states)
+
+
+def _store(path, attrs, w0, batches, loss, lr, states):
+    """The file itself, written atomically: the attributes, then the arrays of the schema."""
     comp = dict(compression="gzip", shuffle=True)
     with h5_written(path, what="the trace") as f:
-        f.attrs.update(format=FORMAT, format_version=FORMAT_VERSION, method=method, source=source,
-                       world_size=N, steps=T, dtype=net.dtype.name,
-                       config=json.dumps(config, sort_keys=True), model=net.name,
-                       model_spec=json.dumps(net.spec, sort_keys=True),
-                       layout=json.dumps([[n, o, list(s)] for n, o, s in net.layout]),
-                       dataset=data.name, dataset_sha256=dataset_sha256(data, net.dtype),
-                       state_names=json.dumps(list(states)), refsgd_version=__version__)
-        if interrupted:
-            f.attrs["interrupted"] = interrupted
+        f.attrs.update(format=FORMAT, format_version=FORMAT_VERSION, **attrs)
         f.create_dataset("w0", data=w0)
         f.create_dataset("batches", data=np.asarray(batches, dtype=np.int64), **comp)
-        f.create_dataset("loss", data=loss)
+        f.create_dataset("loss", data=np.asarray(loss, dtype=np.float64))
         f.create_dataset("lr", data=np.asarray(lr, dtype=np.float64))
         g = f.create_group("state")
         for name, arr in states.items():
             g.create_dataset(name, data=arr, **comp)
+
+
+class Writer:
+    """Write a trace of your own loop from arrays, step by step (NumPy and h5py only: no MPI, no
+    Numba), in the schema above, so that ``refsgd verify mine.h5 ref.h5`` reads it::
+
+        with refsgd.trace.Writer("mine.h5", like="ref.h5", source="torch") as w:
+            for t in range(w.steps):
+                ...                                   # your step t on w.batches[t], at rate w.lr[t]
+                w.step(loss=losses, states={"x": X, "U.momentum_buffer": B})   # (N,), {name: (N, d)}
+
+    ``like``: a trace or golden file whose identification (method, world size, dtype, config,
+    model, model_spec, layout, dataset, dataset_sha256, state_names), ``/w0``, ``/batches`` and
+    ``/lr`` the new file takes (its arrays as ``w.w0``, ``w.batches``, ``w.lr``); any of them may
+    be given as keywords instead, and must be where there is no ``like`` (``config`` and
+    ``model_spec`` as dicts, ``layout`` as [[name, offset, shape], ...]). ``step`` takes each
+    step's losses (N,) and states ({name: (N, d)}, pipe-sgd's ``g_sum`` (N, K, d)), and the
+    step's ``batches`` (N, tau, b) and ``lr`` where there is no ``like``. The file appears when
+    the block ends without an exception (write-then-rename; never a half-written file); an array
+    of the wrong shape or dtype is refused (:class:`refsgd.RefsgdError`) when it is given.
+    """
+
+    IDENTITY = ("method", "world_size", "dtype", "config", "model", "model_spec", "layout", "dataset",
+                "dataset_sha256", "state_names")
+
+    def __init__(self, path, *, like=None, source="user", w0=None, **identity):
+        unknown = sorted(set(identity) - set(self.IDENTITY))
+        if unknown:
+            raise RefsgdError(f"Writer: unknown keyword {', '.join(unknown)}; the trace's identification is "
+                              f"{', '.join(self.IDENTITY)}")
+        self.path, self.source = path, source
+        self.batches = self.lr = self._ref_steps = None
+        attrs = {}
+        if like is not None:
+            ref = Trace(like)
+            attrs = {k: ref.attrs[k] for k in self.IDENTITY if k in ref.attrs}
+            attrs.update(config=ref.config, model_spec=json.loads(ref.attrs["model_spec"]), state_names=ref.state_names)
+            if "layout" in attrs:
+                attrs["layout"] = json.loads(attrs["layout"])
+            w0 = ref.w0 if w0 is None else w0
+            self.batches, self.lr, self._ref_steps = ref.batches, ref.lr, int(ref.attrs["steps"])
+        attrs.update(identity)
+        missing = [k for k in self.IDENTITY if attrs.get(k) is None] + (["w0"] if w0 is None else [])
+        if missing:
+            raise RefsgdError(f"Writer: missing {', '.join(missing)} (give them, or like= a trace to take them from)")
+        self.attrs = attrs
+        self.dtype = np.dtype(str(attrs["dtype"]))
+        self.N, self.names = int(attrs["world_size"]), list(attrs["state_names"])
+        self.w0 = np.asarray(w0)
+        if self.w0.ndim != 1 or self.w0.dtype != self.dtype:
+            raise RefsgdError(f"Writer: w0 must be a ({self.dtype.name}) vector, got {self.w0.dtype} of shape "
+                              f"{self.w0.shape}")
+        self._rows = dict(batches=[], loss=[], lr=[], **{n: [] for n in self.names})
+
+    @property
+    def steps(self):
+        """The number of steps of ``like`` (None without it)."""
+        return self._ref_steps
+
+    def step(self, loss, states, batches=None, lr=None):
+        """Record step t = the number of steps recorded so far: each worker's loss and state after it."""
+        t, N, d = len(self._rows["loss"]), self.N, self.w0.shape[0]
+        if self.batches is not None:
+            if t >= self._ref_steps:
+                raise RefsgdError(f"Writer: step {t}: the reference {self.attrs['method']} trace has {t} steps")
+            batches = self.batches[t] if batches is None else batches
+            lr = self.lr[t] if lr is None else lr
+        if batches is None or lr is None:
+            raise RefsgdError(f"Writer: step {t} needs its batches and lr (or a like= trace holding them)")
+        loss, batches = np.asarray(loss, dtype=np.float64), np.asarray(batches)
+        if loss.shape != (N,) or batches.ndim != 3 or batches.shape[0] != N:
+            raise RefsgdError(f"Writer: step {t}: loss must be ({N},) and batches ({N}, tau, b), got {loss.shape} "
+                              f"and {batches.shape}")
+        if set(states) != set(self.names):
+            raise RefsgdError(f"Writer: step {t}: the states are {', '.join(self.names)}, got "
+                              f"{', '.join(states) or 'none'}")
+        for name in self.names:
+            arr = np.asarray(states[name])
+            if arr.dtype != self.dtype or arr.shape[:1] != (N,) or arr.shape[-1:] != (d,):
+                raise RefsgdError(f"Writer: step {t}: state {name} must be {self.dtype.name} of shape ({N}, ..., {d}), "
+                                  f"got {arr.dtype} of shape {arr.shape}")
+            if self._rows[name] and arr.shape != self._rows[name][0].shape:
+                raise RefsgdError(f"Writer: step {t}: state {name} has shape {arr.shape}, at step 0 "
+                                  f"{self._rows[name][0].shape}")
+            self._rows[name].append(arr.copy())
+        self._rows["batches"].append(batches.astype(np.int64))
+        self._rows["loss"].append(loss)
+        self._rows["lr"].append(float(lr))
+
+    def close(self):
+        """Write the file (RefsgdError when no step was recorded)."""
+        rows, T = self._rows, len(self._rows["loss"])
+        if T == 0:
+            raise RefsgdError(f"Writer: no step recorded, {self.path} not written")
+        if len({b.shape for b in rows["batches"]}) > 1:
+            raise RefsgdError("Writer: the batches of the steps differ in shape (tau, b)")
+        a = self.attrs
+        attrs = dict(method=a["method"], source=self.source, world_size=self.N, steps=T, dtype=self.dtype.name,
+                     config=json.dumps(a["config"], sort_keys=True), model=a["model"],
+                     model_spec=json.dumps(a["model_spec"], sort_keys=True), layout=json.dumps(a["layout"]),
+                     dataset=a["dataset"], dataset_sha256=a["dataset_sha256"], state_names=json.dumps(self.names),
+                     refsgd_version=__version__)
+        _store(self.path, attrs, self.w0, np.stack(rows["batches"]), np.stack(rows["loss"]), np.array(rows["lr"]),
+               {n: np.stack(rows[n]) for n in self.names})
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, kind, value, tb):
+        if kind is None:
+            self.close()
+        return False
 
 
 #: the attributes a trace must have (docs/implementers.md, "The trace schema")
@@ -203,10 +321,26 @@ def _compared(method, config):
     return {k: v for k, v in config.items() if k in keys}
 
 
+class Comparison(typing.NamedTuple):
+    """What :func:`compare` found: ``ok``, the lines of text verify prints, and ``where`` the first
+    step-level difference as a dict (step, worker, array, index (None for a scalar), a, b; for
+    batch indices, array "batches" and the indices' position), None when there is none or the
+    difference is in the files' identification (configuration, w0, length, ...)."""
+
+    ok: bool
+    lines: list
+    where: dict = None
+
+
 def verify(a_path, b_path, rtol=1e-10, atol=1e-12, prefix=False):
     """Compare two traces; returns (ok, lines of text). The first difference found is named.
     Traces of different lengths are a mismatch unless ``prefix`` (compare the common steps).
     A non-finite value is never an agreement (NaN loss on a parameter server excepted)."""
+    return tuple(compare(a_path, b_path, rtol=rtol, atol=atol, prefix=prefix)[:2])
+
+
+def compare(a_path, b_path, rtol=1e-10, atol=1e-12, prefix=False):
+    """:func:`verify`, returning a :class:`Comparison` (the first difference located)."""
     a, b = Trace(a_path), Trace(b_path)
     lines = [f"A: {a_path} ({a.attrs['source']}, {a.attrs['method']}, {a.attrs['world_size']} workers, "
              f"{a.attrs['steps']} steps, {a.attrs['dtype']})",
@@ -214,22 +348,22 @@ def verify(a_path, b_path, rtol=1e-10, atol=1e-12, prefix=False):
              f"{b.attrs['steps']} steps, {b.attrs['dtype']})"]
     for key in ("method", "world_size", "dtype", "model", "dataset_sha256"):
         if a.attrs[key] != b.attrs[key]:
-            return False, lines + [f"MISMATCH in {key}: {a.attrs[key]!r} vs {b.attrs[key]!r}"]
+            return Comparison(False, lines + [f"MISMATCH in {key}: {a.attrs[key]!r} vs {b.attrs[key]!r}"])
     for name, tr in (("A", a), ("B", b)):  # a float32 array in a float64 trace is no difference of values
         wrong = [f"/{k} is {arr.dtype}" for k, arr in [("w0", tr.w0)] + [(f"state/{n}", v) for n, v in tr.state.items()]
                  if arr.dtype != np.dtype(str(tr.attrs["dtype"]))]
         if wrong:
-            return False, lines + [f"MISMATCH in dtype: in {name} ({tr.path}), a {tr.attrs['dtype']} trace, "
-                                   + ", ".join(wrong)]
+            return Comparison(False, lines + [f"MISMATCH in dtype: in {name} ({tr.path}), a {tr.attrs['dtype']} "
+                                              "trace, " + ", ".join(wrong)])
     if a.network != b.network:
-        return False, lines + [f"MISMATCH in model_spec: {a.network} vs {b.network}"]
+        return Comparison(False, lines + [f"MISMATCH in model_spec: {a.network} vs {b.network}"])
     if a.state_names != b.state_names:
-        return False, lines + [f"MISMATCH in state_names: {a.state_names} vs {b.state_names}"]
+        return Comparison(False, lines + [f"MISMATCH in state_names: {a.state_names} vs {b.state_names}"])
     ca, cb = _compared(a.attrs["method"], a.config), _compared(b.attrs["method"], b.config)
     diff = sorted(k for k in set(ca) & set(cb) if ca[k] != cb[k])
     if diff:
-        return False, lines + ["MISMATCH in the configuration: " +
-                               ", ".join(f"{k} ({ca[k]!r} vs {cb[k]!r})" for k in diff)]
+        return Comparison(False, lines + ["MISMATCH in the configuration: " +
+                                          ", ".join(f"{k} ({ca[k]!r} vs {cb[k]!r})" for k in diff)])
     ra, rb = a.config.get("allreduce"), b.config.get("allreduce")
     if ra != rb and ra is not None and rb is not None:  # not compared: the order of the sums only
         lines.append(f"note: A summed over workers with --allreduce {ra}, B with {rb}: at 3 or more workers "
@@ -238,29 +372,33 @@ def verify(a_path, b_path, rtol=1e-10, atol=1e-12, prefix=False):
     if only:  # e.g. another implementation records only the options its method reads
         lines.append(f"note: options recorded on one side only (not compared): {', '.join(only)}")
     if not np.array_equal(a.w0, b.w0):
-        return False, lines + [f"MISMATCH in w0: max |A - B| = {np.max(np.abs(a.w0 - b.w0)):.3e}"]
+        return Comparison(False, lines + [f"MISMATCH in w0: max |A - B| = {np.max(np.abs(a.w0 - b.w0)):.3e}"])
     T = min(a.attrs["steps"], b.attrs["steps"])
     if a.attrs["steps"] != b.attrs["steps"]:
         if not prefix:
             short = "A" if a.attrs["steps"] < b.attrs["steps"] else "B"
-            return False, lines + [f"MISMATCH in length: A has {a.attrs['steps']} steps, B {b.attrs['steps']}: "
-                                   f"steps {T}..{max(a.attrs['steps'], b.attrs['steps']) - 1} are missing from "
-                                   f"{short} (--prefix compares the first {T} only)"]
+            return Comparison(False, lines + [
+                f"MISMATCH in length: A has {a.attrs['steps']} steps, B {b.attrs['steps']}: "
+                f"steps {T}..{max(a.attrs['steps'], b.attrs['steps']) - 1} are missing from "
+                f"{short} (--prefix compares the first {T} only)"])
         lines.append(f"note: A has {a.attrs['steps']} steps, B {b.attrs['steps']}; comparing the first {T} (--prefix)")
     if T == 0:
-        return False, lines + ["MISMATCH: no step to compare"]
+        return Comparison(False, lines + ["MISMATCH: no step to compare"])
     for name, tr in (("A", a), ("B", b)):
         try:
             check_finite(dict(w0=tr.w0, lr=tr.lr[:T], loss=tr.loss[:T], batches=tr.batches[:T],
                               states={k: v[:T] for k, v in tr.state.items()}), f"{name} ({tr.path})")
         except RefsgdError as e:
-            return False, lines + [f"MISMATCH: {str(e).split(': no trace written')[0]}"]
+            return Comparison(False, lines + [f"MISMATCH: {str(e).split(': no trace written')[0]}"])
     N = a.attrs["world_size"]
     worst = 0.0
     for t in range(T):
         for i in range(N):
             if not np.array_equal(a.batches[t, i], b.batches[t, i]):
-                return False, lines + _batch_mismatch(t, i, a.batches[t, i], b.batches[t, i])
+                m, k = (int(v) for v in np.argwhere(a.batches[t, i] != b.batches[t, i])[0])
+                return Comparison(False, lines + _batch_mismatch(t, i, a.batches[t, i], b.batches[t, i]),
+                                  dict(step=t, worker=i, array="batches", index=(m, k), a=int(a.batches[t, i, m, k]),
+                                       b=int(b.batches[t, i, m, k])))
             for name in ["loss"] + a.state_names:
                 x = a.loss[t, i] if name == "loss" else a.state[name][t, i]
                 y = b.loss[t, i] if name == "loss" else b.state[name][t, i]
@@ -272,17 +410,19 @@ def verify(a_path, b_path, rtol=1e-10, atol=1e-12, prefix=False):
                     j = int(np.argmax(err - tol)) if np.ndim(err) else 0
                     where = f"{name}[{j}]" if np.ndim(err) else name
                     rel = _normwise(err, y, both_nan)
-                    return False, lines + [
+                    return Comparison(False, lines + [
                         f"MISMATCH at step {t}, worker {i}, {where}: A = {float(np.ravel(x)[j])!r}, "
                         f"B = {float(np.ravel(y)[j])!r}",
                         f"  max |A - B| = {np.max(err):.3e}"
                         + (f", normwise relative max |A - B| / max |B| = {rel:.3e}" if rel is not None else "")
-                        + f" (rtol {rtol:g}, atol {atol:g})"]
+                        + f" (rtol {rtol:g}, atol {atol:g})"],
+                        dict(step=t, worker=i, array=name, index=j if np.ndim(err) else None,
+                             a=float(np.ravel(x)[j]), b=float(np.ravel(y)[j])))
                 rel = _normwise(err, y, both_nan)
                 worst = worst if rel is None else max(worst, rel)
     lines.append(f"OK: {T} steps x {N} workers agree (state {', '.join(a.state_names)} and loss; "
                  f"largest normwise relative difference {worst:.2e}; rtol {rtol:g}, atol {atol:g})")
-    return True, lines
+    return Comparison(True, lines)
 
 
 def _normwise(err, y, both_nan):

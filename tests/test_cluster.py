@@ -17,8 +17,8 @@ import time
 
 import h5py
 import pytest
-from conftest import ONE_THREAD, ROOT, scaled
-from conftest import cli as refsgd
+from tests.helpers.launch import ONE_THREAD, ROOT, scaled
+from tests.helpers.launch import cli as refsgd
 
 SCRIPT = os.path.join(ROOT, "scripts", "cluster")
 GOLDEN = os.path.join(ROOT, "tests", "golden")

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT
+from tests.helpers.launch import ROOT
 
 from refsgd.registry import METHODS
 

@@ -7,7 +7,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import ROOT, scaled
+from tests.helpers.launch import ROOT, scaled
 
 from refsgd import mpilib
 

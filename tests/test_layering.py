@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import scaled
+from tests.helpers.launch import scaled
 
 pytest.importorskip("importlinter")  # the [test] extra installs it
 

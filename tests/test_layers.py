@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from gradcheck import TOL, numeric_grad, rel_err
+from tests.helpers.gradcheck import TOL, numeric_grad, rel_err
 from refsgd import RefsgdError
 from refsgd.nn import Conv2d, Dense, Flatten, LeakyReLU, MaxPool2d, ReLU, softmax_cross_entropy
 

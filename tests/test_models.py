@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from gradcheck import TOL, model_grad_errors
+from tests.helpers.gradcheck import TOL, model_grad_errors
 from refsgd import RefsgdError
 from refsgd.nn import available_models, build, load_model
 

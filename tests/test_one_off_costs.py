@@ -13,7 +13,7 @@ import time
 import h5py
 import numpy as np
 
-from conftest import ROOT, cli, mpi_env
+from tests.helpers.launch import ROOT, cli, mpi_env
 
 ANNOUNCED = "compiling kernels for this machine, once"
 

@@ -9,7 +9,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import scaled
+from tests.helpers.launch import scaled
 
 from refsgd import RefsgdError, options
 from refsgd.cli import build_parser, cmdoptions

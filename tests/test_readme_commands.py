@@ -11,7 +11,7 @@ import shlex
 import subprocess
 
 import pytest
-from conftest import ROOT
+from tests.helpers.launch import ROOT
 
 #: the options of each refsgd command whose value is a file or folder it writes
 OUTPUTS = {"train": ("--out", "--trace", "--checkpoint"), "golden": ("--out",),

@@ -11,7 +11,7 @@ import sys
 import h5py
 import numpy as np
 import pytest
-from conftest import ROOT, cli, scaled
+from tests.helpers.launch import ROOT, cli, scaled
 
 from refsgd import trace
 from refsgd.errors import RefsgdError

@@ -9,7 +9,7 @@ import h5py
 import numpy as np
 import pytest
 
-from conftest import cli
+from tests.helpers.launch import cli
 
 HAVE_MATPLOTLIB = importlib.util.find_spec("matplotlib") is not None
 

@@ -10,7 +10,7 @@ import json
 import math
 
 import pytest
-from test_reproduce import _FakeRuns
+from tests.mpiexec.test_reproduce import _FakeRuns
 
 from refsgd.reproduce import Setup, claims, fmt
 from refsgd.reproduce.verdict import (FAILS, HOLDS, NOT_REPRODUCED, NOT_TESTABLE, PARTLY, PARTLY_REPRODUCED,

@@ -8,9 +8,9 @@ import h5py
 import numpy as np
 import pytest
 
-from conftest import cli
+from tests.helpers.launch import cli
 from refsgd import timeline as T
-from trace_nesting import nesting_faults
+from tests.helpers.trace_nesting import nesting_faults
 
 
 def _one_track(starts, ends, kinds):

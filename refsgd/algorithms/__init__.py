@@ -5,6 +5,8 @@ entry in :mod:`refsgd.registry`; here, the method's own checks of its options, f
 module of its ``train``: ``check(cfg, world)`` and ``check_sizes(cfg, net, total)`` where it has them.
 """
 
+import importlib
+
 from refsgd import registry
 from refsgd.nn.network import model_copies
 from refsgd.options import APPLIES
@@ -19,7 +21,6 @@ def train_of(name):
 
 
 def _module(name):
-    import importlib  # the method's module only: the others load MPI and Numba for nothing
     return importlib.import_module(registry.method(name).train.partition(":")[0])
 
 

@@ -94,6 +94,8 @@ from mpi4py import MPI
 
 from refsgd.errors import RefsgdError
 from refsgd.comm import codecs
+from refsgd.comm.link import Link
+from refsgd.comm.topology import Topology
 from refsgd.optim import NO_BEST, plateaued
 
 BLOCKING_CODEC = "bf16"
@@ -117,9 +119,6 @@ def check(args, world):
 
 def train(run):
     """DASO: hierarchical syncs with rotating groups and three phases (see the module docstring)."""
-    from refsgd.comm.link import Link
-    from refsgd.comm.topology import Topology
-
     c = run.cfg
     link = getattr(run.comm, "link", None)
     local_link = Link.parse(c.local_link, "--local-link") if c.local_link else None

@@ -42,7 +42,7 @@ bytes and R = its operator's measured seconds per all-reduce (decompress, add, c
 of the ring's p - 1 steps), the time Pipe-SGD's Figure 4 finds on D-Sync+T/+Q's critical path.
 
 On this machine with an emulated link (``bench overlap --link/--ratio``) the real collective
-runs first and the link holds it until X + R after its start (refsgd/comm/link.py: R timed
+runs first and the link holds it until X + R after its start (refsgd/comm/linkcomm.py: R timed
 there as gamma is here, or the ring's operator seconds of that call), so a blocking all-reduce
 takes ``max(X + R, C)`` with C the measured blocking all-reduce without a link (the collective's
 CPU work here: shared-memory copies and the reduction); where a model puts the all-reduce's CPU

@@ -11,6 +11,7 @@ import time
 
 import numpy as np
 
+from refsgd.optim import SGD, fused_step, momentum_predict
 from refsgd.registry import METHODS, TAU
 
 #: DASO's cycling parameters when not given: B = 4 (the paper's B_max), W = max(1, B / 4)
@@ -38,7 +39,7 @@ class Network:
       message ``alpha + n beta``.
     * ``"emulated"``: this machine with an emulated link (``bench overlap --link/--ratio``).
       The real collective runs first and the link holds it until ``X(p) + R(p)`` after its
-      start (:mod:`refsgd.comm.link`: R timed there as here, or the operator's measured
+      start (:mod:`refsgd.comm.linkcomm`: R timed there as here, or the operator's measured
       seconds), so a blocking all-reduce takes ``max(X(p) + R(p), C)``, with C (``cpu_real``)
       the measured real all-reduce of this machine. A parameter server's Gather/Bcast take
       ``max((p-1)(alpha + n beta), C)``; a Send/Recv takes ``max(alpha + n beta, p2p_real)``,
@@ -334,7 +335,6 @@ def update_seconds(algo, n, dtype=np.float32, world=2, B=DASO_B, repeat=20, befo
     compensated_step, DASO's merge), else its NumPy lines. ``before()`` runs untimed before
     each timing: a forward/backward pass of the model leaves the caches as a run's update
     finds them (the vectors are then read from memory, not from cache: 2-4x slower)."""
-    from refsgd.optim import SGD
     rng = np.random.default_rng(1)
     dt = np.dtype(dtype)
 
@@ -359,24 +359,22 @@ def update_seconds(algo, n, dtype=np.float32, world=2, B=DASO_B, repeat=20, befo
                 opt.step(w, g, lr)
         base = median_time(step, repeat, before=before)
         if kind == "U/N, merge/B":  # DASO's eq. 1 merge every B batches
-            from refsgd.algorithms import daso
+            from refsgd.algorithms import daso  # noqa: PLC0415 mpi4py: refsgd.algorithms imports it; bench scale runs without MPI
             base += median_time(lambda: daso.merge(w, g, 1, 2), repeat, before=before) / max(1, B)
         if kind == "U, mean/B":  # local SGD's mean of the models every B steps
             base += median_time(lambda: np.divide(h, world, out=m), repeat, before=before) / max(1, B)
         return base
     if kind == "predict":
-        from refsgd.optim import momentum_predict
         return median_time(lambda: momentum_predict(w, m, h, g, lr, 0.99, 0.99), repeat, before=before)
     if kind == "fused":  # w <- w - gamma g_sum, one fused pass
-        from refsgd.optim import fused_step
         return median_time(lambda: fused_step(w, g, None, lr), repeat, before=before)
     if kind == "corrected":
-        from refsgd.algorithms import dcs3gd
+        from refsgd.algorithms import dcs3gd  # noqa: PLC0415 mpi4py
         dw, v, bar = vec(), vec(), vec()
         return median_time(lambda: dcs3gd.corrected_step(w, dw, v, g, bar, world, 0.2, lr, 0.9, 0.0), repeat,
                            before=before)
     if kind == "compensated":
-        from refsgd.algorithms import dcasgd
+        from refsgd.algorithms import dcasgd  # noqa: PLC0415 mpi4py
         bak = vec(1.0)
         return median_time(lambda: dcasgd.compensated_step(w, g, bak, lr, 0.04, 0.0), repeat, before=before)
     raise KeyError(algo)

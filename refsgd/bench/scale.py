@@ -2,12 +2,22 @@
 the measured compute of one rank and a modelled link (the formulas: :mod:`refsgd.bench`)."""
 
 import dataclasses
+import json
 import os
+import tempfile
 
 import numpy as np
 
+from refsgd import failure
 from refsgd.bench import models
-from refsgd.busy import one_thread  # in busy, not here: suite uses it too (no scale <-> suite cycle)
+from refsgd.bench.measure import step, str_link
+from refsgd.bench.suite import launch
+from refsgd.busy import one_thread  # in busy, not here: suite uses it too
+from refsgd.comm.link import Link
+from refsgd.errors import RefsgdError
+from refsgd.files import check_output
+from refsgd.nn import load_model
+from refsgd.report import plot_format, save_figure
 
 #: the world sizes of the table when --ranks is not given
 RANKS = tuple(2 ** k for k in range(3, 13))
@@ -45,10 +55,6 @@ def prepare(model, dtype, link, local_link, t_c, ranks_per_node, ranks, plot=Non
     """Check every option of ``bench scale`` before anything is measured (the links and --ranks as
     given on the command line, text or None); returns ``(link, local_link, ranks)``: the links as
     :class:`refsgd.comm.link.Link` objects and the world sizes as a list. RefsgdError on bad input."""
-    from refsgd import failure
-    from refsgd.errors import RefsgdError
-    from refsgd.comm.link import Link
-    from refsgd.nn import load_model
     if (failure.launcher_size() or 1) > 1:
         raise RefsgdError("bench scale runs in one process (--check launches its own mpiexec): run it without mpiexec")
     link = Link.parse(link)
@@ -68,8 +74,8 @@ def prepare(model, dtype, link, local_link, t_c, ranks_per_node, ranks, plot=Non
         raise RefsgdError(f"--ranks: every world size must be >= 2 and a multiple of --ranks-per-node {G}, "
                           f"got {', '.join(map(str, bad)) or 'none'}")
     if plot:
-        from refsgd.files import check_output
         check_output(plot, "--plot", force)
+        plot_format(plot)  # matplotlib there and the format known, before measuring
     load_model(model, dtype=np.dtype(dtype))  # an unknown model: one line, before measuring
     return link, local_link, ranks
 
@@ -77,8 +83,6 @@ def prepare(model, dtype, link, local_link, t_c, ranks_per_node, ranks, plot=Non
 def measure_inputs(model, batch, link, local_link, G, B=models.DASO_B, t_c=None, dtype=np.float32, repeat=20):
     """t_C (one forward+backward at ``batch``, one BLAS/Numba thread, unless given), gamma and
     every method's t_up (each right after a forward/backward pass), measured in this process."""
-    from refsgd.bench.measure import step
-    from refsgd.nn import load_model
     net = load_model(model, dtype=dtype)
     with one_thread():
         measured = t_c is None
@@ -134,13 +138,12 @@ def format_scale(inputs, ranks, table):
 
 def plot(inputs, ranks, table, path):
     """Iteration time and speed-up against the world size, written atomically to ``path``; returns
-    the (closed) matplotlib Figure."""
-    from refsgd.bench.suite import save_figure
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    fig, (a, b) = plt.subplots(1, 2, figsize=(13, 5))
-    colors = [plt.cm.tab10(i) for i in range(10)] + ["k", "0.55"]
+    the matplotlib Figure."""
+    from matplotlib.figure import Figure  # noqa: PLC0415 matplotlib: only --plot needs it
+    from matplotlib.ticker import LogFormatter, NullLocator  # noqa: PLC0415 matplotlib: as above
+    fig = Figure(figsize=(13, 5))
+    a, b = fig.subplots(1, 2)
+    colors = [f"C{i}" for i in range(10)] + ["k", "0.55"]   # tab10, then two greys
     for i, (m, vals) in enumerate(table.items()):
         style = "--" if models.MODELS[m].servers else "-"
         kw = dict(marker="o", ms=3, label=m, color=colors[i % len(colors)])
@@ -151,7 +154,6 @@ def plot(inputs, ranks, table, path):
     b.set(xscale="log", xlabel="ranks", ylabel="speed-up over SSGD (samples/s)",
           title=f"link {inputs.link.latency_us:g} us, {inputs.link.gbit_s:g} Gbit/s (modelled); "
                 f"{inputs.G} ranks per node")
-    from matplotlib.ticker import LogFormatter, NullLocator
     for ax in (a, b):
         ax.set_xticks(ranks)
         ax.set_xticklabels([str(p) for p in ranks], fontsize=7)
@@ -178,11 +180,7 @@ def check(inputs, iterations=60, skip=None, worlds=(2, 4), methods=METHODS, log=
     """Run ``bench overlap`` with the same link at 2 and 4 ranks (launched with mpiexec) and
     compare each method's measured iteration time with the prediction; returns the rows. ``skip``
     (default: 10, or a fifth of a shorter run) warm-up iterations are left out of the means."""
-    import json
-    import tempfile
 
-    from refsgd.bench.measure import str_link
-    from refsgd.bench.suite import launch
     if skip is None:
         skip = min(10, iterations // 5)
     timed = timed_iterations(iterations, skip)

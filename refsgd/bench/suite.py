@@ -17,9 +17,17 @@ import sys
 import tempfile
 import time
 
-from refsgd import mpilib
+import numpy as np
+from threadpoolctl import threadpool_info
+
+from refsgd import busy, failure, mpilib
+from refsgd.bench.measure import step
+from refsgd.busy import one_thread
 from refsgd.bench import models
 from refsgd.errors import RefsgdError
+from refsgd.files import check_folder, check_output, write_text
+from refsgd.report import save_figure
+from refsgd.version import __version__
 
 #: the methods of the iteration table, at 2 ranks: every method with a timing model, as train runs
 #: them (--poll on); one polled method of each paper that polls, DC-S3GD and LAGA, also with --no-poll
@@ -69,16 +77,11 @@ def _cpu_model():
 
 
 def _blas():
-    try:
-        from threadpoolctl import threadpool_info
-        info = [d for d in threadpool_info() if d.get("user_api") == "blas"]
-    except ImportError:
-        info = []
+    info = [d for d in threadpool_info() if d.get("user_api") == "blas"]
     if info:
         d = info[0]
         return (f"{d.get('internal_api')} {d.get('version')} ({d.get('threading_layer')}, {d.get('architecture')}, "
                 f"{d.get('num_threads')} thread(s) in this process)")
-    import numpy as np
     try:
         cfg = np.show_config(mode="dicts")
         blas = cfg["Build Dependencies"]["blas"]
@@ -90,7 +93,6 @@ def _blas():
 def machine(mpi_library=None):
     """The machine, the libraries and their versions, as (key, value) pairs."""
     affinity = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    from refsgd.version import __version__
     return [("machine", f"{_cpu_model()}, {os.cpu_count()} logical CPUs ({affinity} usable)"),
             ("OS", platform.platform()),
             ("Python", f"{platform.python_implementation()} {platform.python_version()}"),
@@ -110,7 +112,6 @@ def output_paths(out):
 
 
 def check_outputs(out, force):
-    from refsgd.files import check_folder, check_output
     check_folder(out, "--out")
     if not os.path.isdir(out):
         return
@@ -121,15 +122,11 @@ def check_outputs(out, force):
 def run_all(out, quick=False, force=False, log=None):
     """Measure everything and write ``out``/bench.md, .csv, .png; returns the markdown."""
     say = log or (lambda line: None)
-    from refsgd import failure
     if (failure.launcher_size() or 1) > 1:
         raise RefsgdError("bench all launches its own mpiexec: run it without mpiexec")
     check_outputs(out, force)
-    from refsgd import busy
     load_before = busy.load_average()
     t0 = time.perf_counter()
-    from refsgd.bench.measure import step
-    from refsgd.busy import one_thread
     iterations, skip = (16, 4) if quick else (100, 10)
     steps = []
     shapes = [("mnist_mlp", 64)] if quick else [("mnist_mlp", 64), ("cifar10_cnn", 64)]
@@ -334,12 +331,9 @@ def csv_text(r):
 
 
 def figure(r):
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    import numpy as np
+    from matplotlib.figure import Figure  # noqa: PLC0415 matplotlib: bench's measurements do without it
     two = r["two"]
-    fig = plt.figure(figsize=(16, 10))
+    fig = Figure(figsize=(16, 10))
     gs = fig.add_gridspec(2, 3)
     ax = fig.add_subplot(gs[0, 0])
     names = [s["model"] for s in r["steps"]]
@@ -426,27 +420,9 @@ def figure(r):
     return fig
 
 
-def save_figure(fig, path):
-    """Write a matplotlib figure to ``path`` (PNG) atomically, and close it."""
-    import matplotlib.pyplot as plt
-
-    from refsgd.files import atomic_path
-    try:
-        with atomic_path(path, "the figure") as tmp:
-            fig.savefig(tmp, format="png", dpi=110)
-    finally:
-        plt.close(fig)
-
-
-def _write_text(path, text, what):
-    from refsgd.files import atomic_path, write_bytes
-    with atomic_path(path, what) as tmp:
-        write_bytes(tmp, text.encode())
-
-
 def write_outputs(out, r, md):
     os.makedirs(out, exist_ok=True)
     paths = output_paths(out)
-    _write_text(paths["md"], md, "the markdown table")
-    _write_text(paths["csv"], csv_text(r), "the CSV table")
+    write_text(paths["md"], md, "the markdown table")
+    write_text(paths["csv"], csv_text(r), "the CSV table")
     save_figure(figure(r), paths["png"])

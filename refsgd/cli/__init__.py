@@ -14,11 +14,11 @@ instruction); ``main`` and ``build_parser`` import the parser on their first cal
 
 def main(argv=None):
     """``refsgd ARGV``: the exit code."""
-    from refsgd.cli.app import main as _main  # here: the parser loads NumPy (see the module docstring)
+    from refsgd.cli.app import main as _main  # noqa: PLC0415 start-up: the parser loads NumPy (see the module docstring)
     return _main(argv)
 
 
 def build_parser():
     """The parser of ``refsgd`` and every command."""
-    from refsgd.cli.app import build_parser as _build_parser  # here: as main
+    from refsgd.cli.app import build_parser as _build_parser  # noqa: PLC0415 start-up: as main
     return _build_parser()

@@ -18,12 +18,12 @@ import numpy as np
 from refsgd import failure
 from refsgd.errors import RankFailure, RefsgdError, Stopped, did_you_mean
 from refsgd.version import __version__
-from refsgd.cli import bench, check, compile, data, golden, models, report, reproduce, train, verify
+from refsgd.cli import bench, check, compile, conformance, data, golden, models, report, reproduce, train, verify
 from refsgd.cli.words import is_mpi_command
 
 #: command -> its module, in the order of `refsgd --help`
-COMMANDS = {"train": train, "golden": golden, "verify": verify, "report": report, "models": models, "data": data,
-            "bench": bench, "reproduce": reproduce, "check": check, "compile": compile}
+COMMANDS = {"train": train, "golden": golden, "verify": verify, "conformance": conformance, "report": report,
+            "models": models, "data": data, "bench": bench, "reproduce": reproduce, "check": check, "compile": compile}
 
 
 def build_parser():
@@ -159,10 +159,10 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message):
         text = f"{self.prog}: error: {message}"
         if failure.launcher_size() not in (None, 1) and is_mpi_command(sys.argv[1:]):
-            from mpi4py import MPI
+            from mpi4py import MPI  # noqa: PLC0415 mpi4py
             errors = MPI.COMM_WORLD.allgather(text)
             if MPI.COMM_WORLD.Get_rank() == 0:
-                from refsgd.api import agreed_message  # here: api loads NumPy and the methods, --help needs neither
+                from refsgd.api import agreed_message  # noqa: PLC0415 start-up: api loads h5py and the models, --help needs neither
                 if self._usage:
                     self.print_usage(sys.stderr)
                 failure.say(agreed_message(errors))

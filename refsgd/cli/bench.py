@@ -1,11 +1,14 @@
 """``refsgd bench step | overlap | codec | scale | all``: measured speed (refsgd.bench)."""
 
+import json
+
 import numpy as np
 
-from refsgd import failure, options
+from refsgd import busy, failure, options
 from refsgd.errors import RefsgdError
 from refsgd.cli import cmdoptions
 from refsgd.cli.cmdoptions import nonneg_float, nonneg_int, positive_int
+from refsgd.comm.link import Link
 from refsgd.registry import METHODS
 
 
@@ -123,16 +126,16 @@ def add(sub):
 
 
 # The imports inside the functions below keep `refsgd --help` and `refsgd bench step` from
-# starting MPI (mpi4py.MPI initialises it) and from loading the methods, h5py or matplotlib.
+# starting MPI (mpi4py.MPI initialises it; noqa "mpi4py") and from loading the methods, h5py or
+# matplotlib (noqa "start-up").
 
 
 def _prepare_overlap(args, world):
     """Check every option of `bench overlap` (every rank, before the first collective); returns what
     it measures, a frozen :class:`refsgd.bench.measure.OverlapSpec` (the Namespace stops here)."""
-    from refsgd import bench, datasets
-    from refsgd.algorithms import check
-    from refsgd.comm.link import Link
-    from refsgd.nn import load_model
+    from refsgd import bench, datasets  # noqa: PLC0415 start-up: the benchmarks, h5py
+    from refsgd.algorithms import check  # noqa: PLC0415 mpi4py
+    from refsgd.nn import load_model  # noqa: PLC0415 start-up
     args.algos = [a.strip() for a in args.algos.split(",") if a.strip()]
     if not args.algos:
         raise RefsgdError("--algos names no method")
@@ -163,7 +166,7 @@ def _prepare_overlap(args, world):
                                         local_link=bench.measure.str_link(args.local_link),
                                         sync_every=args.sync_every, dtype=args.dtype, compress=compress), world)
     if args.json:
-        from refsgd.files import check_output
+        from refsgd.files import check_output  # noqa: PLC0415 start-up: h5py
         check_output(args.json, "--json", args.force)
     args.net = load_model(args.model, dtype=np.dtype(args.dtype))
     if args.data:
@@ -183,31 +186,29 @@ def _prepare_overlap(args, world):
 
 
 def run(args, parser):
-    from refsgd import bench
+    from refsgd import bench  # noqa: PLC0415 start-up
     if args.bench_command == "step":
         print(bench.format_step(bench.step(args.model, args.batch, np.dtype(args.dtype), args.repeat,
                                            use_torch=not args.no_torch)))
         return 0
     if args.bench_command == "overlap":
-        from mpi4py import MPI
+        from mpi4py import MPI  # noqa: PLC0415 mpi4py
 
-        from refsgd import api
+        from refsgd import api  # noqa: PLC0415 start-up: NumPy, h5py
         comm = MPI.COMM_WORLD
         spec = api.on_every_rank(comm, lambda: _prepare_overlap(args, comm.Get_size()))
         result = bench.overlap(comm, spec)
         if comm.Get_rank() == 0:
             print(bench.format_overlap(result))
             if args.json:
-                import json
 
-                from refsgd.files import atomic_path, write_bytes
-                with atomic_path(args.json, "the JSON results") as tmp:
-                    write_bytes(tmp, json.dumps(bench.overlap_json(result), indent=1).encode())
+                from refsgd.files import write_text  # noqa: PLC0415 start-up: h5py
+                write_text(args.json, json.dumps(bench.overlap_json(result), indent=1), "the JSON results")
         return 0
     if args.bench_command == "codec":
-        from mpi4py import MPI
+        from mpi4py import MPI  # noqa: PLC0415 mpi4py
 
-        from refsgd import api
+        from refsgd import api  # noqa: PLC0415 start-up: NumPy, h5py
         comm = MPI.COMM_WORLD
         api.on_every_rank(comm, lambda: None)
         rows = bench.codec_costs(comm, args.values, repeat=args.repeat)
@@ -215,8 +216,7 @@ def run(args, parser):
             print(bench.format_ring(rows, comm.Get_size(), args.values))
         return 0
     if args.bench_command == "scale":
-        from refsgd import busy
-        from refsgd.bench import scale
+        from refsgd.bench import scale  # noqa: PLC0415 start-up
         # the Namespace stops here: the checked links and world sizes as values
         link, local_link, ranks = scale.prepare(args.model, args.dtype, args.link, args.local_link, args.t_c,
                                                 args.ranks_per_node, args.ranks, args.plot, args.force)
@@ -239,7 +239,7 @@ def run(args, parser):
             print(f"note: {crowded}")
         return 0
     if args.bench_command == "all":
-        from refsgd.bench import suite
+        from refsgd.bench import suite  # noqa: PLC0415 start-up
         md = suite.run_all(args.out, quick=args.quick, force=args.force,
                            log=lambda line: failure.say(f"bench all: {line}"))
         print(md, end="")

@@ -13,9 +13,9 @@ def add(sub):
 
 
 def run(args, parser):
-    from mpi4py import MPI
+    from mpi4py import MPI  # noqa: PLC0415 mpi4py
 
-    from refsgd import launch  # here, not above: NumPy and mpi4py, which --help does without
+    from refsgd import launch  # noqa: PLC0415 start-up: NumPy and the benchmarks, which --help does without
     lines = launch.report(MPI.COMM_WORLD)
     if lines is not None:
         print("\n".join(lines))

@@ -1,6 +1,8 @@
 """``refsgd compile``: warm the Numba cache once before a job (refsgd.launch.warm), so that its
 ranks load refsgd's kernels instead of compiling them all at once on first use."""
 
+from refsgd.registry import METHODS
+
 
 def add(sub):
     p = sub.add_parser("compile", help="warm the Numba cache before a job (once, not under mpiexec)",
@@ -16,8 +18,7 @@ def add(sub):
 
 
 def run(args, parser):
-    from refsgd import launch  # here, not above: NumPy, Numba and mpi4py, which --help does without
-    from refsgd.registry import METHODS
+    from refsgd import launch  # noqa: PLC0415 start-up: NumPy, Numba and mpi4py, which --help does without
     models = args.model or ["digits_tiny"]
     dtypes = args.dtype or ["float32", "float64"]
     seconds, left, folder, cached, total = launch.warm(models, dtypes)

@@ -40,12 +40,12 @@ DOWNLOADABLE = ("mnist", "fashion-mnist", "cifar10")
 
 
 def run(args, parser):
-    from refsgd import datasets  # here, not above: h5py and NumPy, which `refsgd --help` does without
+    from refsgd import datasets  # noqa: PLC0415 start-up: h5py, which `refsgd --help` does without
     if args.data_command == "download":
         datasets.download.download(args.name, cache_dir=args.cache_dir, mirror=args.mirror)
         return 0
     if args.data_command == "convert":
-        from refsgd.files import check_distinct, check_output
+        from refsgd.files import check_distinct, check_output  # noqa: PLC0415 start-up: h5py
         check_distinct([("SRC", args.src)], [("OUT", args.out)])
         check_output(args.out, "OUT", args.force)
         out = datasets.convert(args.kind, args.src, args.out)

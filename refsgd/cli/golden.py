@@ -1,6 +1,5 @@
 """``refsgd golden``: a golden trajectory from a method's serial rendering (no MPI)."""
 
-import dataclasses
 import os
 
 import numpy as np
@@ -8,7 +7,7 @@ import numpy as np
 from refsgd.errors import RefsgdError
 from refsgd.cli import cmdoptions
 from refsgd.cli.cmdoptions import positive_int
-from refsgd.registry import METHODS, method
+from refsgd.registry import METHODS
 
 
 def add(sub):
@@ -42,46 +41,14 @@ def run(args, parser):
     if missing:
         parser.error(f"the following arguments are required: {', '.join(missing)}")
     # here, not above: they load NumPy, Numba and h5py, which `refsgd --help` does without
-    from refsgd import api, datasets, trace
-    from refsgd.nn import load_model
-    from refsgd.options import config
-    from refsgd.serial import rendering
-
-    m = method(args.algo)
-    workers, steps, out_path, force = args.workers, args.steps, args.out, args.force
+    from refsgd import golden  # noqa: PLC0415 start-up: NumPy, Numba and h5py
     # the Namespace stops here; --out and --force are the golden file's, not a run's
     given = cmdoptions.config_of(args, leave=("out", "force"))
-    if "ps_order" in m.options:  # the serial rendering serves the workers in turn
-        if given.ps_order not in (None, "round-robin"):
-            raise RefsgdError(f"the serial rendering of {m.name} serves the workers round-robin (1, 2, ..., N-1 in "
-                              "every round): --ps-order arrival has no serial rendering")
-        given = dataclasses.replace(given, ps_order="round-robin")
-    if given.allreduce == "mpi":
-        raise RefsgdError("the serial renderings sum over workers in the Ring-AllReduce's order: refsgd golden "
-                          "takes --allreduce ring (its default); a trace of --allreduce mpi verifies against it "
-                          "within round-off")
-    if "allreduce" in m.options:
-        given = dataclasses.replace(given, allreduce="ring")
-    cfg = api.method(given, workers)
-    dtype = np.dtype(cfg.dtype)
-    net = load_model(cfg.model, dtype=dtype)
-    data = datasets.load(cfg.data, dtype=dtype)
-    datasets.check_fits(data, net.input_shape, net.num_classes, model=net.name)
-    schedule = api.parse_schedule(cfg.schedule, cfg.lr, m.iterations_per_epoch(cfg, len(data.y_train), workers - m.servers))
-    from refsgd.files import check_distinct, check_output
-    check_distinct([("--data", cfg.data), ("--model", cfg.model if os.path.isfile(cfg.model) else None)],
-                   [("--out", out_path)])
-    check_output(out_path, "--out", force)
-    out = rendering(cfg.algo)(net, data, dataclasses.replace(cfg, tau=m.micro_batches_of(cfg)), schedule, workers,
-                              steps)
-    trace.check_finite(out, f"the serial rendering of {cfg.algo}")
-    trace.write(out_path, method=cfg.algo, source="serial", net=net, data=data,
-                config=config(cfg, run=False, extra=dict(workers=workers, steps=steps)), **out)
-    print(f"golden trace of {cfg.algo}: {workers} workers x {steps} steps of {net.name} "
-          f"({net.num_params:,d} parameters, {dtype.name}) written to {out_path}; final mean loss "
-          f"{np.nanmean(out['loss'][-1]):.6f}")  # nan: a server computes no gradient
+    g = golden.render(given, args.workers, args.steps, args.out, args.force)
+    print(f"golden trace of {g.cfg.algo}: {args.workers} workers x {args.steps} steps of {g.net.name} "
+          f"({g.net.num_params:,d} parameters, {g.net.dtype.name}) written to {args.out}; final mean loss "
+          f"{np.nanmean(g.fields['loss'][-1]):.6f}")  # nan: a server computes no gradient
     return 0
-
 
 
 def regenerate(args, parser):

@@ -14,7 +14,7 @@ def add(sub):
 
 
 def run(args, parser):
-    from refsgd.nn import available_models, load_model, read_spec  # here: Numba, not needed by --help
+    from refsgd.nn import available_models, load_model, read_spec  # noqa: PLC0415 start-up: the models
     if args.name is None:
         for name in available_models():
             spec, _ = read_spec(name)

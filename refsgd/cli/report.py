@@ -34,7 +34,7 @@ def add(sub):
 
 
 def run(args, parser):
-    from refsgd import report  # here, not above: it loads h5py (and matplotlib to plot); --help needs neither
+    from refsgd import report  # noqa: PLC0415 start-up: h5py (and matplotlib to plot); --help needs neither
     print(report.report(args.files, plot=args.plot, csv_out=args.csv, json_out=args.json, force=args.force,
                         timeline=args.timeline, timeline_plot=args.timeline_plot))
     return 0

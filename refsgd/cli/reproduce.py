@@ -3,6 +3,7 @@
 from refsgd import failure
 from refsgd.cli import cmdoptions
 from refsgd.cli.cmdoptions import positive_int
+from refsgd.comm.link import Link
 
 
 def add(sub):
@@ -40,7 +41,7 @@ def add(sub):
 
 
 def run(args, parser):
-    from refsgd import reproduce  # here, not above: NumPy and the claims' modules, not needed by --help
+    from refsgd import reproduce  # noqa: PLC0415 start-up: the claims' modules, not needed by --help
     if args.list:
         print(reproduce.list_text())
         return 0
@@ -48,7 +49,6 @@ def run(args, parser):
         parser._innermost(args).error("give a claim's NAME, all, or --list")
     reproduce.names(args.name)  # an unknown name before anything runs
     if args.link:
-        from refsgd.comm.link import Link
         Link.parse(args.link)
     setup = reproduce.Setup(ranks=args.ranks, data=args.data, link=args.link, quick=args.quick,
                             seeds=args.seeds or (1 if args.quick else 3))

@@ -24,7 +24,7 @@ def run(args, parser):
         for m in METHODS.values():
             print(f"{m.name:<10} {m.summary}; algorithms.md, section '{m.section}'")
         return 0
-    from refsgd import api  # here, not above: api loads NumPy and the methods; `refsgd train --help` needs neither
+    from refsgd import api  # noqa: PLC0415 start-up: api loads h5py and the models; `refsgd train --help` needs neither
     api.run(cmdoptions.config_of(args))  # the Namespace stops here: below it, a frozen refsgd.options.Config
     return 0
 

@@ -19,7 +19,7 @@ def add(sub):
 
 
 def run(args, parser):
-    from refsgd import trace  # here, not above: h5py, not needed by --help
+    from refsgd import trace  # noqa: PLC0415 start-up: h5py, not needed by --help
     ok, lines = trace.verify(args.a, args.b, rtol=args.rtol, atol=args.atol, prefix=args.prefix)
     print("\n".join(lines))
     return 0 if ok else 1

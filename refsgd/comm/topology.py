@@ -20,13 +20,13 @@ nodes are numbered by the order of their lowest rank, so a group's rank i is on 
 
 Links: the local communicator is wrapped with ``local_link`` (``--local-link``; default none:
 the real one), the groups with ``link`` (``--link``: between nodes), both counted in ``traffic``
-as "local" and "global" (see :mod:`refsgd.comm.link`). ``close()`` frees the communicators.
+as "local" and "global" (see :mod:`refsgd.comm.linkcomm`). ``close()`` frees the communicators.
 """
 
 from mpi4py import MPI
 
 from refsgd.errors import AgreedError, RefsgdError
-from refsgd.comm.link import wrap
+from refsgd.comm.linkcomm import wrap
 
 
 class Topology:

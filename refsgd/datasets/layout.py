@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import os
+from importlib import resources
 from pathlib import Path
 
 import h5py
@@ -12,6 +13,7 @@ import numpy as np
 
 from refsgd.errors import RefsgdError
 from refsgd.files import h5_written, open_h5
+from refsgd.nn.spec import available_models, read_spec
 
 from .cache import DOWNLOADABLE, named
 
@@ -84,8 +86,6 @@ class Dataset:
 def _embedded_path() -> str:
     """Path of the embedded ``digits.h5`` (installed package first, then the repo)."""
     try:
-        from importlib import resources
-
         ref = resources.files("refsgd.data") / "digits.h5"
         if ref.is_file():
             # An installed package on the file system: a real path exists.
@@ -265,7 +265,6 @@ def check_fits(dataset: Dataset, input_shape, num_classes, model=None) -> None:
 
 def _models_that_fit(dataset):
     """"; the bundled models that fit it: --model a, --model b" (or that none does)."""
-    from refsgd.nn.spec import available_models, read_spec
     fit = []
     for name in available_models():
         spec, _ = read_spec(name)

@@ -21,6 +21,7 @@ optional ``name`` (default: type prefix and a counter, e.g. ``conv2``, ``fc1``) 
 """
 
 import os
+from importlib.resources import files
 from pathlib import Path
 
 try:
@@ -44,7 +45,6 @@ _TOP_KEYS = {"name", "description", "source", "notes", "input", "classes", "laye
 def _models_dir():
     """The folder of the bundled specs (repo's models/, installed as the package refsgd.models)."""
     try:
-        from importlib.resources import files
         return files("refsgd.models")
     except ModuleNotFoundError:  # running from a source tree without installing
         return Path(__file__).resolve().parents[2] / "models"

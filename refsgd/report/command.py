@@ -6,12 +6,12 @@ import os
 
 from refsgd.errors import RefsgdError
 from refsgd import timeline as tl
-from refsgd.files import check_distinct, check_output
+from refsgd.files import check_distinct, check_output, write_text
 
 from .runs import load
 from .text import comparison_text, run_text
 from .figure import figure, plot_format, save_figure
-from .export import _write_text, csv_text, json_text
+from .export import csv_text, json_text
 
 
 def _timeline_title(run, d):
@@ -67,17 +67,17 @@ def report(paths, plot=None, csv_out=None, json_out=None, force=False, timeline=
             text = json.dumps(tl.chrome_trace(spans[0]), allow_nan=False)
         except ValueError as exc:
             raise RefsgdError(f"{runs[0].path}: malformed /timeline ({exc})") from None
-        _write_text(timeline, text, "the timeline")
+        write_text(timeline, text, "the timeline")
         notes.append(f"timeline written to {timeline} (Trace Event Format: open it in https://ui.perfetto.dev "
                      "or speedscope)")
     if gantt is not None:
         save_figure(gantt, timeline_plot)
         notes.append(f"timeline plot written to {timeline_plot}")
     if csv_out:
-        _write_text(csv_out, csv_text(runs), "the CSV")
+        write_text(csv_out, csv_text(runs), "the CSV")
         notes.append(f"CSV written to {csv_out}")
     if json_out:
-        _write_text(json_out, json_text(runs), "the JSON")
+        write_text(json_out, json_text(runs), "the JSON")
         notes.append(f"JSON written to {json_out}")
     if fig is not None:
         save_figure(fig, plot)

@@ -5,11 +5,8 @@ import csv
 import io
 import json
 import math
-import os
 
 import numpy as np
-
-from refsgd.files import atomic_path
 
 from .runs import CSV_COLUMNS, EVAL_FIELDS, PARTS, _text, rank_nanmean
 
@@ -100,11 +97,3 @@ def _dumps(v, pad=""):
     if isinstance(v, list) and any(isinstance(x, (dict, list)) for x in v):
         return "[\n" + ",\n".join(inner + _dumps(x, inner) for x in v) + "\n" + pad + "]"
     return json.dumps(v, allow_nan=False)
-
-
-def _write_text(path, text, what):
-    with atomic_path(path, what=what) as tmp:
-        with open(tmp, "w", encoding="utf-8", newline="") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())

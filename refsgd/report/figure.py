@@ -28,7 +28,7 @@ SHADES = (0.0, -0.4, 0.45, -0.65, 0.7)
 def run_colors(runs):
     """{run index: colour}: the method's colour (METHOD_COLORS; another method the grey of its
     name's letters), a shade of it for each further run of the same method."""
-    from matplotlib.colors import to_hex, to_rgb
+    from matplotlib.colors import to_hex, to_rgb  # noqa: PLC0415 matplotlib: optional (--plot)
     seen, out = {}, {}
     for r in runs:
         k = seen.get(r.algo, 0)
@@ -129,9 +129,9 @@ def figure(runs):
     gids for inspection: ``train-raw:K``, ``train-smooth:K``, ``test-loss:K``, ``test-acc:K``,
     ``lr:K``, ``event:K:ITERATION`` (K the run's 1-based index) and the bars ``time-<part>``."""
     try:
-        from matplotlib.figure import Figure
-        from matplotlib.lines import Line2D
-        from matplotlib.patches import Patch
+        from matplotlib.figure import Figure  # noqa: PLC0415 matplotlib: optional (--plot)
+        from matplotlib.lines import Line2D  # noqa: PLC0415 matplotlib
+        from matplotlib.patches import Patch  # noqa: PLC0415 matplotlib
     except ImportError:
         raise RefsgdError("--plot needs matplotlib (pip install matplotlib, or refsgd[plot])") from None
     runs = list(runs)
@@ -342,7 +342,7 @@ def plot_format(path):
     """The format matplotlib writes ``path`` in (its extension; png without one); RefsgdError
     when matplotlib is missing or cannot write it."""
     try:
-        from matplotlib.backend_bases import FigureCanvasBase
+        from matplotlib.backend_bases import FigureCanvasBase  # noqa: PLC0415 matplotlib: optional (--plot)
     except ImportError:
         raise RefsgdError("--plot needs matplotlib (pip install matplotlib, or refsgd[plot])") from None
     ext = os.path.splitext(path)[1][1:].lower() or "png"
@@ -354,7 +354,9 @@ def plot_format(path):
 
 
 def save_figure(fig, path):
-    """Write the figure to ``path`` atomically, in the format its extension names."""
+    """Write a matplotlib Figure to ``path`` atomically, in the format its extension names (the
+    report's, bench's and reproduce's figures; built as ``Figure()``, not with pyplot, so that
+    nothing holds them once they are written)."""
     fmt = plot_format(path)
     with atomic_path(path, what="the figure") as tmp:
         fig.savefig(tmp, format=fmt, dpi=110)

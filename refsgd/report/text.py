@@ -164,7 +164,7 @@ def _settings_text(run, keys):
 
 def _nodes(run):
     """The nodes of a run: DASO's virtual nodes (--ranks-per-node) as such, else the machines."""
-    from refsgd.comm.topology import nodes_text  # here: it imports mpi4py.MPI, and the report runs without MPI
+    from refsgd.comm.topology import nodes_text  # noqa: PLC0415 mpi4py: topology imports it; the report runs without MPI
     machines = _text(run.attrs.get("nodes", "?"))
     g = run.config.get("ranks_per_node")
     if isinstance(g, int) and g > 0 and run.world % g == 0:

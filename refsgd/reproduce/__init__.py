@@ -22,12 +22,16 @@ with the time it took.
 """
 
 import datetime
+import difflib
 import json
 import os
 import tempfile
 import time
 
+from refsgd import failure
+from refsgd.bench import suite
 from refsgd.errors import RefsgdError
+from refsgd.files import check_folder, check_output
 from refsgd.reproduce import claims as _claims
 from refsgd.reproduce import outputs
 from refsgd.reproduce.measure import fmt  # noqa: F401 -- what the markdown prints (the tests use it)
@@ -61,7 +65,6 @@ def names(name):
         return list(CLAIMS)
     if name in _claims.BY_NAME:
         return [_claims.BY_NAME[name]]
-    import difflib
     close = difflib.get_close_matches(name, list(_claims.BY_NAME), 1)
     raise RefsgdError(f"no claim {name!r}" + (f" (did you mean {close[0]!r}?)" if close else "")
                       + "; `refsgd reproduce --list` lists them")
@@ -126,7 +129,6 @@ def run_claim(claim, setup, runs):
             scale = [list(row) for row in claim.scale(s, hp, means)]
         except RefsgdError as e:
             scale = [["not available", str(e), ""]]
-    from refsgd.bench import suite
     rows, common = outputs.variants(hp, runs.records)
     timing = any(c.timing for c in claim.checks) and bool(per_seed)  # a claim not run measured no time
     return {"name": claim.name, "paper": claim.paper, "where": claim.where, "claim": claim.sentence,
@@ -150,8 +152,6 @@ def run_claim(claim, setup, runs):
 
 def reproduce(name, setup, out_dir, force=False, log=None):
     """Run the claims ``name`` names and write their outputs in ``out_dir``; returns the results."""
-    from refsgd import failure
-    from refsgd.files import check_folder, check_output
     if (failure.launcher_size() or 1) > 1:
         raise RefsgdError("reproduce launches its own mpiexec: run it without mpiexec")
     chosen = names(name)

@@ -4,6 +4,8 @@ sweep of T_comm / T_comp (the paper's ratios are in Figure 3, a plot without num
 
 import dataclasses
 
+from refsgd.bench import models, scale
+from refsgd.comm.link import Link
 from refsgd.reproduce.measure import Claim, acc, curve, epochs, eval_every, link_for, per_iteration_ms
 from refsgd.reproduce.verdict import Check, near
 
@@ -167,8 +169,6 @@ def _speed_measure(runs, setup, hp, seed):
 def _scale(setup, hp, numbers):
     """bench scale's model at the paper's 8 workers: LAGA-SGD at tau over SSGD at tau = 1, in
     samples per second (link 50 us, 10 Gbit/s; t_C measured here)."""
-    from refsgd.bench import models, scale
-    from refsgd.comm.link import Link
     inputs = scale.measure_inputs(hp["model"], hp["batch"], Link.parse("50,10"), Link.parse("5,100"), 1, repeat=5)
     net, p = inputs.network(), 8
     base = models.iteration_time("ssgd", inputs.costs(), net, p)

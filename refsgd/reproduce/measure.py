@@ -14,6 +14,11 @@ import math
 
 import numpy as np
 
+from refsgd.bench import models, scale
+from refsgd.comm.link import Link, reduction_time
+from refsgd.datasets import load
+from refsgd.nn import load_model
+from refsgd.report import plot_format
 from refsgd.registry import METHODS
 
 
@@ -57,7 +62,6 @@ def fmt(v):
 
 def check_matplotlib():
     """Before any run: the figures need matplotlib."""
-    from refsgd.report import plot_format
     plot_format("x.png")
 
 
@@ -130,7 +134,6 @@ def run_seconds(run):
 def eval_every(setup, batch, workers, per_epoch=4):
     """--eval-every that evaluates about ``per_epoch`` times an epoch (time to accuracy needs more
     points than one an epoch)."""
-    from refsgd.datasets import load
     iterations = max(1, load(setup.data).n_train // (batch * workers))
     return f"{max(1, iterations // per_epoch)}it"
 
@@ -145,8 +148,6 @@ def link_for(runs, setup, hp, seed, ratio, model=None):
     all-reduce transfer X of the model's float32 gradient takes ``ratio`` x t_C, t_C measured by a
     short ssgd run without a link at the claim's batch (the same processes and oversubscription as
     the runs); T_comm = X + R, the link holding an all-reduce for its reduction R too (eq. 5)."""
-    from refsgd.comm.link import Link, reduction_time
-    from refsgd.nn import load_model
     model = model or hp["model"]
     base = runs.train("ssgd", seed, variant="calibration (t_C, no link)", model=model, batch=hp["batch"],
                       iterations=hp["iterations"], lr=hp["lr"], momentum=0.0, eval_every=f"{hp['iterations']}it")
@@ -168,8 +169,6 @@ def scale_speedups(model, batch, p, methods, G=4, base="ssgd", paper=None):
     """bench scale's predicted speed-up of ``methods`` over ``base`` at ``p`` ranks (link 50 us,
     10 Gbit/s between nodes, 5 us, 100 Gbit/s within; t_C measured here at one thread), as rows
     (what, predicted, the paper's number from ``paper[method]``)."""
-    from refsgd.bench import models, scale
-    from refsgd.comm.link import Link
     inputs = scale.measure_inputs(model, batch, Link.parse("50,10"), Link.parse("5,100"), G, repeat=5)
     costs, net = inputs.costs(), inputs.network()
     return [(f"{m} over {base} at {p} ranks ({G} per node), link 50 us / 10 Gbit/s",

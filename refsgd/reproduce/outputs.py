@@ -4,8 +4,11 @@ dictionary itself), and the index of every claim in a folder, one line per claim
 import glob
 import json
 import os
+import textwrap
 
 from refsgd.errors import RefsgdError
+from refsgd.files import write_text
+from refsgd.report import save_figure
 from refsgd.reproduce import claims as _claims
 from refsgd.reproduce.measure import fmt
 
@@ -13,9 +16,7 @@ INDEX_TITLE = "# The papers' claims, reproduced"
 
 
 def write(path, text):
-    from refsgd.files import atomic_path, write_bytes
-    with atomic_path(path, what="the result") as tmp:
-        write_bytes(tmp, text.encode())
+    write_text(path, text, "the result")
 
 
 def _value(v):
@@ -142,14 +143,12 @@ def markdown(r):
 def figure(r, path):
     """Draw the claim's series as the paper draws them and write ``path``."""
     try:
-        import matplotlib
+        import matplotlib  # noqa: PLC0415 matplotlib: the runs and the tables do without it
         matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
+        import matplotlib.pyplot as plt  # noqa: PLC0415 matplotlib
     except ImportError:
         raise RefsgdError("refsgd reproduce draws its figures with matplotlib: pip install matplotlib") from None
-    import textwrap
 
-    from refsgd.report import save_figure
     claim = _claims.BY_NAME[r["name"]]
     title = f"{r['name']}: {r['paper']}, {r['where']} -- {r['verdict']}" + (" (QUICK smoke run)" if r["quick"] else "")
     if not r["series"]:  # not testable here: nothing was run, the figure says why

@@ -2,6 +2,9 @@
 Pipe-SGD+T/+Q) on MNIST-MLP: final accuracy against D-Sync's, and the end-to-end time of the same
 iterations next to eq. 2 and eq. 4."""
 
+from refsgd.comm import codecs
+from refsgd.comm.link import Link, reduction_time
+from refsgd.nn import load_model
 from refsgd.reproduce.measure import (Claim, acc, curve, epochs, eval_every, per_iteration_ms, run_seconds,
                                       scale_speedups)
 from refsgd.reproduce.verdict import Check, near
@@ -55,9 +58,6 @@ def _opts(setup, hp, codec="none", **extra):
 
 
 def _measure(runs, setup, hp, seed):
-    from refsgd.comm import codecs
-    from refsgd.comm.link import Link, reduction_time
-    from refsgd.nn import load_model
     link = setup.link or hp["link"]
     r = {}
     for label, algo, codec in VARIANTS:

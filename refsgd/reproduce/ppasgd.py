@@ -2,9 +2,12 @@
 prediction error against S) and the time to a target accuracy against synchronous SGD (section 3.2)."""
 
 import math
+import os
 
+import h5py
 import numpy as np
 
+from refsgd.datasets import load
 from refsgd.reproduce.measure import Claim, acc, curve, epochs, error_curve, first_reach
 from refsgd.reproduce.verdict import Check, near
 
@@ -35,7 +38,6 @@ def _fig2_hyper(setup):
 
 
 def _fig2_measure(runs, setup, hp, seed):
-    from refsgd.datasets import load
     n_train = load(setup.data).n_train
     per_epoch = max(1, n_train // (hp["batch"] * hp["threads"]))
     every = max(1, per_epoch // hp["evals_per_epoch"])
@@ -69,7 +71,6 @@ def _fig3_hyper(setup):
 
 
 def _bundled(name):
-    import os
     return os.path.join(os.path.dirname(__file__), name)
 
 
@@ -79,7 +80,6 @@ def _horizon(mu, S):
 
 
 def _fig3_measure(runs, setup, hp, seed):
-    import h5py
     r = runs.train("pp-asgd", seed, ranks=hp["ranks"], trace=True, model=hp["model"], threads=hp["threads"],
                    batch=hp["batch"], lr=hp["lr"], momentum=hp["momentum"], iterations=hp["iterations"],
                    schedule="constant", eval_every=f"{hp['iterations']}it")

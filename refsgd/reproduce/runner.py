@@ -10,9 +10,13 @@ import os
 import re
 import time
 
+from refsgd import report
+from refsgd.bench import suite
 from refsgd.errors import RefsgdError
 from refsgd.busy import load_average
 from refsgd.busy import usable_cores as cores  # noqa: F401 -- refsgd.reproduce's warnings use it
+from refsgd.datasets import load
+from refsgd.datasets.download import cached
 
 
 #: at most this many ranks per usable core (a claim's runs take ranks + 1 processes with a server):
@@ -77,7 +81,6 @@ class Setup:
         """"digits", "mnist" (any 1 x 28 x 28 set) or "cifar10"."""
         if self.data is None:
             return "digits"
-        from refsgd.datasets import load
         d = load(self.data)
         shape = d.image_shape
         if shape == (1, 28, 28):
@@ -98,7 +101,6 @@ class Setup:
 
 def cached_data(name):
     """The path of dataset ``name`` in ``refsgd data download``'s cache, or None."""
-    from refsgd.datasets.download import cached
     path = cached(name)
     return str(path) if path else None
 
@@ -122,8 +124,6 @@ class Runs:
         (with ``.trace_path`` when ``trace``). ``variant`` names the run in the outputs (default
         the method with its --compress, --tau, --staleness); ``timed`` False: no timing check reads
         the run (its time-slicing then does not make the claim's timing checks untestable)."""
-        from refsgd import report
-        from refsgd.bench import suite
         ranks = ranks or self.setup.ranks
         argv = ["train", "--algo", algo, "--seed", str(seed)]
         if self.setup.data is not None and "data" not in options:

@@ -7,6 +7,7 @@ import functools
 import sys
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 from mpi4py import MPI
@@ -117,9 +118,10 @@ class Run(Timing, Bookkeeping):
             self.events = list(restorer.events)
             if restorer.schedule_state is not None:
                 schedule.state[...] = restorer.schedule_state
-        # --timeline: the spans of a window of iterations (refsgd.timeline); None: nothing recorded
-        self.timeline = None
-        if cfg.timeline is not None:
+        # --timeline: the spans of a window of iterations (refsgd.timeline); without it a recorder
+        # that records nothing (timeline.enabled is False), called by the same timing points
+        self.timeline = timeline.NoTimeline()
+        if getattr(cfg, "timeline", None) is not None:
             self.timeline = timeline.Timeline(*timeline.window(cfg.timeline, self.total, self.t))
 
     def log(self, msg):
@@ -212,7 +214,7 @@ class Run(Timing, Bookkeeping):
         tl = self.timeline
         if progress is not None and self.cfg.poll:
             on_layer = functools.partial(_test_all, progress if isinstance(progress, list) else [progress])
-            if tl is not None and tl.active:  # the layers and the polls as spans of their own
+            if tl.active:  # the layers and the polls as spans of their own
                 on_layer = _LayerSpans(tl, self.net, label, on_layer)
         if k is None:
             k = self.t * self.tau + self._micro
@@ -227,7 +229,7 @@ class Run(Timing, Bookkeeping):
                                       on_segment=on_segment, on_layer=on_layer)
         t1 = time.perf_counter()
         self._compute += self._less_compiling(t1 - t0, c0)
-        if tl is not None and tl.active:
+        if tl.active:
             tl.add("compute", label, t0, t1)
         self._loss += loss
         self._nloss += 1
@@ -248,7 +250,7 @@ class Run(Timing, Bookkeeping):
         t1 = time.perf_counter()
         dt = self._less_compiling(t1 - t0, c0)
         tl = self.timeline
-        if tl is not None and tl.active:
+        if tl.active:
             tl.add("compute", label, t0, t1)
         with self._lock:
             self._thread_compute = (self._thread_compute or 0.0) + dt
@@ -261,7 +263,6 @@ class Run(Timing, Bookkeeping):
         """G threads for :meth:`in_threads` (Sato et al.'s gradient threads: SSGD-NAG's
         Algorithm 4, L5-L9, and PP-ASGD's deterministic mode), named ``ALGO-grad-RANK_g`` (their
         --timeline tracks), the GIL handed over promptly while they run (:func:`prompt_handover`)."""
-        from concurrent.futures import ThreadPoolExecutor
         with prompt_handover(), ThreadPoolExecutor(max_workers=G,
                                                    thread_name_prefix=f"{self.cfg.algo}-grad-{self.rank}") as pool:
             yield pool
@@ -318,16 +319,14 @@ class Run(Timing, Bookkeeping):
         self._bar = progress.bar if progress is not None else None
         clock = self._compiling
         tl = self.timeline
-        if tl is not None:
-            tl.align(self.control_comm, "start")  # collective: every rank's clock on rank 0's
+        tl.align(self.control_comm, "start")  # collective: every rank's clock on rank 0's
         # a signal stops every rank at the next loss check; the wires close when the loop ends
         with failure.deferring(), _link_observed(tl), self._closing_wires():
             clock.main = threading.get_ident()
             t, ran = self.t, 0
             while not self._finished(t):
                 self.t = t
-                if tl is not None:
-                    tl.at(t)
+                tl.at(t)
                 self._micro = 0
                 self._compute = self._idle = self._codec = self._update = 0.0
                 self._spans = []
@@ -335,7 +334,7 @@ class Run(Timing, Bookkeeping):
                 t0, c0 = self._iteration_start = time.perf_counter(), clock.mine()
                 before = self.grads_done
                 yield t
-                self._record(t0)
+                self._record()
                 if self.tracing:
                     self._record_trace(t)
                 last = self._finished(t + 1)
@@ -344,7 +343,7 @@ class Run(Timing, Bookkeeping):
                 # non-finite state is ever saved (the last iteration is checkpointed too)
                 ckpt = self._checkpoint is not None and ((t + 1) % self._checkpoint[1] == 0 or last)
                 if (t + 1) % log_every == 0 or epoch_end or last or ckpt:
-                    mean_loss = self._check(t)
+                    mean_loss = self._check(t, last)
                     if progress is not None:
                         progress.show(t + 1, mean_loss)
                 # the boundary's bookkeeping (records, trace, loss check, status line) belongs to
@@ -358,15 +357,14 @@ class Run(Timing, Bookkeeping):
                 self.records["comm"][-1] = _union_length(spans, t0, t1, holes=clock.intervals(t0, t1))
                 self.records["compile"][-1] += clock.take()
                 segment["iterations"][1], segment["wall_seconds"] = t + 1, t1 - start
-                if tl is not None and tl.active:
+                if tl.active:
                     tl.add("iteration", f"iteration {t}", t0, t1)
                 if eval_due(t + 1, before, self.grads_done) or last:
                     self.records["evaluate"][-1] = self._outside(self.evaluate, t)
                 if ckpt:
                     self.records["checkpoint"][-1] = self._outside(self.save_checkpoint)
                 t, ran = t + 1, ran + 1
-            if tl is not None:
-                tl.active = False
+            tl.active = False
             if ran:  # the last boundary's evaluation and checkpoint may have compiled too
                 self.records["compile"][-1] += clock.take()
             clock.announce = None
@@ -376,8 +374,7 @@ class Run(Timing, Bookkeeping):
             self._bar = None
         self.wall = segment["wall_seconds"] = time.perf_counter() - start
         self.iterations_run = ran
-        if tl is not None:
-            tl.align(self.control_comm, "end")    # the clocks' drift over the loop
+        tl.align(self.control_comm, "end")    # the clocks' drift over the loop
 
     def _warm_up(self):
         """Before the loop: the network's kernels called once (compiled on a first run, else

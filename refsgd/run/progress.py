@@ -6,6 +6,7 @@ import sys
 import time
 
 import numpy as np
+from tqdm import tqdm
 
 
 class Progress:
@@ -35,7 +36,6 @@ class Progress:
         self.first = self.last_pos
         # a terminal too narrow to draw in (some headless sessions report 0 columns) gets lines
         if self.stream.isatty() and shutil.get_terminal_size((0, 0)).columns >= 40:
-            from tqdm import tqdm
             pos, end = self._position(run.t)
             self.bar = tqdm(total=end, initial=pos, unit="it" if run.budget is None else " gradients",
                             dynamic_ncols=True, leave=False, file=self.stream)

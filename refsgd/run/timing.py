@@ -10,9 +10,10 @@ import time
 
 import numpy as np
 from mpi4py import MPI
+from numba.core import event
 
-from refsgd.comm import codecs, link
-from refsgd.comm.link import waitall  # plain requests too; honours emulated deadlines
+from refsgd.comm import codecs, linkcomm
+from refsgd.comm.linkcomm import waitall  # plain requests too; honours emulated deadlines
 
 
 class Timing:
@@ -30,24 +31,22 @@ class Timing:
         the start of the idle time (the posting) to its completion."""
         t0, c0 = time.perf_counter(), self._compiling.mine()
         tl = self.timeline
-        if tl is not None:
-            tl.idle_start, tl.posted = t0, False
+        tl.idle_start, tl.posted = t0, False
         try:
             yield
         finally:
             t1 = time.perf_counter()
             self._idle += self._less_compiling(t1 - t0, c0)
             self._spans.append((t0, t1))
-            if tl is not None:
-                if awaits is not None:
-                    tl.land(awaits, t1, since=t0, label=label)
-                if tl.active:
-                    nbytes = getattr(data, "nbytes", 0)
-                    tl.add("idle", label, t0, t1, nbytes)
-                    if awaits is None and not tl.posted:  # a blocking call: in flight while it runs
-                        tl.depart(None, label, t0, nbytes)
-                        tl.land(None, t1)
-                tl.idle_start = None
+            if awaits is not None:
+                tl.land(awaits, t1, since=t0, label=label)
+            if tl.active:
+                nbytes = getattr(data, "nbytes", 0)
+                tl.add("idle", label, t0, t1, nbytes)
+                if awaits is None and not tl.posted:  # a blocking call: in flight while it runs
+                    tl.depart(None, label, t0, nbytes)
+                    tl.land(None, t1)
+            tl.idle_start = None
 
     def codec(self, label=None):
         """Time the enclosed compression or decompression as *codec* (label: its listing line)."""
@@ -64,16 +63,14 @@ class Timing:
         """--timeline: the enclosed work as a span of ``kind`` (refsgd.timeline.KINDS) on the
         calling thread, e.g. the all-reduce of a communication thread; it times nothing else."""
         tl = self.timeline
-        if tl is None or not tl.active:
+        if not tl.active:
             return contextlib.nullcontext()
         return _Span(tl, kind, label, it, getattr(data, "nbytes", 0))
 
     def in_flight(self, key, label, data=None):
         """--timeline: communication ``key`` handed to another thread is in flight from now until
         an :meth:`idle` that ``awaits`` it returns (Pipe-SGD's L10 -> L3)."""
-        tl = self.timeline
-        if tl is not None:
-            tl.depart(key, label, time.perf_counter(), getattr(data, "nbytes", 0))
+        self.timeline.depart(key, label, time.perf_counter(), getattr(data, "nbytes", 0))
 
     def awaiting_gradients(self, label=None):
         """Time the enclosed wait of the loop's thread for gradients that other threads compute
@@ -90,7 +87,7 @@ class Timing:
             t1 = time.perf_counter()
             setattr(self, total, getattr(self, total) + self._less_compiling(t1 - t0, c0))
             tl = self.timeline
-            if tl is not None and tl.active:
+            if tl.active:
                 tl.add(kind, label, t0, t1)
 
     def _less_compiling(self, seconds, since):
@@ -181,10 +178,9 @@ class Timing:
         now = time.perf_counter()
         self._pending.append((req, now))
         tl = self.timeline
-        if tl is not None:
-            # in flight from its posting (the idle time that encloses the call, if any)
-            tl.depart(id(req), label, now if tl.idle_start is None else tl.idle_start, getattr(data, "nbytes", 0))
-            tl.posted = True
+        # in flight from its posting (the idle time that encloses the call, if any)
+        tl.depart(id(req), label, now if tl.idle_start is None else tl.idle_start, getattr(data, "nbytes", 0))
+        tl.posted = True
         return req
 
     def wait(self, req, label=None):
@@ -198,7 +194,7 @@ class Timing:
         self._idle += self._less_compiling(t1 - t0, c0)
         self._finish(req, t0, t1, label)
         tl = self.timeline
-        if tl is not None and tl.active:
+        if tl.active:
             tl.add("idle", label, t0, t1)
 
     def waitall(self, reqs, label=None):
@@ -209,15 +205,13 @@ class Timing:
         for r in reqs:
             self._finish(r, t0, t1, label)
         tl = self.timeline
-        if tl is not None and tl.active:
+        if tl.active:
             tl.add("idle", label or "complete the requests in flight", t0, t1)
 
     def _finish(self, req, t0, t1, label=None):
         """The request's lifetime as communication: from its start (started) or, for one not
         noted, from the wait (t0), so that idle time always lies within the time in flight."""
-        tl = self.timeline
-        if tl is not None:
-            tl.land(id(req), t1, since=t0, label=label)
+        self.timeline.land(id(req), t1, since=t0, label=label)
         for i, (r, s) in enumerate(self._pending):
             if r is req:
                 self._spans.append((s, t1))
@@ -258,7 +252,7 @@ class Timing:
         fn(*args)
         t1 = time.perf_counter()
         tl = self.timeline
-        if tl is not None and tl.active:
+        if tl.active:
             kind = "evaluate" if fn == self.evaluate else "checkpoint"
             tl.add(kind, "evaluation" if kind == "evaluate" else "checkpoint", t0, t1)
         return self._less_compiling(t1 - t0, c0)
@@ -281,7 +275,6 @@ class _CompileClock:
     _shared = None
 
     def __init__(self):
-        from numba.core import event
         clock = self
 
         class Listener(event.Listener):
@@ -407,14 +400,14 @@ class _Span:
 @contextlib.contextmanager
 def _link_observed(tl):
     """While the loop runs with --timeline, the emulated link reports its modelled transfers."""
-    if tl is None:
+    if not tl.enabled:
         yield
         return
-    link.observer = tl.link_span
+    linkcomm.observer = tl.link_span
     try:
         yield
     finally:
-        link.observer = None
+        linkcomm.observer = None
 
 
 def _test_all(reqs):

@@ -59,6 +59,7 @@ from .recording import (  # noqa: F401
     MAX_SPANS,
     parse_spec,
     window,
+    NoTimeline,
     Timeline,
 )
 from .file import (  # noqa: F401

@@ -2,6 +2,7 @@
 spans coloured by kind, each iteration's listing lines, and the modelled schedule of the method."""
 
 import re
+import textwrap
 
 import numpy as np
 
@@ -45,7 +46,6 @@ def listing_key(d):
 
 def _key_text(d, width=175):
     """The panel's key of listing lines, wrapped: 'L1 grad F_i(...)   L2 ...'."""
-    import textwrap
     items = [label.replace(" ", "\u00a0") for label in listing_key(d).values()]
     return "\n".join(textwrap.wrap("listing lines: " + "   ".join(items), width)).replace("\u00a0", " ")
 
@@ -151,8 +151,8 @@ def gantt(timelines, names, iterations=None):
     """A matplotlib Figure: one panel per run (``timelines``: read() dicts, ``names``: titles),
     its ranks' threads and lanes as rows, on a common time axis that covers the same number of
     iterations of each run (``iterations``: that number, default the fewest any run recorded)."""
-    from matplotlib.figure import Figure
-    from matplotlib.patches import Patch
+    from matplotlib.figure import Figure  # noqa: PLC0415 matplotlib: optional (--timeline-plot)
+    from matplotlib.patches import Patch  # noqa: PLC0415 matplotlib
 
     spans = []
     for d in timelines:

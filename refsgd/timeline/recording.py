@@ -54,8 +54,38 @@ def window(spec, total, first=0):
     return start, count
 
 
+class NoTimeline:
+    """The recorder of a run without ``--timeline``: the Run's timing points call it as they call
+    a :class:`Timeline`, and it records nothing (``active`` is always False), so that no timing
+    point asks whether there is a timeline."""
+
+    enabled = False
+    active = False
+
+    def __init__(self):
+        self.idle_start = None         # written by the timing points, never read
+        self.posted = False
+
+    def at(self, t):
+        pass
+
+    def add(self, kind, label, start, end, nbytes=0, it=None, thread=None):
+        pass
+
+    def depart(self, key, label, start, nbytes=0, it=None):
+        pass
+
+    def land(self, key, end, since=None, label=None):
+        pass
+
+    def align(self, comm, phase, rounds=30):
+        pass
+
+
 class Timeline:
     """The spans of one rank (see the module docstring)."""
+
+    enabled = True
 
     def __init__(self, start, count):
         self.start, self.count = start, count
@@ -116,7 +146,7 @@ class Timeline:
             self.spans.append((f[0], end, _KIND["flight"], f[1] or "in flight", f[2], f[3], FLIGHT))
 
     def link_span(self, start, end):
-        """The emulated link's modelled transfer (refsgd.comm.link calls it)."""
+        """The emulated link's modelled transfer (refsgd.comm.linkcomm calls it)."""
         if self.active:
             self.spans.append((start, end, _KIND["link"], "modelled transfer (--link)", self.t, 0, LINK))
 
@@ -124,7 +154,7 @@ class Timeline:
     def align(self, comm, phase, rounds=30):
         """Collective: this rank's perf_counter on rank 0's Wtime clock (see the module docstring).
         ``phase`` "start" sets the mapping, "end" measures the drift."""
-        from mpi4py import MPI
+        from mpi4py import MPI  # noqa: PLC0415 mpi4py: the timeline's files are read without MPI
         a, w, b = time.perf_counter(), MPI.Wtime(), time.perf_counter()
         to_wtime = w - (a + b) / 2
         if comm.Get_size() == 1:
@@ -168,7 +198,7 @@ def _ping_pong(comm, rounds, good=20e-6, most=10):
     minus the midpoint of the trip) and half its length bounds the error. A rank makes
     ``rounds`` round trips, and up to ``most`` times as many while none was faster than
     ``good`` (on a loaded machine a rank may wait for a core in every one of the first ones)."""
-    from mpi4py import MPI
+    from mpi4py import MPI  # noqa: PLC0415 mpi4py: the timeline's files are read without MPI
     rank, size = comm.Get_rank(), comm.Get_size()
     buf = np.zeros(1)
     tag = 27

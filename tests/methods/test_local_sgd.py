@@ -1,12 +1,12 @@
 """Local SGD (refsgd/algorithms/localsgd.py): its MPI run against its serial rendering at 2 and 4
 ranks, what H means (H = 1 with plain SGD is SSGD's trajectory; the models agree exactly after
 each average and drift between), and the outside replay of its golden file (REPLAY, taken by
-tests/test_golden.py)."""
+tests/mpiexec/test_golden.py)."""
 
 import h5py
 import numpy as np
 import pytest
-from conftest import cli, verify_mpi_against_serial
+from tests.helpers.launch import cli, verify_mpi_against_serial
 
 COMMON = ["--algo", "local-sgd", "--model", "digits_mlp", "--batch", "8", "--seed", "5", "--lr", "0.1"]
 
@@ -62,5 +62,5 @@ def _replay_local_sgd(grad, w0, batches, lr, cfg, check):
         check(s, x=X, **{"U.momentum_buffer": B})
 
 
-#: the outside replay of its golden file (tests/test_golden.py)
+#: the outside replay of its golden file (tests/mpiexec/test_golden.py)
 REPLAY = {"local-sgd": _replay_local_sgd}

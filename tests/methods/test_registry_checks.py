@@ -6,7 +6,7 @@ in its Method.lacks, why a piece (a timing model, a timeline schedule) does not 
 Each piece: the entry points import (``train``, the serial rendering); the MPI run traces what
 the serial rendering computes (its first golden configuration, at 2 ranks where the method has
 workers there, under mpiexec); every golden file is checked in and has an outside replay
-(tests/test_golden.py); a timing model (refsgd.bench.models); a timeline schedule
+(tests/mpiexec/test_golden.py); a timing model (refsgd.bench.models); a timeline schedule
 (refsgd.timeline.gantt); a section of docs/algorithms.md that names ``--algo NAME``; a line of
 ``refsgd train --list``."""
 
@@ -16,7 +16,7 @@ import os
 import re
 
 import pytest
-from conftest import ROOT, cli, verify_mpi_against_serial
+from tests.helpers.launch import ROOT, cli, verify_mpi_against_serial
 
 from refsgd.bench import models
 from refsgd.registry import METHODS, entry
@@ -65,8 +65,8 @@ def check_golden_files(m):
     missing = [g.file for g in m.goldens if not os.path.exists(os.path.join(GOLDEN, g.file))]
     assert not missing, (f"{m.name}: golden file(s) {', '.join(missing)} not in tests/golden "
                          "(tests/golden/regenerate.sh writes them)")
-    import test_golden
-    assert m.name in test_golden.REPLAY, (f"{m.name}: no outside replay of its golden file in tests/test_golden.py "
+    from tests.mpiexec import test_golden
+    assert m.name in test_golden.REPLAY, (f"{m.name}: no outside replay of its golden file in tests/mpiexec/test_golden.py "
                                           "(REPLAY): an implementer's NumPy loop from docs/implementers.md")
 
 

@@ -6,6 +6,8 @@ import time
 
 import numpy as np
 
+from refsgd.comm import codecs
+
 # ------------------------------------------------------------------------------------------ codecs
 #: the codecs of refsgd.comm.codecs, in the order of the tables
 CODEC_NAMES = ("t16", "q8", "q8v", "bf16", "fp16")
@@ -15,7 +17,7 @@ def timed_collective(comm, fn, repeat, warmup=3, wire=None):
     """Median over ``repeat`` calls of fn() (barrier before each, after ``warmup`` calls) of the
     slowest rank's seconds for that call; with ``wire``, also the median over the calls of the
     slowest rank's operator seconds per operator call, and the operator calls per fn()."""
-    from mpi4py import MPI
+    from mpi4py import MPI  # noqa: PLC0415 mpi4py: importing it starts MPI; bench scale and step use this module without
     for _ in range(warmup):
         comm.Barrier()
         fn()
@@ -43,9 +45,8 @@ def codec_costs(comm, n, repeat=20, names=CODEC_NAMES):
     call, and the same reduction as an MPI user-defined operator (``Wire.allreduce_op``, the
     library's order) with its operator per call, in this MPI world (collective). Returns a list
     of dicts (seconds; the plain all-reduce first, with None for what it lacks)."""
-    from mpi4py import MPI
+    from mpi4py import MPI  # noqa: PLC0415 mpi4py: importing it starts MPI; bench scale and step use this module without
 
-    from refsgd.comm import codecs
     x = np.random.default_rng(comm.Get_rank()).standard_normal(n).astype(np.float32) * np.float32(1e-2)
     out = np.empty_like(x)
     plain = timed_collective(comm, lambda: comm.Allreduce(x, out, op=MPI.SUM), repeat)[0]

@@ -6,8 +6,15 @@ import time
 
 import numpy as np
 
-from refsgd import mpilib, options
+from refsgd import busy, mpilib, options
 from refsgd.bench import models
+from refsgd.comm import codecs
+from refsgd.comm.link import Link
+from refsgd.datasets import Dataset
+from refsgd.errors import RefsgdError
+from refsgd.nn import kernels
+from refsgd.optim import Constant
+from refsgd.timeline import Timeline
 from refsgd.registry import METHODS
 
 from .step import _load_lines
@@ -18,7 +25,6 @@ from .world import _allreduce_time, _cores_per_rank, _iteration_spread, _mean_ov
 # ------------------------------------------------------------------------------------------ overlap
 def synthetic_data(net, n_train, n_test=64, seed=0):
     """Random inputs of the model's shape and random labels: the timing does not depend on values."""
-    from refsgd.datasets import Dataset
     rng = np.random.default_rng(seed)
     shape = tuple(net.input_shape)
 
@@ -42,7 +48,6 @@ def synthetic_size(net, world, batch, tau, iterations, budget=64e6):
 def split_method(name):
     """``ALGO[+CODEC][+nopoll]`` of ``bench overlap --algos`` -> (algo, poll, compress), or None
     when a part after ``+`` is neither ``poll``/``nopoll`` nor a codec of refsgd.comm.codecs."""
-    from refsgd.comm import codecs
     algo, *flags = name.split("+")
     poll, compress = True, "none"
     for flag in flags:
@@ -79,12 +84,12 @@ def _run_method(comm, cfg, net, data, schedule, skip, spans=None):
     iteration, mean over the workers (a parameter server's ranks left out), and the spread of
     the iteration times. ``spans`` (a list), with --timeline: gets the spans this rank recorded
     per iteration of the window."""
-    from refsgd.algorithms import train_of  # here: the methods and the Run import mpi4py.MPI
-    from refsgd.run import build_run
+    from refsgd.algorithms import train_of  # noqa: PLC0415 mpi4py: the methods and the Run import mpi4py.MPI
+    from refsgd.run import build_run  # noqa: PLC0415 mpi4py
     run = build_run(cfg, comm, net=net, data=data, schedule=schedule, log=lambda *a: None)
     train_of(cfg.algo)(run)
     run.final_model()
-    if spans is not None and run.timeline is not None:
+    if spans is not None and run.timeline.enabled:
         spans.append(len(run.timeline.spans) / run.timeline.count)
     servers = METHODS[cfg.algo].servers
     means = tuple(_mean_over_ranks(comm, run.records[k], skip, servers)
@@ -96,7 +101,6 @@ def span_seconds(repeat=20000):
     """Seconds to record one span of --timeline, median of 5 rounds: two clock reads, its label
     formatted and :meth:`refsgd.timeline.Timeline.add` (what a layer's span costs; the other
     timing points read the clock anyway)."""
-    from refsgd.timeline import Timeline
     tl = Timeline(0, 1)
     tl.at(0)
     rounds, line, name = [], "L6", "forward 1 dense"
@@ -128,7 +132,6 @@ def _ratio_link(seconds, nbytes, p, latency_us):
     """The link whose Ring-AllReduce of the gradient takes ``seconds``, with ``latency_us`` or,
     where the latency alone would take half of that time or more (a tiny model on a fast
     machine), with the latency lowered to a quarter of it, so every ratio can be measured."""
-    from refsgd.comm.link import Link
     steps = 2 * (p - 1)
     if p > 1 and steps * latency_us * 1e-6 >= 0.5 * seconds:
         latency_us = float(f"{0.25 * seconds / steps * 1e6:.3g}")
@@ -187,8 +190,7 @@ def overlap(comm, args):
        own threads or waits slow its compute on this machine). Returns a dict (rank 0 prints it).
     ``args`` is an :class:`OverlapSpec`.
     """
-    from refsgd.comm.link import wrap
-    from refsgd.optim import Constant
+    from refsgd.comm.linkcomm import wrap  # noqa: PLC0415 mpi4py: it imports mpi4py (starting MPI); bench scale uses this module without
     net, tau, P = args.net, args.tau, comm.Get_size()
     data = args.dataset
     schedule = Constant(args.lr)
@@ -206,7 +208,6 @@ def overlap(comm, args):
 
     n = net.num_params
     nbytes = n * net.dtype.itemsize
-    from refsgd import busy
     load_before = busy.load_average()
     t_c = _run_method(comm, cfg("ssgd"), net, data, schedule, args.skip)[0] / tau
     # C, the CPU work of the collective: its fastest repeat (a slower one waited for the scheduler)
@@ -251,10 +252,9 @@ def overlap(comm, args):
                                      blocking_real=t_comm, p2p_real=p2p)
         holds = {}
         for name, ring in rings.items():   # the compressed ring through this link: measured and modelled
-            from refsgd.comm import codecs as _codecs
-            with _codecs.get(name).open() as wire:
+            with codecs.get(name).open() as wire:
                 send, recv = wire.buffers(n)
-                _codecs.get(name).encode(np.ones(n, np.float32), send)
+                codecs.get(name).encode(np.ones(n, np.float32), send)
                 measured = timed_collective(lcomm, lambda: wire.allreduce_wire(lcomm, send, recv), 10)[0] \
                     if P > 1 else 0.0
             X = 0.0 if link is None else link.time(ring["wire_bytes"], P)
@@ -300,13 +300,12 @@ def overlap(comm, args):
                              samples=models.samples_per_iteration(algo, P, args.batch, tau)))
         runs.append(dict(ratio=ratio, link=link, t_comm=t_comm, transfer=network.transfer(P),
                          reduce=network.reduce_cpu(P), t_ar_model=network.allreduce(P), rows=rows, holds=holds))
-    codecs = codec_costs(comm, n, repeat=args.codec_repeat) \
-        if args.codecs else None
+    codec_rows = codec_costs(comm, n, repeat=args.codec_repeat) if args.codecs else None
     return dict(t_c=t_c, cpu_real=cpu_real, p2p=p2p, gamma=gamma, t_up=t_up, nbytes=nbytes, num_params=n, world=P,
                 span_seconds=span_seconds() if args.timeline_cost else None,
                 G=G, B=costs.B, W=costs.W, cores_per_rank=costs.cores_per_rank, local_link=local_link, runs=runs,
                 real_link=real_link, real_link_nodes=real_pair,
-                codecs=codecs,
+                codecs=codec_rows,
                 mpi_library=mpilib.library_version(first_line=True), model=net.name,
                 dtype=net.dtype.name, batch=args.batch, tau=tau, iterations=args.iterations, skip=args.skip,
                 data=data.name, load_before=load_before, load_after=busy.load_average())
@@ -316,7 +315,6 @@ def _ring_costs(comm, name, n, repeat=20):
     """The codec ``name``'s compressed all-reduce of n values in this world without a link:
     {wire_bytes, c_ring: the slowest rank's median seconds, r_op: its operator seconds per
     all-reduce (the median step times the steps)}."""
-    from refsgd.comm import codecs
     codec = codecs.get(name)
     with codec.open() as wire:
         send, recv = wire.buffers(n)
@@ -327,7 +325,6 @@ def _ring_costs(comm, name, n, repeat=20):
 
 def parse_ratios(text):
     """``--ratio R[,R...]`` -> [float]; each a finite number >= 0 (0: no link)."""
-    from refsgd.errors import RefsgdError
     out = []
     for part in str(text).split(","):
         try:
@@ -432,6 +429,5 @@ def format_overlap(r):
                  "Bcast and dcasgd's Send/Recv.")
     if r.get("codecs"):
         lines += ["", format_codecs(r["codecs"], r["world"])]
-    from refsgd.nn import kernels
     lines += _load_lines(r, ranks=r["world"], threads=kernels.chunk_threads())
     return "\n".join(lines)

@@ -5,9 +5,12 @@ import os
 
 import numpy as np
 
+from refsgd import busy
+
 from refsgd.bench import models
 from refsgd.bench.models import interleaved_times, median_time
-from refsgd.nn import load_model
+from refsgd.nn import kernels, load_model
+from refsgd.optim import SGD
 
 
 # ------------------------------------------------------------------------------------------ step
@@ -42,7 +45,6 @@ def step(model, batch, dtype=np.float32, repeat=20, seed=0, use_torch=True):
     before and after. With PyTorch, its step and refsgd's are timed in turn (A B A B ...), and
     ``ratio`` is the median of the repeats' refsgd / PyTorch ratios, ``ratio_spread`` their
     spread: load that arrives during the measurement meets both sides alike."""
-    from refsgd import busy
     load_before = busy.load_average()
     net = load_model(model, dtype=dtype)
     rng = np.random.default_rng(seed)
@@ -54,7 +56,6 @@ def step(model, batch, dtype=np.float32, repeat=20, seed=0, use_torch=True):
     def ours():
         net.loss_and_grad(w, x, y, out=g)
     # SGD with momentum 0.9 right after a forward/backward pass, as a run meets it
-    from refsgd.optim import SGD
     opt = SGD(net.num_params, dtype, momentum=0.9)
     update = median_time(lambda: opt.step(w, g, 1e-3), repeat, before=ours)
     res = dict(model=net.name, batch=batch, dtype=np.dtype(dtype).name, num_params=net.num_params,
@@ -64,8 +65,8 @@ def step(model, batch, dtype=np.float32, repeat=20, seed=0, use_torch=True):
     tstep = None
     if use_torch:
         try:
-            import torch
-            from refsgd import torch_twin
+            import torch  # noqa: PLC0415 torch: optional, and slow to import
+            from refsgd import torch_twin  # noqa: PLC0415 torch: it imports torch
         except ImportError:
             torch = None
         if torch is not None:
@@ -119,7 +120,6 @@ def format_step(r):
                     if r.get("torch_update_s") is not None else "")
         lines.append(f"  update (SGD momentum 0.9, right after a forward/backward): refsgd {1e3 * r['update_s']:.3f} ms"
                      f"{torch_up}")
-    from refsgd.nn import kernels
     lines.append(f"  threads: refsgd {kernels.chunk_threads()} (OpenBLAS and the conv chunks), "
                  f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', 'unset')}, {os.cpu_count()} CPUs. "
                  "Under MPI each rank gets one thread: compare with "
@@ -131,7 +131,6 @@ def format_step(r):
 def _load_lines(r, ranks, threads):
     """The load average of a measurement (``load_before``, ``load_after``), and the note when the
     machine was busy (refsgd.busy)."""
-    from refsgd import busy
     if "load_before" not in r:
         return []
     out = [f"  {busy.text(r['load_before'], r.get('load_after'))}"]

@@ -8,6 +8,8 @@ import numpy as np
 
 from refsgd import mpilib
 from refsgd.bench import models
+from refsgd.busy import ranks_on_node, usable_cores
+from refsgd.comm.link import Link
 
 
 def _mean_over_ranks(comm, values, skip, servers=0):
@@ -23,7 +25,7 @@ def _mean_over_ranks(comm, values, skip, servers=0):
 def _allreduce_time(comm, n, dtype, repeat=20, stat=np.median):
     """Seconds of a blocking Allreduce of n values: ``stat`` (the median) of the repeats on each
     rank, the slowest rank's."""
-    from mpi4py import MPI
+    from mpi4py import MPI  # noqa: PLC0415 mpi4py: importing it starts MPI; bench scale and step use this module without
     a, b = np.ones(n, dtype), np.empty(n, dtype)
     times = []
     for _ in range(repeat + 3):
@@ -37,7 +39,7 @@ def _allreduce_time(comm, n, dtype, repeat=20, stat=np.median):
 def _message_time(comm, n, dtype, repeat=20, peer=1, stat=np.median):
     """``stat`` (the median) of the seconds of one message of n values from rank 0 to ``peer``
     and back, halved (the other ranks take no part); 0 on one rank."""
-    from mpi4py import MPI
+    from mpi4py import MPI  # noqa: PLC0415 mpi4py: importing it starts MPI; bench scale and step use this module without
     if comm.Get_size() < 2:
         return 0.0
     a = np.ones(n, dtype)
@@ -78,7 +80,6 @@ def message_times(comm, peer, sizes, dtype=np.float64, repeat=20):
 def link_to(comm, peer, n, dtype=np.float64, repeat=20):
     """The link between rank 0 and rank ``peer`` (collective): alpha, the fastest of ``repeat``
     one-value messages; beta, the rest of the fastest n-value message per byte (a Link)."""
-    from refsgd.comm.link import Link
     t = message_times(comm, peer, (1, n), dtype, repeat)
     nbytes = (n - 1) * np.dtype(dtype).itemsize
     beta = max(t[n] - t[1], 1e-12) / nbytes
@@ -88,8 +89,7 @@ def link_to(comm, peer, n, dtype=np.float64, repeat=20):
 def _cores_per_rank(comm):
     """The cores each rank of this node may use: its affinity set, or the machine's cores shared
     by the ranks on the node, whichever is fewer (the same on every rank: the minimum)."""
-    from mpi4py import MPI
-    from refsgd.busy import ranks_on_node, usable_cores
+    from mpi4py import MPI  # noqa: PLC0415 mpi4py: importing it starts MPI; bench scale and step use this module without
     on_node = ranks_on_node(comm)
     return comm.allreduce(min(float(usable_cores()), (os.cpu_count() or 1) / on_node), op=MPI.MIN)
 
@@ -98,7 +98,6 @@ def _ranks_per_node(comm, given):
     """DASO's G: --ranks-per-node, or the ranks that share memory with this one."""
     if given:
         return given
-    from refsgd.busy import ranks_on_node
     return ranks_on_node(comm)
 
 
@@ -108,6 +107,6 @@ def _iteration_spread(comm, values, skip, servers=0):
     hi = len(values) - 1 if len(values) - 1 > skip else len(values)
     mine = np.asarray(values[skip:hi], dtype=np.float64) * (comm.Get_rank() >= servers)
     total = np.empty_like(mine)
-    from mpi4py import MPI
+    from mpi4py import MPI  # noqa: PLC0415 mpi4py: importing it starts MPI; bench scale and step use this module without
     comm.Allreduce(mine, total, op=MPI.SUM)
     return models.spread(total / max(1, comm.Get_size() - servers))

@@ -71,9 +71,9 @@ class Wire:
           receives block (r - s) mod p, copied as it is (no rounding).
 
         Every rank ends with the same bits, whatever the MPI library (only ``Sendrecv`` is used).
-        On an emulated link (:class:`refsgd.comm.link.LinkComm`) the ring counts and is held as
+        On an emulated link (:class:`refsgd.comm.linkcomm.LinkComm`) the ring counts and is held as
         one all-reduce of ``recv``."""
-        from mpi4py import MPI
+        from mpi4py import MPI  # noqa: PLC0415 mpi4py: the codecs are used without MPI (bench, serial)
         start, op0 = time.perf_counter(), self.op_seconds
         if getattr(self.codec, "per_vector", False):
             self._ring_q8v(comm, send, recv)
@@ -122,7 +122,7 @@ class Wire:
            the all-gather copies the finished blocks.
         3. Every finished block holds all p ranks: the header of ``recv`` is S(all ranks), one
            scale for the whole result, the same on every rank."""
-        from mpi4py import MPI
+        from mpi4py import MPI  # noqa: PLC0415 mpi4py: the codecs are used without MPI (bench, serial)
         p, r = comm.Get_size(), comm.Get_rank()
         recv[...] = send
         if p <= 1:
@@ -172,7 +172,7 @@ class Wire:
         one wire element: the MPI library picks the order of the partial sums (MPICH: recursive
         doubling; Open MPI: others), so its bits depend on the library and are no reference.
         ``refsgd bench codec`` times it against the ring."""
-        from mpi4py import MPI
+        from mpi4py import MPI  # noqa: PLC0415 mpi4py: the codecs are used without MPI (bench, serial)
         elem = self.codec.element_of(send.nbytes)                   # q8v: the whole vector
         if self.op is not None and self._elem != elem:
             self.close()

@@ -1,0 +1,208 @@
+"""The configurations of the suite, their expected traces, and one backend run through one
+configuration.
+
+The configurations are the golden configurations of refsgd's methods (``Method.goldens`` of
+:mod:`refsgd.registry`, the files of tests/golden/), each in float64 as checked in, and two kinds
+of variants: the same run in float32 (those without a compressed sum: a float32 difference of
+one unit in the last place moves a codec's rounding by a whole step of its format), and the
+uncompressed runs of the methods that take ``compress`` with each codec that no golden file of
+that method and world size has. The expected trace of a configuration is its serial rendering
+(:mod:`refsgd.golden`), made on demand: the package needs no file beyond itself.
+"""
+
+import copy
+import dataclasses
+import functools
+import os
+import re
+import time
+import traceback
+
+import numpy as np
+
+from refsgd import golden, options, trace
+from refsgd.errors import RefsgdError
+from refsgd.registry import METHODS
+from refsgd.conformance.backend import Setup
+
+PASS, FAIL, NOT_DECLARED = "pass", "fail", "not declared"
+
+#: the tolerances of a comparison per dtype (verify's defaults; float32 as docs/implementers.md advises)
+TOLERANCES = {"float64": (1e-10, 1e-12), "float32": (1e-4, 1e-6)}
+
+
+@dataclasses.dataclass(frozen=True)
+class Configuration:
+    """One run of the suite: ``name`` (e.g. ``ssgd-n2``, ``ssgd-n2-float32``, ``d-sync-t16-n2``),
+    the method, world size, steps, dtype and codec (the ``compress`` value, "none" without), the
+    options as given (``{"tau": 2, "momentum": 0.9, ...}``, the names of ``refsgd train``'s options
+    with - written _) and ``golden``, the checked-in golden file it reproduces (None for a
+    variant)."""
+
+    name: str
+    method: str
+    workers: int
+    steps: int
+    dtype: str
+    codec: str
+    options: dict = dataclasses.field(hash=False)
+    golden: str = None
+
+    @property
+    def tolerances(self):
+        """(rtol, atol) of the comparison."""
+        return TOLERANCES[self.dtype]
+
+
+def _goldens():
+    """(method, file, workers, options) of every golden configuration: the one place the list is read."""
+    return [(m.name, g.file, g.workers, dict(g.options)) for m in METHODS.values() for g in m.goldens]
+
+
+def _name(method, file, workers, codec=None):
+    """A configuration's name: its golden file's stem, or the method's and the codec's before
+    ``-nN`` as the golden files name theirs (``d-sync-t16-n2``)."""
+    stem = os.path.splitext(file)[0] if file else f"{method}-n{workers}"
+    if codec:
+        head, sep, tail = stem.rpartition(f"-n{workers}")
+        stem = f"{head}-{codec}{sep}{tail}" if sep else f"{stem}-{codec}"
+    return stem
+
+
+@functools.lru_cache(maxsize=None)
+def _all():
+    codecs = [c for c in options.BY_NAME["compress"].kind.choices if c != "none"]
+    bases = []
+    for method, file, workers, opts in _goldens():
+        steps = int(opts.pop("steps"))
+        opts.setdefault("dtype", "float64")              # refsgd golden's default (refsgd train's is float32)
+        bases.append(Configuration(_name(method, file, workers), method, workers, steps, opts["dtype"],
+                                   opts.get("compress") or "none", opts, file))
+    out = list(bases)
+    covered = {(c.method, c.workers, c.codec) for c in bases}
+    for c in bases:
+        if c.codec == "none" and not trace.compressed(c.method, c.options):
+            out.append(dataclasses.replace(c, name=f"{c.name}-float32", dtype="float32",
+                                           options=dict(c.options, dtype="float32"), golden=None))
+    for c in bases:
+        if c.codec == "none" and "compress" in options.APPLIES[c.method]:
+            for codec in codecs:
+                if (c.method, c.workers, codec) not in covered:
+                    out.append(dataclasses.replace(c, name=_name(c.method, c.golden, c.workers, codec), codec=codec,
+                                                   options=dict(c.options, compress=codec), golden=None))
+    names = [c.name for c in out]
+    assert len(set(names)) == len(names), "two configurations of the same name"
+    order = {m: k for k, m in enumerate(dict.fromkeys(c.method for c in bases))}   # the table's rows: method x
+    return tuple(sorted(out, key=lambda c: (order[c.method], c.workers, c.dtype != "float64", c.codec != "none")))
+
+
+def configurations(include=(), exclude=(), methods=()):
+    """The configurations, those whose name matches a regular expression of ``include`` (all
+    when empty) and none of ``exclude`` (``re.search``, as ONNX's backend tests), of the
+    ``methods`` given (all when empty)."""
+    try:
+        inc, exc = [re.compile(p) for p in include], [re.compile(p) for p in exclude]
+    except re.error as e:
+        raise RefsgdError(f"a pattern of --include/--exclude is not a regular expression ({e})") from None
+    unknown = sorted(set(methods) - {c.method for c in _all()})
+    if unknown:
+        raise RefsgdError(f"no configuration of {', '.join(unknown)}; the methods: "
+                          f"{', '.join(sorted({c.method for c in _all()}))}")
+    return [c for c in _all() if (not inc or any(p.search(c.name) for p in inc))
+            and not any(p.search(c.name) for p in exc) and (not methods or c.method in methods)]
+
+
+class References:
+    """The expected traces, rendered on demand into ``folder`` (one file per configuration,
+    ``<name>.h5``), with the :class:`Setup` each gives a backend."""
+
+    def __init__(self, folder):
+        self.folder = folder
+        self._setups = {}
+
+    def path(self, configuration):
+        return os.path.join(self.folder, f"{configuration.name}.h5")
+
+    def setup(self, configuration):
+        """The Setup of ``configuration``, rendering its expected trace first if need be (a fresh
+        copy of every array, so that a backend may change what it is given)."""
+        if configuration.name not in self._setups:
+            given = options.from_keywords(dict(configuration.options, algo=configuration.method))
+            g = golden.render(given, configuration.workers, configuration.steps)
+            g.write(self.path(configuration))
+            f = g.fields
+            self._setups[configuration.name] = Setup(
+                method=configuration.method, workers=configuration.workers, steps=configuration.steps,
+                dtype=g.net.dtype.name, config=g.config, model_spec=g.net.spec,
+                layout=[(n, o, tuple(s)) for n, o, s in g.net.layout], w0=f["w0"], lr=f["lr"],
+                x_train=g.data.x_train, y_train=g.data.y_train, state_names=list(f["states"]),
+                state_shapes={k: v.shape[2:] for k, v in f["states"].items()})
+        s = self._setups[configuration.name]
+        return dataclasses.replace(s, config=dict(s.config), model_spec=copy.deepcopy(s.model_spec), w0=s.w0.copy(),
+                                   lr=s.lr.copy(), x_train=s.x_train.copy(), y_train=s.y_train.copy(),
+                                   state_names=list(s.state_names))
+
+
+@dataclasses.dataclass
+class Outcome:
+    """One configuration's result: ``status`` (pass, fail, not declared), ``message`` (the first
+    difference or the error, one line), ``where`` (the first difference: step, worker, array,
+    index, got, expected; None otherwise), ``lines`` (verify's report, or the traceback) and the
+    seconds the backend took."""
+
+    configuration: Configuration
+    status: str
+    message: str = ""
+    where: dict = None
+    lines: list = dataclasses.field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def ok(self):
+        return self.status == PASS
+
+
+def run(backend, configuration, references, out_path, name=None):
+    """Run ``backend`` (a class, or any callable returning a backend) through ``configuration``,
+    write its trace to ``out_path`` and compare it with the expected one: an :class:`Outcome`."""
+    instance = backend()
+    if not instance.supports(configuration):
+        return Outcome(configuration, NOT_DECLARED)
+    s = references.setup(configuration)
+    start, t = time.perf_counter(), None
+    try:
+        instance.setup(s)
+        with trace.Writer(out_path, like=references.path(configuration), source=name or _name_of(backend)) as w:
+            for t in range(s.steps):
+                losses = instance.step(t, float(w.lr[t]), w.batches[t].copy())
+                w.step(loss=losses, states=_numpy(instance.state()))
+    except Exception as e:  # the backend's own error, or an array of the wrong shape or dtype
+        at = "setup" if t is None else f"step {t}"
+        return Outcome(configuration, FAIL, f"{at}: {type(e).__name__}: {e}",
+                       lines=traceback.format_exc().splitlines(), seconds=time.perf_counter() - start)
+    seconds = time.perf_counter() - start
+    rtol, atol = configuration.tolerances
+    c = trace.compare(out_path, references.path(configuration), rtol=rtol, atol=atol)
+    if c.ok:
+        return Outcome(configuration, PASS, lines=c.lines, seconds=seconds)
+    return Outcome(configuration, FAIL, _first(c), c.where, c.lines, seconds)
+
+
+def _name_of(backend):
+    return getattr(backend, "__qualname__", type(backend).__name__)
+
+
+def _numpy(states):
+    """The backend's states as NumPy arrays (a framework's tensors convert through np.asarray)."""
+    if not isinstance(states, dict):
+        raise RefsgdError(f"state() returned {type(states).__name__}, expected a dict {{name: (N, ...) array}}")
+    return {k: np.asarray(v) for k, v in states.items()}
+
+
+def _first(c):
+    """The first difference in one line: ``step 2, worker 0, x[17]: got ..., expected ...``."""
+    w = c.where
+    if w is not None:
+        index = "" if w["index"] is None else f"[{', '.join(map(str, np.atleast_1d(w['index'])))}]"
+        return f"step {w['step']}, worker {w['worker']}, {w['array']}{index}: got {w['a']!r}, expected {w['b']!r}"
+    return next((line for line in c.lines if line.startswith("MISMATCH")), c.lines[-1]).replace("MISMATCH", "mismatch")

@@ -1,0 +1,112 @@
+"""Launching refsgd and pytest-mpi as a user does: ``mpiexec`` of the MPI library mpi4py uses,
+one BLAS thread per rank, a hang failing through a timeout."""
+
+import os
+import subprocess
+import sys
+
+from refsgd import busy, mpilib
+
+#: set in the processes that `launch_under_mpiexec` starts
+UNDER_MPI = os.environ.get("REFSGD_UNDER_MPIEXEC") == "1"
+ONE_THREAD = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "NUMBA_NUM_THREADS": "1",
+              "MKL_NUM_THREADS": "1"}
+
+
+#: the most a test's time limit is stretched on a loaded machine: a real hang still ends the test
+MAX_STRETCH = 8
+
+
+def scaled(seconds):
+    """A test's time limit of ``seconds`` (what the test needs on idle cores, with a margin)
+    stretched by the machine's load now: x (1-minute load average + 1) / usable cores, between 1
+    and MAX_STRETCH. On a 2-core machine at load 7 every limit is 4x its idle value, so a slow
+    run under load passes while a hang still fails (a fixed 300 s failed three DASO tests of an
+    unchanged tree on a loaded machine)."""
+    load = (busy.load_average() or [0.0])[0]
+    return seconds * min(MAX_STRETCH, max(1.0, (load + 1) / busy.usable_cores()))
+
+
+def mpiexec(n):
+    """``mpiexec FLAGS -n n`` of the MPI library mpi4py uses (:mod:`refsgd.mpilib`: $MPIEXEC,
+    the venv's, or the system's, with that library's flags)."""
+    return mpilib.command(n)
+
+
+def mpi_env(base=None, **extra):
+    """The environment of a launched job: ``base`` (os.environ), one BLAS/Numba thread per rank,
+    the launcher's variables (Open MPI as root) and ``extra``."""
+    return mpilib.environ(base, **{**ONE_THREAD, **extra})
+
+
+def make_config(**kw):
+    """The resolved refsgd.options.Config of a run of ``kw["algo"]`` (default ssgd) with the options
+    ``kw``, less the method options that do not apply to that method (a test shares one set of
+    values among methods), as refsgd.train(**kw) would build it."""
+    from refsgd import options
+    algo = kw.setdefault("algo", "ssgd")
+    kw = {k: v for k, v in kw.items() if k not in options.DEFAULTS or k in options.APPLIES[algo]}
+    return options.resolve(options.from_keywords(kw))
+
+
+def launch_under_mpiexec(test_file, n, timeout=300):
+    """Run ``test_file``'s pytest-mpi tests under ``mpiexec -n n``; plain pytest calls this, so the
+    MPI tests run without --with-mpi. A hang fails through the timeout (``timeout`` seconds on
+    idle cores, :func:`scaled` by the load)."""
+    env = mpi_env(REFSGD_UNDER_MPIEXEC="1")
+    r = subprocess.run(mpiexec(n) + [sys.executable, "-m", "pytest", "--with-mpi", "-q", "-p",
+                                     "no:cacheprovider", test_file], capture_output=True, text=True,
+                       timeout=scaled(timeout), env=env)
+    assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-4000:]
+    assert " passed" in r.stdout and " failed" not in r.stdout
+    return r
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def cli(*args, n=None, timeout=300, cwd=ROOT):
+    """``refsgd ARGS`` as a user runs it (under ``mpiexec -n n`` when n is given), one BLAS
+    thread per process; returns the CompletedProcess. A hang fails through the timeout
+    (``timeout`` seconds on idle cores, :func:`scaled` by the load)."""
+    cmd = [sys.executable, "-m", "refsgd", *args]
+    if n is not None:
+        cmd = mpiexec(n) + cmd
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=scaled(timeout), cwd=cwd, env=mpi_env())
+
+
+def verify_mpi_against_serial(tmp_path, options, n, steps, rtol="1e-10"):
+    """`refsgd train --trace` under mpiexec -n n, `refsgd golden` for n workers, and `refsgd
+    verify` at rtol 1e-10 (or ``rtol``; "0" for bitwise) in float64, as a user runs them; returns
+    verify's output."""
+    r = cli("train", *options, "--dtype", "float64", "--iterations", str(steps), "--no-progress",
+            "--trace", str(tmp_path / "mpi.h5"), n=n)
+    assert r.returncode == 0, r.stderr
+    r = cli("golden", *options, "--workers", str(n), "--steps", str(steps), "--out", str(tmp_path / "serial.h5"))
+    assert r.returncode == 0, r.stderr
+    r = cli("verify", str(tmp_path / "mpi.h5"), str(tmp_path / "serial.h5"), "--rtol", rtol,
+            *(["--atol", "0"] if float(rtol) == 0 else []))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert f"OK: {steps} steps x {n} workers agree" in r.stdout
+    return r.stdout
+
+
+#: a model whose first dense layer is frozen (the tests of frozen layers)
+FROZEN_SPEC = """
+name = "digits_frozen"
+input = [1, 8, 8]
+classes = 10
+layers = [
+  { type = "flatten" },
+  { type = "dense", units = 16, frozen = true },
+  { type = "relu" },
+  { type = "dense", units = 10 },
+]
+"""
+
+
+def mark_launching(folder, items):
+    """Marker ``mpi_launch`` on every test in ``folder`` (a folder whose tests launch mpiexec; its
+    conftest.py calls this): CI runs them again under a second MPI library."""
+    for item in items:
+        if folder in item.path.parents:
+            item.add_marker("mpi_launch")

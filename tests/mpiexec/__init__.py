@@ -1,0 +1,1 @@
+"""The tests that launch mpiexec, other than the methods' own."""

@@ -1,0 +1,66 @@
+"""refsgd.mpilib: text from the MPI library cleaned before it is stored, and the launcher of the
+MPI library mpi4py uses, with its flags (run the way the tests and `refsgd bench` use it)."""
+
+import os
+import stat
+import subprocess
+import sys
+
+import pytest
+from tests.helpers.launch import ROOT, mpi_env, scaled
+
+from refsgd import mpilib
+
+
+def test_library_text_is_cleaned():
+    # Open MPI 4.1's Get_library_version() ends in a NUL, which HDF5's strings refuse
+    assert mpilib.text("Open MPI v4.1.4, package: Debian OpenMPI\x00") == "Open MPI v4.1.4, package: Debian OpenMPI"
+    assert mpilib.text(b"MPICH Version: 5.0\nRelease date: x\x00\x00") == "MPICH Version: 5.0\nRelease date: x"
+    assert mpilib.text("a\x00b\x07c\t d") == "a b c\t d"
+
+
+@pytest.mark.parametrize("banner, kind", [
+    ("mpiexec (OpenRTE) 4.1.4\n\nReport bugs to http://www.open-mpi.org/community/help/", "openmpi"),
+    ("mpiexec (Open MPI) 5.0.3", "openmpi"),
+    ("HYDRA build details:\n    Version:   5.0.2", "hydra"),
+    ("Intel(R) MPI Library for Linux* OS, Version 2021.6", "hydra"),
+    ("srun 23.02", "unknown"),
+])
+def test_kind_of_a_launcher(banner, kind):
+    assert mpilib.kind_of(banner) == kind
+
+
+def _show(env):
+    r = subprocess.run([sys.executable, "-m", "refsgd.mpilib", "--show"], capture_output=True, text=True,
+                       timeout=scaled(120), env=env, cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    lines = dict(line.split(": ", 1) for line in r.stdout.splitlines()[1:])
+    return r.stdout.splitlines()[0], lines
+
+
+def test_the_launcher_belongs_to_mpi4pys_library_even_behind_another_on_path(tmp_path):
+    """An mpiexec of the other library first on PATH is passed over; $MPIEXEC is taken as given."""
+    want = mpilib.library_kind()
+    assert want in ("openmpi", "hydra")
+    other = "HYDRA build details:" if want == "openmpi" else "mpiexec (OpenRTE) 4.1.4"
+    fake = tmp_path / "mpiexec"
+    fake.write_text(f"#!/bin/sh\necho '{other}'\n")
+    fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
+    env = {k: v for k, v in os.environ.items() if k != "MPIEXEC"}
+    argv, info = _show({**env, "PATH": f"{tmp_path}{os.pathsep}{env['PATH']}"})
+    assert info["kind"] == want and not argv.startswith(str(fake))
+    if want == "openmpi":
+        assert "--oversubscribe" in argv.split()
+        if os.geteuid() == 0:
+            assert "OMPI_ALLOW_RUN_AS_ROOT=1" in info["variables"]
+    argv, info = _show({**env, "MPIEXEC": str(fake)})
+    assert argv.split()[0] == str(fake) and info["kind"] == ("hydra" if want == "openmpi" else "openmpi")
+
+
+def test_more_ranks_than_cores_and_the_exit_code_of_a_rank():
+    """Open MPI refuses more ranks than cores without --oversubscribe; the launcher adds it."""
+    n = len(os.sched_getaffinity(0)) + 2
+    code = "import os, sys; sys.exit(3 if os.environ.get('PMI_RANK', os.environ.get('OMPI_COMM_WORLD_RANK')) == '1' else 0)"
+    r = subprocess.run(mpilib.wrapped(n, sys.executable, "-c", code), capture_output=True, text=True, timeout=scaled(120),
+                       env=mpi_env())
+    assert r.returncode == 3, r.stderr

@@ -1,0 +1,90 @@
+"""The Run context's timers under MPI, against closed forms (run at 2 and 4 ranks)."""
+
+import time
+
+import numpy as np
+import pytest
+from tests.helpers.launch import UNDER_MPI, launch_under_mpiexec, make_config
+
+from refsgd import datasets
+from refsgd.nn import load_model
+from refsgd.optim import Constant
+
+mpi_only = [pytest.mark.mpi(min_size=2), pytest.mark.skipif(not UNDER_MPI, reason="runs under mpiexec")]
+
+
+def make_run(comm, iterations=3):
+    from refsgd.run import build_run
+    cfg = make_config(batch=8, tau=1, epochs=1, iterations=iterations, seed=0, eval_every=1, log_every=100,
+                      progress=False)
+    return build_run(cfg, comm, net=load_model("digits_mlp", np.float64), data=datasets.load(None, np.float64),
+                     schedule=Constant(0.1), log=lambda *a: None)
+
+
+@pytest.mark.mpi(min_size=2)
+@pytest.mark.skipif(not UNDER_MPI, reason="runs under mpiexec")
+def test_idle_is_the_wait_for_the_slowest_rank():
+    """Rank r sleeps 0.1*r s ('other' work) before a blocking all-reduce: rank r then idles about
+    0.1*(P-1-r) s, never less than that minus scheduling noise, and never counts the sleep."""
+    from mpi4py import MPI
+    comm = MPI.COMM_WORLD
+    P, r = comm.Get_size(), comm.Get_rank()
+    run = make_run(comm)
+    buf, out = np.ones(10), np.empty(10)
+    comm.Barrier()  # ranks finish setting up at different times; start the clocks together
+    for t in run.iterations():
+        time.sleep(0.1 * r)
+        with run.idle():
+            comm.Allreduce(buf, out, op=MPI.SUM)
+    idle = np.array(run.records["idle"])
+    expect = 0.1 * (P - 1 - r)
+    assert np.all(idle >= expect - 0.02), idle
+    assert np.all(idle <= expect + 0.08), idle
+    wall = np.array(run.records["wall"])
+    assert np.all(wall >= 0.1 * (P - 1) - 0.02)
+    assert np.allclose(run.records["compute"], 0)
+    assert out[0] == P
+
+
+@pytest.mark.mpi(min_size=2)
+@pytest.mark.skipif(not UNDER_MPI, reason="runs under mpiexec")
+def test_compute_is_the_time_in_grad_and_requests_count_as_comm():
+    from mpi4py import MPI
+    comm = MPI.COMM_WORLD
+    run = make_run(comm, iterations=4)
+    w = run.net.init_params(0)
+    g, g_sum = np.empty_like(w), np.empty_like(w)  # buffers must outlive their requests
+    outside = []
+    for t in run.iterations():
+        t0 = time.perf_counter()
+        run.grad(w, g)
+        outside.append(time.perf_counter() - t0)
+        req = run.started(comm.Iallreduce(g, g_sum, op=MPI.SUM))
+        time.sleep(0.05)  # the request lives at least this long
+        run.wait(req)
+    compute = np.array(run.records["compute"])
+    assert np.all(compute > 0) and np.all(compute <= np.array(outside))
+    assert np.all(np.array(run.records["comm"]) >= 0.05)
+    assert np.all(np.array(run.records["idle"]) < np.array(run.records["comm"]))
+    # the loss recorded is the mean of the iteration's micro-batch losses, one per iteration
+    assert len(run.records["loss"]) == 4 and np.all(np.isfinite(run.records["loss"]))
+
+
+@pytest.mark.skipif(UNDER_MPI, reason="this is the launcher")
+@pytest.mark.parametrize("n", [2, 4])
+def test_under_mpiexec(n):
+    launch_under_mpiexec(__file__, n)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_state_checks_find_every_non_finite_value(dtype):
+    """The loss check's scans of the state (one pass, no temporary): infinities and NaN for the
+    method's state, NaN only for bookkeeping arrays (which may hold an infinite best-so-far)."""
+    from refsgd.run import _all_finite, _no_nan
+    v = np.full(1001, np.finfo(dtype).max, dtype)
+    assert _all_finite(v) and _no_nan(v) and _all_finite(v[:0])
+    for j, bad in [(0, np.inf), (500, -np.inf), (1000, np.nan)]:
+        w = v.copy()
+        w[j] = bad
+        assert not _all_finite(w)
+        assert _no_nan(w) == (not np.isnan(bad))
