@@ -8,11 +8,15 @@
 #                       launch mpiexec themselves, their time limits stretched by the machine's load);
 #                       ./run.sh test -m mpi_launch runs only the tests that launch mpiexec
 #   ./run.sh setup      only create/update .venv
+#   ./run.sh docs       build the documentation site into docs/_build/html (Sphinx, -W: a warning or
+#                       a broken link fails; installs the `docs` extra of setup.cfg);
+#                       ./run.sh docs --timelines [NAME ...] first remakes the methods' timeline
+#                       pictures (docs/timelines/NAME.png, 2 MPI ranks each)
 #   ./run.sh --help | --list   refsgd train's help or its methods, printed once (no mpiexec)
 #   ./run.sh torch      also install PyTorch 2.13.0 from PyPI, the optional oracle of tests and bench;
 #                       on Linux PyPI's wheel is the CUDA build (large): for the CPU build install it
 #                       first, .venv/bin/pip install torch==2.13.0 --index-url
-#                       https://download.pytorch.org/whl/cpu (or from a local wheel), as README.md says
+#                       https://download.pytorch.org/whl/cpu (or from a local wheel), as docs/start/install.md says
 # Environment: REFSGD_VENV (default .venv); REFSGD_SYSTEM_MPI=1 builds mpi4py against the
 # system MPI (mpicc on PATH: Cray MPICH, Open MPI, ...) instead of the `mpich` wheel.
 set -euo pipefail
@@ -57,9 +61,23 @@ case "${1:-main}" in
     setup
     if ! "$PY" -m pip show -q torch >/dev/null 2>&1; then
       echo "run.sh: installing torch 2.13.0 from PyPI (on Linux the CUDA build; for the CPU build see" \
-           "README.md: install it first from https://download.pytorch.org/whl/cpu)" >&2
+           "docs/start/install.md: install it first from https://download.pytorch.org/whl/cpu)" >&2
     fi
     "$PY" -m pip install -q torch==2.13.0 ;;
+  docs)
+    setup
+    shift
+    if [ ! -f "$VENV/.refsgd-docs" ] || [ setup.cfg -nt "$VENV/.refsgd-docs" ]; then
+      echo "run.sh: installing the documentation tools (setup.cfg's docs extra) into $VENV" >&2
+      "$PY" -m pip install -q -e ".[docs]"
+      touch "$VENV/.refsgd-docs"
+    fi
+    if [ "${1:-}" = --timelines ]; then
+      shift
+      one_thread_per_rank
+      "$PY" docs/_ext/refsgd_docs.py timelines "$@"
+    fi
+    exec "$PY" -m sphinx -W --keep-going -q -b html docs docs/_build/html ;;
   test)
     setup
     shift
@@ -77,7 +95,7 @@ case "${1:-main}" in
     echo "run.sh: mpiexec -n ${REFSGD_NP:-4} refsgd train $* (launcher: $("$PY" -m refsgd.mpilib --show | head -1))" >&2
     exec "$PY" -m refsgd.mpilib -n "${REFSGD_NP:-4}" "$VENV/bin/refsgd" train "$@" ;;
   *)
-    echo "usage: ./run.sh [ARGS of refsgd train] | test [ARGS of pytest] | setup | torch (see the comments" \
+    echo "usage: ./run.sh [ARGS of refsgd train] | test [ARGS of pytest] | setup | docs | torch (see the comments" \
          "at the top of run.sh)" >&2
     exit 2 ;;
 esac

@@ -1,6 +1,6 @@
 """How an MPI command of refsgd stops: together, or by ending every rank.
 
-There are two ways for a rank to stop (see README, "Failures and signals"):
+There are two ways for a rank to stop (see docs/guide/checkpoints.md, "Failures and signals"):
 
 * **together**: every rank reaches the same decision at the same point (a bad input found by
   the check before the first collective, a non-finite loss found by the all-rank loss check, a

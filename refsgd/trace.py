@@ -239,7 +239,7 @@ class Writer:
         return False
 
 
-#: the attributes a trace must have (README, "For implementers")
+#: the attributes a trace must have (docs/implementers.md, "The trace schema")
 REQUIRED_ATTRS = ("format_version", "method", "source", "world_size", "steps", "dtype", "config", "model",
                   "model_spec", "dataset_sha256", "state_names")
 

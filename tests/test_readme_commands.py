@@ -1,4 +1,5 @@
-"""README.md's shell commands run as written in a fresh clone (issue 33, item 5: its timeline
+"""README.md's shell commands (and those of the documentation pages that hold the old README's
+text, docs/start, guide, ...) run as written in a fresh clone (issue 33, item 5: its timeline
 command wrote onto docs/timeline.png, which a clone has, and was refused). Read, not run (fast):
 the commands of its ```bash blocks, in order, continuations joined and `for` loops unrolled;
 those meant for this machine (not srun, Open MPI's venv, the cluster, or data to download) must
@@ -137,9 +138,17 @@ def check(text, tracked):
     return problems, ran
 
 
+#: the pages that hold the old README's commands (issue 37), in the order the README had them: the
+#: README (the front page) and then these read as one text
+PAGES = ("start/index", "start/install", "guide/training", "start/summary", "guide/python", "start/outputs",
+         "guide/checkpoints", "guide/compression", "guide/daso", "guide/overlap", "guide/timeline",
+         "implementers/golden-trajectories", "guide/models-data", "guide/bench", "guide/reproduce",
+         "guide/cluster", "contributing/testing", "contributing/layout")
+
+
 def test_readme_commands_run_as_written_in_a_fresh_clone():
-    with open(os.path.join(ROOT, "README.md")) as f:
-        text = f.read()
+    texts = [os.path.join(ROOT, "README.md")] + [os.path.join(ROOT, "docs", p + ".md") for p in PAGES]
+    text = "\n".join(open(t).read() for t in texts)
     problems, ran = check(text, _tracked())
     assert ran >= 20, f"only {ran} README commands found to check: the parser missed the blocks"
     assert not problems, "\n".join(problems)

@@ -78,7 +78,7 @@ Deviations and readings:
   all-reduce only inside MPI calls, so without help the transfer happens in the wait. With
   ``--poll`` (the default) the in-flight request is tested after every layer of L1's
   forward and backward passes (``run.grad(..., progress=req)``); or set MPICH_ASYNC_PROGRESS=1 where cores
-  are to spare (README, "Overlap").
+  are to spare (docs/guide/overlap.md).
 * ``--trace`` records ``g`` after each step; the run completes the all-reduce in flight before
   recording it (so a traced run does not overlap; the numbers are the same).
 """

@@ -98,7 +98,7 @@ _OPTIONS = (
            "backward pass, so that an MPI library without an asynchronous progress thread "
            "(MPICH and Open MPI by default) advances them during computation; on by default, "
            "--no-poll leaves progress to the MPI library (overlapped methods; timing only, the "
-           "numbers are the same; see README 'Overlap')", record=RUN_ONLY),
+           "numbers are the same; see docs/guide/overlap.md)", record=RUN_ONLY),
     Option("link", Text(), None,
            "emulated link: every all-reduce completes no earlier than the Ring-AllReduce "
            "model (Pipe-SGD eq. 5) for its size; off by default, and every output says so",
