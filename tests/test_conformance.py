@@ -12,7 +12,7 @@ import types
 import h5py
 import numpy as np
 import pytest
-from conftest import ROOT, cli, mpi_env
+from tests.helpers.launch import ROOT, cli, mpi_env
 
 from refsgd import trace
 from refsgd.conformance import load_backend
