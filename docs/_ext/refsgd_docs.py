@@ -34,6 +34,11 @@ import sys
 import tempfile
 from pathlib import Path
 
+import h5py
+
+from refsgd.cli.app import build_parser
+from refsgd.reproduce.claims import CLAIMS
+
 DOCS = Path(__file__).resolve().parent.parent
 ROOT = DOCS.parent
 GOLDEN = ROOT / "tests" / "golden"
@@ -227,7 +232,6 @@ def families(methods):
 
 def golden_files():
     """Every golden file of tests/golden with its own attributes."""
-    import h5py
     out = []
     for f in sorted(GOLDEN.glob("*.h5")):
         with h5py.File(f, "r") as h:
@@ -258,7 +262,6 @@ def claims(methods):
     the methods it trains). A claim run into docs/results has its JSON there (its runs name their
     methods, its verdict, its figure); one not run yet is matched to the methods of the paper it
     cites (refsgd.registry's Method.paper)."""
-    from refsgd.reproduce.claims import CLAIMS
     out = {}
     for c in CLAIMS:
         f = DOCS / "results" / f"{c.name}.json"
@@ -434,7 +437,6 @@ def _command_page(parser, name, depth, out):
 
 
 def cli_page():
-    from refsgd.cli.app import build_parser
     os.environ["COLUMNS"] = "78"   # argparse wraps the usage at the terminal's width: the page's is fixed
     parser = build_parser()
     out = ["# Command-line reference", "",
@@ -513,7 +515,7 @@ def _on_init(app):
     try:
         generate(app)
     except SphinxError as e:
-        from sphinx.errors import ExtensionError
+        from sphinx.errors import ExtensionError  # noqa: PLC0415 start-up: tests/test_docs_pages.py runs the generator without Sphinx
         raise ExtensionError(str(e)) from None
 
 
