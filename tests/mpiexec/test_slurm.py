@@ -230,7 +230,7 @@ def test_a_usr1_pre_emption_checkpoints_and_the_job_requeues_itself_bitwise(slur
 def test_scancel_and_the_time_limit_leave_a_checkpoint_that_a_requeued_job_resumes_bitwise(slurm, tmp_path, how):
     """scancel, or the time limit (1 minute), sends SIGTERM: every rank stops at the next boundary
     with a checkpoint, exit 143; the same job script submitted again resumes it (--resume auto)."""
-    n = 150 if how == "scancel" else 100000
+    n = 100000  # never reached: on idle cores a short run could end before scancel lands
     args = _job_args(tmp_path / "ck", tmp_path / "b.h5", n)
     if how == "scancel":
         job = _start(slurm, tmp_path, args)
