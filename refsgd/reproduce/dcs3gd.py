@@ -177,7 +177,7 @@ CLAIMS = [
           regime="MNIST, MNIST-MLP (784-500-500-10), 2 workers; global batches 1536, 3072, 6144: Table I's 32k, "
                  "64k and 128k as the same fraction of the training set (batch / 1,281,167 ImageNet images x "
                  "60,000 MNIST images, ours), so an epoch has as many updates as the paper's (39, 20, 10); 3 epochs "
-                 "where the paper trains 90, so a run has 30 to 117 updates where the paper's have 880 to 3,500; "
+                 "where the paper trains 90, so a run has 27 to 117 updates where the paper's have 880 to 3,500; "
                  "the paper's lr rule (eq. 16, \"for VGG, the base learning rate was 0.02\") and schedule for both "
                  "methods",
           ours="the mapping of the batches by fraction of the training set; the bands (the paper gives no "
