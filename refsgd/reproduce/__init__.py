@@ -35,7 +35,7 @@ from refsgd.files import check_folder, check_output
 from refsgd.reproduce import claims as _claims
 from refsgd.reproduce import outputs
 from refsgd.reproduce.measure import fmt  # noqa: F401 -- what the markdown prints (the tests use it)
-from refsgd.reproduce.runner import Runs, Setup, cores, load_average  # noqa: F401 -- Setup: the command line's
+from refsgd.reproduce.runner import QUICK_ITERATIONS, Runs, Setup, cores, load_average  # noqa: F401 -- Setup: the command line's
 from refsgd.reproduce.verdict import spread, verdict
 
 CLAIMS = _claims.CLAIMS
@@ -90,7 +90,7 @@ def warnings_for(setup, records=(), timing=True):
                    + f" on {cores()} cores: its times include time-slicing (a parameter server's busy-waiting "
                    "MPI takes a core; DASO's 2 nodes x 2 ranks), so the timing checks leave it out")
     if setup.quick:
-        out.append("--quick: fewer epochs and iterations, one seed: a smoke test, not a result")
+        out.append(f"--quick: one seed, each run at most {QUICK_ITERATIONS} iterations: a smoke test, not a result")
     return out
 
 
