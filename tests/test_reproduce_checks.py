@@ -239,12 +239,15 @@ def test_dcs3gd_batch_trend_flips_from_both_sides(tmp_path, gaps, word):
 
 def test_quick_caps_a_run_in_epochs_at_a_few_iterations(tmp_path):
     """--quick: a run given in epochs longer than QUICK_ITERATIONS runs QUICK_ITERATIONS
-    iterations (a smoke test within 5 minutes for `all`); a shorter one keeps its epochs."""
-    from refsgd.reproduce.runner import QUICK_ITERATIONS, Runs
+    iterations, fewer where an iteration takes more samples (QUICK_SAMPLES per worker), at least
+    2 (a smoke test within 5 minutes for `all`); a shorter one keeps its epochs."""
+    from refsgd.reproduce.runner import QUICK_ITERATIONS, QUICK_SAMPLES, Runs
     runs = Runs(Setup(quick=True))  # the embedded digits: 1,500 training images
     long = runs._quick({"epochs": 3, "batch": 1, "eval_every": "200it"}, 2)
     assert long["iterations"] == QUICK_ITERATIONS and long["epochs"] is None
     assert long["eval_every"] == f"{QUICK_ITERATIONS // 2}it"
+    assert runs._quick({"epochs": 3, "batch": 32, "tau": 4}, 2)["iterations"] == QUICK_SAMPLES // 128
+    assert runs._quick({"epochs": 3, "batch": 700}, 1)["iterations"] == 2
     short = {"epochs": 1, "batch": 768}
     assert runs._quick(short, 2) == short
     assert runs._quick({"iterations": 30}, 2) == {"iterations": 30}

@@ -23,9 +23,11 @@ from refsgd.datasets.download import cached
 #: past one per core timing claims mean nothing, past this the runs only time-slice, and a typo
 #: (--ranks 100000) would start processes by the thousand
 MAX_RANKS_PER_CORE = 4
-#: --quick: a run given in epochs stops after at most this many iterations (a smoke test of every
-#: claim's path, within 5 minutes for `all` on 2 cores even with MNIST cached; not a result)
+#: --quick: a run given in epochs stops after at most this many iterations and this many samples per
+#: worker (at least 2 iterations): a smoke test of every claim's path, within 5 minutes for `all`
+#: on 2 cores with MNIST cached; not a result
 QUICK_ITERATIONS = 40
+QUICK_SAMPLES = 1280
 #: at most this many seeds: each runs every variant of a claim again (about 10 minutes per seed
 #: for `all` on 2 idle cores)
 MAX_SEEDS = 20
@@ -177,17 +179,20 @@ class Runs:
 
 
     def _quick(self, options, ranks):
-        """--quick: ``options`` with --epochs replaced by --iterations QUICK_ITERATIONS where the
-        epochs are longer (an epoch of MNIST at 2 x 32 samples is 937 iterations), evaluating
-        twice."""
+        """--quick: ``options`` with --epochs replaced by --iterations N where the epochs are
+        longer (an epoch of MNIST at 2 x 32 samples is 937 iterations): N = QUICK_ITERATIONS, fewer
+        where an iteration takes more than 32 samples per worker (QUICK_SAMPLES), at least 2;
+        evaluating twice."""
         if not options.get("epochs"):
             return options
-        per_epoch = load(self.setup.data).n_train // (int(options.get("batch", 32)) * ranks * int(options.get("tau", 1)))
-        if per_epoch * int(options["epochs"]) <= QUICK_ITERATIONS:
+        per_worker = int(options.get("batch", 32)) * int(options.get("tau", 1))
+        per_epoch = load(self.setup.data).n_train // (per_worker * ranks)
+        n = max(2, min(QUICK_ITERATIONS, QUICK_SAMPLES // per_worker))
+        if per_epoch * int(options["epochs"]) <= n:
             return options
-        out = dict(options, epochs=None, iterations=QUICK_ITERATIONS)
+        out = dict(options, epochs=None, iterations=n)
         if "eval_every" in out:
-            out["eval_every"] = f"{QUICK_ITERATIONS // 2}it"
+            out["eval_every"] = f"{n // 2}it"
         return out
 
 
