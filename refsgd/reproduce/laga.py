@@ -98,7 +98,10 @@ SPEED_RATIOS = (2.0, 6.0)
 
 def _time_hyper(setup):
     return {"model": setup.model("timing"), "batch": 32, "iterations": 30 if setup.quick else 200, "lr": 0.01,
-            "momentum": 0.0, "idle_ratios": IDLE_RATIOS, "speed_ratios": SPEED_RATIOS,
+            "momentum": 0.0,
+            # --quick: one ratio each (the runs of laga-speedup's are laga-idle's)
+            "idle_ratios": IDLE_RATIOS[:1] if setup.quick else IDLE_RATIOS,
+            "speed_ratios": SPEED_RATIOS[1:] if setup.quick else SPEED_RATIOS,
             "note": "laga-sgd (Algorithm 3) has no momentum: ssgd and ssgd-opt run without it too; eq. 4's T_bwd "
                     "taken as 2/3 of T_comp (ours)",
             "link": "EMULATED, one all-reduce of the gradient = ratio x T_comp (one micro-batch's compute, from an "
