@@ -117,7 +117,7 @@ def run_claim(claim, setup, runs):
     numbers = spread(per_seed)
     means = {k: v["mean"] for k, v in numbers.items()}
     over = oversubscribed(s, runs.records)
-    # --quick runs a part of some sweeps (one ratio, one staleness): the checks of the rest are left out
+    # --quick runs a part of some sweeps (one ratio, one staleness, S = 27): the checks of the rest are left out
     checks = [c for c in claim.checks if not s.quick or any(c.key in d for d in per_seed)] or claim.checks
     word, why, statuses, details = verdict(checks, per_seed, oversubscribed=over, untestable=untestable)
     diverged = [{"command": r["command"], "variant": r["variant"], "diverged": r["diverged"]}
