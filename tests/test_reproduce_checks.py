@@ -251,3 +251,17 @@ def test_quick_caps_a_run_in_epochs_at_a_few_iterations(tmp_path):
     short = {"epochs": 1, "batch": 768}
     assert runs._quick(short, 2) == short
     assert runs._quick({"iterations": 30}, 2) == {"iterations": 30}
+
+
+def test_quick_leaves_out_the_checks_of_the_sweep_it_does_not_run(tmp_path, monkeypatch):
+    """laga-idle --quick runs one ratio: the other ratio's checks are left out of its verdict (not
+    failed for a number never measured); the page says the verdict is a smoke test."""
+    import refsgd.reproduce as rep
+    monkeypatch.setattr(rep, "load_average", lambda: [0.0, 0.0, 0.0])
+    monkeypatch.setattr(rep, "Runs", lambda setup: _FakeRuns(tmp_path))
+    out = tmp_path / "res"
+    rep.reproduce("laga-idle", Setup(quick=True, seeds=1), str(out))
+    data = json.loads((out / "laga-idle.json").read_text())
+    keys = [c["number"] for c in data["checks"]]
+    assert keys and all("_r6" in k for k in keys) and len(keys) < len(claims.BY_NAME["laga-idle"].checks)
+    assert "not a result" in (out / "laga-idle.md").read_text()
