@@ -47,6 +47,9 @@ GOLDEN = ROOT / "tests" / "golden"
 TIMELINES = DOCS / "timelines"
 #: where the generated pages go: docs/ (a test points it elsewhere)
 OUT = DOCS
+#: where ``refsgd reproduce --out-dir docs/results`` writes each claim's NAME.md, NAME.json and
+#: NAME.png (a test points it elsewhere)
+RESULTS = DOCS / "results"
 
 #: whole files of docs/ shown as a page of a door (their links rewritten): file -> page
 WHOLE = {"conformance.md": "implementers/conformance", "contributing.md": "contributing/adding-a-method",
@@ -361,13 +364,14 @@ def claims(methods):
     cites (refsgd.registry's Method.paper)."""
     out = {}
     for c in CLAIMS:
-        f = DOCS / "results" / f"{c.name}.json"
+        f = RESULTS / f"{c.name}.json"
         d = json.loads(f.read_text()) if f.exists() else {}
         algos = {r.get("algo") for r in d.get("runs", [])} - {None}
         if not algos:
             algos = {m.name for m in methods.values() if m.paper and c.paper.startswith(m.paper)}
-        out[c.name] = dict(page=f"results/{c.name}" if (DOCS / "results" / f"{c.name}.md").exists() else None,
-                           claim=c.sentence, verdict=d.get("verdict", ""), paper=c.paper, where=c.where,
+        out[c.name] = dict(page=f"results/{c.name}" if f.with_suffix(".md").exists() else None,
+                           claim=c.sentence, verdict=d.get("verdict", ""), why=d.get("why") or "",
+                           quick=bool(d.get("quick")), paper=c.paper, where=c.where,
                            number=c.paper_number, png=f.with_suffix(".png"), algos=algos)
     return out
 
@@ -446,11 +450,17 @@ def method_pages(splits):
         for n, c in mine:
             title = f"[{n}](/{c['page']}.md)" if c["page"] else n
             text += [f"### {title}: {c['paper']}, {c['where']}", "", f"**Claim.** {c['claim']}", "",
-                     f"**The paper.** {c['number']}", "",
-                     f"**Verdict: {c['verdict']}.**" if c["verdict"] else
-                     f"Not run into docs/results yet: `refsgd reproduce {n} --out-dir docs/results` runs it.", ""]
-            if c["png"].exists():
-                text += [f"![{n}](/results/{c['png'].name})", ""]
+                     f"**The paper.** {c['number']}", ""]
+            if c["verdict"]:
+                text += [f"**Verdict: {c['verdict']}**" + (f" ({c['why']})" if c["why"] else "") + "."
+                         + (" A `--quick` run: fewer iterations and seeds than the claim's own." if c["quick"] else "")
+                         + (f" Every number, seed, run and the machine: [{n}](/{c['page']}.md)." if c["page"] else ""), ""]
+            else:
+                text += [f"**Verdict: not run yet.** `refsgd reproduce {n} --out-dir docs/results` runs it "
+                         "and writes its page, its numbers and its figure here.", ""]
+            if c["verdict"] and c["png"].exists():
+                text += ["```{image} /results/" + c["png"].name, f":alt: {n}: the figure of refsgd reproduce",
+                         ":width: 80%", "```", ""]
         text += ["", "## The code", ""]
         for m in ms:
             module, func = m.train.split(":")
