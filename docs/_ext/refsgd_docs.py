@@ -352,7 +352,7 @@ def _golden_rows(files):
         cfg = {k: v for k, v in g["config"].items()
                if k not in ("algo", "model", "dtype", "data", "workers", "steps") and v not in (None, False)}
         shown = f"{g['model']}, {g['dtype']}; " + ", ".join(f"{k}={v}" for k, v in sorted(cfg.items()))
-        rows.append([f"`{g['file']}`<br>{g['method']}", f"{g['workers']} x {g['steps']}",
+        rows.append([f"`{g['file']}`<br>{g['method']}", f"{g['workers']}\u00a0x\u00a0{g['steps']}",   # no break
                      " ".join(f"`{s}`" for s in g["states"]), shown])
     return table(["file, method", "N x T", "/state", "configuration"], rows)
 
@@ -378,6 +378,22 @@ def claims(methods):
 
 def family_slug(section):
     return slug(section.split(",")[0].split(" and ")[0])
+
+
+def _wrapped(argv, width=88):
+    """A command line for a page: its options kept whole, continued with backslashes past ``width``."""
+    words, line, out = [], [], []
+    for a in argv:   # an option and its value stay together
+        if words and not a.startswith("-") and words[-1].startswith("-") and " " not in words[-1]:
+            words[-1] += " " + a
+        else:
+            words.append(a)
+    for w in words:
+        if line and len(" ".join(line + [w])) > width - 2:
+            out.append(" ".join(line) + " \\")
+            line = ["   "]
+        line.append(w)
+    return "\n".join(out + [" ".join(line)])
 
 
 def method_pages(splits):
@@ -420,7 +436,10 @@ def method_pages(splits):
                 table(["`--algo`", "method", "paper, listing", "`--lr` multiplies"],
                       [[f"`{m.name}`", m.summary, f"{m.paper}, {m.listing[1]}", m.lr_meaning] for m in ms]), "",
                 "## The listing and its readings", "",
-                "From docs/algorithms.md, whose line numbers (`L1`, `L2`, ...) the code cites in its comments.", "",
+                "Each listing is its method's module docstring, what "
+                + " and ".join(f"`help({mod})`" for mod in dict.fromkeys(m.train.split(":")[0] for m in ms))
+                + " prints; the code below cites its line numbers (`L1`, `L2`, ...) in its comments. "
+                "The readings and equations are docs/algorithms.md's.", "",
                 relink(alg.take(alg.find(section), doc, as_title=True), "algorithms.md", splits), "",
                 "## Timelines", "",
                 "A short run of each method on 2 ranks (`refsgd train --timeline`, drawn by "
@@ -435,7 +454,8 @@ def method_pages(splits):
             if not png.exists():
                 raise SphinxError(f"docs/timelines/{m.name}.png is missing: ./run.sh docs --timelines {m.name} makes it")
             text += ["", f"### `{m.name}`", "", "```bash",
-                     f"mpiexec -n 2 refsgd train --algo {m.name} {' '.join(TIMELINE_RUN + m.example)} --out {m.name}.h5",
+                     _wrapped(["mpiexec", "-n", "2", "refsgd", "train", "--algo", m.name, *TIMELINE_RUN, *m.example,
+                               "--out", f"{m.name}.h5"]),
                      f"refsgd report {m.name}.h5 --timeline-plot {m.name}.png", "```", "",
                      "```{image} /timelines/" + f"{m.name}.png", f":alt: Timeline of {m.name}", ":width: 100%", "```"]
         text += ["", "## Golden files", "",
