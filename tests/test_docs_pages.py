@@ -10,6 +10,8 @@ import importlib.util
 import json
 import pydoc
 import re
+import shutil
+import subprocess
 import textwrap
 from pathlib import Path
 
@@ -108,6 +110,28 @@ def test_a_drifted_or_second_copy_is_refused(gen):
         gen.with_listings(unmarked)
     with pytest.raises(gen.SphinxError, match="not #9"):
         gen.with_listings(text.replace(line, line.replace("#1 ", "#9 ")))
+
+
+def test_no_other_file_copies_a_listing(gen):
+    """A listing line (``L5  ...`` as a docstring has it) appears in no tracked file but its method's
+    module and docs/algorithms.md: README, the guide, the implementers' notes and the serial renderings
+    link to a listing instead of copying it."""
+    lines = set()
+    for path in gen.listing_sources():
+        for listing in gen.docstring_listings(path):
+            lines |= {x.strip() for x in listing.splitlines() if gen.LABEL.match(x)}
+    git = shutil.which("git")
+    if git is None or not (Path(ROOT) / ".git").exists():
+        pytest.skip("needs a git checkout (the tracked files)")
+    files = subprocess.run([git, "ls-files", "*.md", "*.py", "*.rst", "*.txt", "*.toml", "*.sh"], cwd=ROOT,
+                           capture_output=True, text=True, check=True).stdout.split()
+    assert "docs/algorithms.md" in files
+    for f in files:
+        if f == "docs/algorithms.md" or f in gen.listing_sources():
+            continue
+        text = (Path(ROOT) / f).read_text(errors="replace").splitlines()
+        copied = [i + 1 for i, x in enumerate(text) if x.strip() in lines]
+        assert not copied, f"{f}, lines {copied}: a listing's line copied (its source is the method's docstring)"
 
 
 def test_help_shows_each_methods_listing_and_its_page_too(gen):
