@@ -181,13 +181,15 @@ class Runs:
     def _quick(self, options, ranks):
         """--quick: ``options`` with --epochs replaced by --iterations N where the epochs are
         longer (an epoch of MNIST at 2 x 32 samples is 937 iterations): N = QUICK_ITERATIONS, fewer
-        where an iteration takes more than 32 samples per worker (QUICK_SAMPLES), at least 2;
-        evaluating twice."""
+        where an iteration takes more than 32 samples per worker (QUICK_SAMPLES), at least 2 and
+        at least --staleness + QUICK_ITERATIONS / 2; evaluating twice."""
         if not options.get("epochs"):
             return options
         per_worker = int(options.get("batch", 32)) * int(options.get("tau", 1))
         per_epoch = load(self.setup.data).n_train // (per_worker * ranks)
-        n = max(2, min(QUICK_ITERATIONS, QUICK_SAMPLES // per_worker))
+        # a deterministic staleness S needs more than S iterations (PP-ASGD's S = 27)
+        stale = int(options.get("staleness", 0))
+        n = max(2, stale + QUICK_ITERATIONS // 2 if stale else 2, min(QUICK_ITERATIONS, QUICK_SAMPLES // per_worker))
         if per_epoch * int(options["epochs"]) <= n:
             return options
         out = dict(options, epochs=None, iterations=n)
