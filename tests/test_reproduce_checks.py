@@ -248,7 +248,7 @@ def test_quick_caps_a_run_in_epochs_at_a_few_iterations(tmp_path):
     assert long["eval_every"] == f"{QUICK_ITERATIONS // 2}it"
     assert runs._quick({"epochs": 3, "batch": 32, "tau": 4}, 2)["iterations"] == QUICK_SAMPLES // 128
     assert runs._quick({"epochs": 3, "batch": 700}, 1)["iterations"] == 2
-    assert runs._quick({"epochs": 1, "batch": 64, "staleness": 27}, 1)["iterations"] == 27 + QUICK_ITERATIONS // 2
+    assert runs._quick({"epochs": 3, "batch": 64, "staleness": 27}, 1)["iterations"] == 27 + QUICK_ITERATIONS // 2
     short = {"epochs": 1, "batch": 768}
     assert runs._quick(short, 2) == short
     assert runs._quick({"iterations": 30}, 2) == {"iterations": 30}
