@@ -64,7 +64,7 @@ def _fig3_hyper(setup):
     digits = setup.kind == "digits"
     return {"model": "digits_cnn" if digits else _bundled("ppasgd_mnist_cnn.toml"), "ranks": 1, "threads": 8,
             "batch": 256 if not digits else 128, "lr": 5e-7 if not digits else 5e-6, "momentum": 0.99,
-            "iterations": 300 if setup.quick else 1200, "warm_up": 100 if setup.quick else 300,
+            "iterations": 150 if setup.quick else 1200, "warm_up": 50 if setup.quick else 300,
             "note": "threaded mode (the staleness is measured), one process; a model with few parameters (a "
                     "small --trace) whose gradient is long next to an update, as the paper's CNNs; E(S) = mean_t "
                     "||w_{t+S0+1} - f_S(w_t, M_t)|| from the trace after the warm-up, S0 = floor(S_bar); "
@@ -103,7 +103,7 @@ def _fig3_measure(runs, setup, hp, seed):
 
 def _left_hyper(setup):
     h = _fig3_hyper(setup)
-    h.update(iterations=300 if setup.quick else 1500, target_error_pct=10.0, evals=15,
+    h.update(iterations=150 if setup.quick else 1500, target_error_pct=10.0, evals=15,
              note="threaded mode, one process of G = 8 gradient threads (the staleness is what they make, "
                   "measured: S_bar), the CNN of ppasgd-fig3; PP-ASGD and ASGD share every setting; the target "
                   "error (10 %) is ours, fixed before the runs (the paper's top-5 error 0.2 on ImageNet-32 has no "
