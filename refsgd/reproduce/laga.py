@@ -247,7 +247,7 @@ CLAIMS = [
                         "sgdm_drop_tau1_to_4": "0.81"},
           tuning="shared, as the paper (\"the same schedule and hyperparameters as [17]\" for every method, the "
                  "learning rate scaled linearly with tau)",
-          data="mnist", axes=("epochs", "test accuracy (%)"), budget=(40, 180)),
+          data="mnist", axes=("epochs", "test accuracy (%)"), budget=(30, 180)),
     Claim("laga-idle", "Hakimi et al. 2021 (LAGA)", "section 5.1 (Figure 4, eq. 3 and 6)",
           "LAGA's idle time is what eq. 6 predicts, several times smaller than SSGD's (eq. 3) and SSGD-OPT's "
           "(eq. 4), over tau = 1, 2, 4 (Figure 4).",
@@ -261,7 +261,7 @@ CLAIMS = [
                         "idle_ratio_opt_tau4_r6": "4.54 (VGG-16, its own ratio)"},
           at_scale="the paper's ratio is VGG-16's on 8 GPUs, shown only as a plot (Figure 3)",
           tuning="a timing measurement: both methods share one set (no momentum: laga-sgd has none)",
-          axes=("", "idle ms per iteration"), budget=(20, 60)),
+          axes=("", "idle ms per iteration"), budget=(30, 60)),
     Claim("laga-speedup", "Hakimi et al. 2021 (LAGA)", "section 5.1 (Figure 6)",
           "LAGA's speed-up over SSGD without accumulation grows with tau, as eq. 3 and 6 predict.",
           "up to 2.96x at tau = 4 (ImageNet), saturating at tau = 4",
@@ -274,5 +274,5 @@ CLAIMS = [
           at_scale="the paper's 8 GPUs share one machine's PCIe; Figure 6's ratio is not given in numbers", scale=_scale,
           tuning="a timing measurement: every run shares one set (no momentum: laga-sgd has none)",
           axes=("tau (micro-batches per iteration)", "speed-up over SSGD at tau = 1 (samples/s ratio)"),
-          budget=(15, 40)),
+          budget=(3, 40)),
 ]
