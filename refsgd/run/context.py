@@ -14,6 +14,7 @@ from mpi4py import MPI
 
 from refsgd.errors import RankFailure, RefsgdError
 from refsgd import failure, timeline
+from refsgd.comm import codecs
 from refsgd.datasets import epoch_batches
 from refsgd.optim import SGD
 
@@ -82,6 +83,8 @@ class Run(Timing, Bookkeeping):
         # per-iteration records of this rank
         self._compute = self._idle = self._codec = self._update = 0.0
         self._spans = []  # (start, end) of the communication seen in this iteration
+        self._thread_spans = []  # those of a thread beside the loop (thread_comm), taken at each boundary
+        self._beside = []  # what a thread beside the loop holds (thread_channel), freed after it
         self._loss = 0.0
         self._nloss = 0
         self._settle = None
@@ -281,6 +284,49 @@ class Run(Timing, Bookkeeping):
             raise RankFailure(f"rank {self.rank}: a gradient thread of {self.cfg.algo} failed: "
                               f"{type(exc).__name__}: {exc}") from exc
 
+    def thread_channel(self, dtype):
+        """(comm, wire) of a thread beside the loop that sums over the ranks (Pipe-SGD's
+        communication thread): a duplicate of the run's communicator, so that its collectives never
+        meet the loop's, and the ring that carries its sums: the ``--compress`` codec's, under
+        ``--allreduce ring`` the uncompressed one of ``dtype``, else None (``MPI_Allreduce``). The
+        Run frees both once the thread has ended (:meth:`beside`)."""
+        comm = self.comm.Dup()
+        self._beside.append(comm.Free)
+        name = self.cfg.compress
+        wire = (codecs.get(name).open() if name not in (None, "none") else
+                codecs.plain(dtype).open() if self.ring else None)
+        if wire is not None:
+            self._beside.append(wire.close)
+        return comm, wire
+
+    @contextlib.contextmanager
+    def beside(self, target, stop, fail):
+        """``target()`` in a thread of its own beside the loop while the block runs (Pipe-SGD's
+        communication thread, named ``ALGO-comm-RANK``: its --timeline track), the GIL handed over
+        promptly (:func:`prompt_handover`). An exception in the thread goes to ``fail(exc)`` (the
+        loop's thread raises it where it waits for the thread). When the block ends, ``stop()``
+        tells the thread to end, the thread is joined and the channels of :meth:`thread_channel`
+        are freed. When the block ends with an error the thread gets 5 s and its channels are left
+        alone: another rank may never join its collective (the command line aborts every rank)."""
+        def guarded():
+            try:
+                target()
+            except BaseException as exc:  # noqa: BLE001 -- handed to the loop's thread
+                fail(exc)
+        thread = threading.Thread(target=guarded, name=f"{self.cfg.algo}-comm-{self.rank}", daemon=True)
+        with prompt_handover():
+            thread.start()
+            try:
+                yield
+            except BaseException:
+                stop()
+                thread.join(timeout=5.0)
+                raise
+            stop()
+            thread.join()
+        while self._beside:
+            self._beside.pop()()
+
     def add_loss(self, total, count):
         """The iteration consumed ``count`` gradients (of :meth:`grad_at`) whose losses sum to ``total``."""
         self._loss += total
@@ -349,6 +395,8 @@ class Run(Timing, Bookkeeping):
                 # the boundary's bookkeeping (records, trace, loss check, status line) belongs to
                 # the iteration's wall time; evaluation, checkpoints and Numba's compiling do not
                 t1 = time.perf_counter()
+                while self._thread_spans:  # a thread beside the loop appends while we take
+                    self._spans.append(self._thread_spans.pop(0))
                 self.records["wall"][-1] = t1 - t0 - (clock.mine() - c0)
                 self.records["idle"][-1] = self._idle
                 # communication in flight within the iteration (the check's all-reduce is both),

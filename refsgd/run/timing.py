@@ -168,9 +168,20 @@ class Timing:
         with self.idle(label):  # MPI's work to start it is communication on this path
             return self.started(comm.Iallreduce(x, out, op=MPI.SUM), label, x)
 
-    def note_comm(self, start, end):
-        """Communication from start to end (perf_counter seconds), e.g. carried out by a thread."""
-        self._spans.append((start, end))
+    @contextlib.contextmanager
+    def thread_comm(self, label, it=None, data=None):
+        """The enclosed blocking communication of a thread beside the loop (Pipe-SGD's C4 in its
+        communication thread, :meth:`beside`): communication in flight while it runs, counted in
+        the ``comm`` of the iteration it ends in (the loop takes these spans at each boundary) and,
+        with --timeline, a span ``comm`` on the thread's track (``it``: the iteration it serves,
+        ``data``: the buffer it sends). Not timed as idle: the loop does not wait for it here."""
+        t0 = time.perf_counter()
+        yield
+        t1 = time.perf_counter()
+        self._thread_spans.append((t0, t1))     # list.append is atomic: the loop pops from the front
+        tl = self.timeline
+        if tl.active:
+            tl.add("comm", label, t0, t1, getattr(data, "nbytes", 0), it)
 
     def started(self, req, label=None, data=None):
         """Note the start of a non-blocking request (its lifetime counts as communication).
