@@ -4,6 +4,7 @@ timing points and bookkeeping are mixed in from :mod:`.timing` and :mod:`.bookke
 
 import contextlib
 import functools
+import math
 import sys
 import threading
 import time
@@ -72,6 +73,7 @@ class Run(Timing, Bookkeeping):
         # Numba's one-off work on the kernels (compiling them on a first run, loading them from
         # its cache on later ones) is counted from here on and kept out of every time
         self._compiling = _CompileClock.shared()
+        self._compiled = self._compiling.local  # .seconds: this thread's compiling so far
         self._compiling.take()
         if self.rank == 0:  # said before Numba compiles the first kernel (from the method's set-up on)
             self._compiling.announce = self._announce_compiling
@@ -216,7 +218,7 @@ class Run(Timing, Bookkeeping):
         on_layer = None
         tl = self.timeline
         if progress is not None and self.cfg.poll:
-            on_layer = functools.partial(_test_all, progress if isinstance(progress, list) else [progress])
+            on_layer = functools.partial(_test_all, progress) if isinstance(progress, list) else progress.Test
             if tl.active:  # the layers and the polls as spans of their own
                 on_layer = _LayerSpans(tl, self.net, label, on_layer)
         if k is None:
@@ -225,7 +227,7 @@ class Run(Timing, Bookkeeping):
         idx = self.batch_indices(k)
         if self.tracing:
             self._iter_batches.append(idx)
-        t0, c0 = time.perf_counter(), self._compiling.mine()
+        t0, c0 = time.perf_counter(), self._compiled.seconds
         if isinstance(on_layer, _LayerSpans):
             on_layer.since = t0
         loss = self.net.loss_and_grad(w, self.data.x_train[idx], self.data.y_train[idx], out=g,
@@ -236,7 +238,7 @@ class Run(Timing, Bookkeeping):
             tl.add("compute", label, t0, t1)
         self._loss += loss
         self._nloss += 1
-        if not np.isfinite(loss) and self.first_bad is None:
+        if not math.isfinite(loss) and self.first_bad is None:
             self.first_bad = self.t
         return loss
 
@@ -248,7 +250,7 @@ class Run(Timing, Bookkeeping):
         gradient threads' (``thread_compute``, thread-seconds summed over the threads, in the
         records since the previous iteration's record), not the iteration's compute: the thread
         that runs the loop times its wait for the gradients with :meth:`awaiting_gradients`."""
-        t0, c0 = time.perf_counter(), self._compiling.mine()
+        t0, c0 = time.perf_counter(), self._compiled.seconds
         loss = self.net.loss_and_grad(w, self.data.x_train[idx], self.data.y_train[idx], out=g)
         t1 = time.perf_counter()
         dt = self._less_compiling(t1 - t0, c0)
@@ -377,7 +379,7 @@ class Run(Timing, Bookkeeping):
                 self._compute = self._idle = self._codec = self._update = 0.0
                 self._spans = []
                 self._loss, self._nloss = 0.0, 0
-                t0, c0 = self._iteration_start = time.perf_counter(), clock.mine()
+                t0, c0 = self._iteration_start = time.perf_counter(), self._compiled.seconds
                 before = self.grads_done
                 yield t
                 self._record()
@@ -397,7 +399,7 @@ class Run(Timing, Bookkeeping):
                 t1 = time.perf_counter()
                 while self._thread_spans:  # a thread beside the loop appends while we take
                     self._spans.append(self._thread_spans.pop(0))
-                self.records["wall"][-1] = t1 - t0 - (clock.mine() - c0)
+                self.records["wall"][-1] = t1 - t0 - (self._compiled.seconds - c0)
                 self.records["idle"][-1] = self._idle
                 # communication in flight within the iteration (the check's all-reduce is both),
                 # the requests still in flight at its end included; none of it outside [t0, t1]
@@ -457,7 +459,7 @@ class Run(Timing, Bookkeeping):
         wall times, which the throughput divides (not the evaluations, checkpoints or Numba's
         compiling between and in them)."""
         t0, c0 = self._iteration_start
-        now = time.perf_counter() - t0 - (self._compiling.mine() - c0)
+        now = time.perf_counter() - t0 - (self._compiled.seconds - c0)
         return max(float(np.sum(self.records["wall"][since:-1])) + now, 1e-12)
 
     def samples_per_second(self, elapsed):
