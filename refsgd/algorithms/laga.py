@@ -109,7 +109,7 @@ def train(run):
     for t in run.iterations():
         # compute (the all-reduce of g^{t-1}(tau) is in flight)
         # L1: g_i^t(tau) <- (1/tau) sum_j grad F_i(x^t; xi_ij^t)                (y^t in Algorithm 5)
-        _accumulate(run, x, g_i, g_ij, req)
+        run.accumulate(x, g_i, g_ij, progress=req)  # --poll: req is tested between layers
         # complete communication: g^{t-1}(tau) (implicit in the paper)
         run.wait(req, "L2 MPI_Wait(g^{t-1}(tau))")
         # Alg. 3  L2: x^{t+1} <- x^t - eta * g^{t-1}(tau)                            (eta = run.lr(t))
@@ -131,14 +131,3 @@ def train(run):
 def _decay(run):
     """(wd, mask): coupled weight decay of the update; mask is None when every weight is decayed."""
     return float(run.cfg.weight_decay), decay_mask(run.net)
-
-
-def _accumulate(run, w, g_i, g_ij, req):
-    """L1: g_i <- (1/tau) sum_{j=1..tau} grad F_i(w; xi_ij), the tau micro-batches of this rank.
-    With ``--poll`` the request in flight (``req``) is tested between layers so that it advances."""
-    run.grad(w, g_i, progress=req, label="L1 grad F_i(x^t; xi_i1^t)")
-    for j in range(1, run.tau):
-        run.grad(w, g_ij, progress=req, label=f"L1 grad F_i(x^t; xi_i{j + 1}^t)")
-        g_i += g_ij
-    if run.tau > 1:
-        g_i /= run.tau

@@ -6,7 +6,8 @@ An algorithm's ``train(run)`` receives a :class:`Run` and uses
   complete no earlier than the emulated link's model), ``run.rank``, ``run.world``;
 * ``run.net`` (a pure function of the weights) and ``run.init_params()``;
 * ``run.grad(w, g, on_segment=None)``: the gradient of this rank's next micro-batch at ``w``
-  (timed as *compute*);
+  (timed as *compute*); ``run.accumulate(w, g_i, g_ij)`` the mean of the iteration's tau of them
+  (SSGD's and LAGA's L1);
 * ``with run.idle(): comm.Allreduce(...)`` and ``run.wait(req)``: time spent blocked on
   communication (timed as *idle*; so is the MPI library's work to start a non-blocking
   collective, ``with run.idle(): req = run.started(comm.Iallreduce(...))``: MPICH copies and

@@ -242,6 +242,18 @@ class Run(Timing, Bookkeeping):
             self.first_bad = self.t
         return loss
 
+    def accumulate(self, w, g_i, g_ij, progress=None):
+        """L1 of SSGD's and LAGA's listings: ``g_i <- (1/tau) sum_{j=1..tau} grad F_i(w; xi_ij)``,
+        this iteration's tau micro-batches (``g_ij``: one micro-batch's gradient, scratch), summed
+        in the order of j and divided once; ``progress`` as in :meth:`grad`."""
+        self.grad(w, g_i, progress=progress, label="L1 grad F_i(x^t; xi_i1^t)")
+        for j in range(1, self.tau):
+            self.grad(w, g_ij, progress=progress, label=f"L1 grad F_i(x^t; xi_i{j + 1}^t)")
+            g_i += g_ij
+        if self.tau > 1:
+            g_i /= self.tau
+        return g_i
+
     def grad_at(self, w, g, idx, label=None):
         """Gradient (mean over the samples ``idx``) at w, into g; safe to call from several
         threads at once (a method with gradient threads): the timers and the loss are updated
