@@ -37,6 +37,9 @@ def test_an_upward_import_inside_a_function_breaks_the_contract(tmp_path):
     """A copy of the package where the layers' base module imports the command line inside a
     function: lint-imports on that copy reports the broken contract and names the import."""
     shutil.copytree(ROOT / "refsgd", tmp_path / "refsgd", ignore=shutil.ignore_patterns("__pycache__"))
+    for folder in ("docs", "data", "models"):   # the packages of setup.cfg's package_dir: their modules
+        shutil.copytree(ROOT / folder, tmp_path / folder, ignore=lambda d, names: [
+            n for n in names if not n.endswith(".py") and not os.path.isdir(os.path.join(d, n))])
     shutil.copy(CONFIG, tmp_path / "setup.cfg")
     base = tmp_path / "refsgd" / "nn" / "layers" / "base.py"
     base.write_text(base.read_text() + "\n\ndef _upward():\n    import refsgd.cli\n    return refsgd.cli\n")
