@@ -216,19 +216,30 @@ def test_a_signal_to_the_launch_stops_every_rank_together_with_a_checkpoint(clus
     assert (tmp_path / "ck" / "latest").exists()
 
 
+def _rank_of(pid):
+    """The MPI rank that hydra gave process ``pid`` (its PMI_RANK)."""
+    with open(f"/proc/{pid}/environ", "rb") as f:
+        env = dict(v.split(b"=", 1) for v in f.read().split(b"\0") if b"=" in v)
+    return int(env[b"PMI_RANK"])
+
+
 def test_kill_9_of_one_nodes_ranks_ends_every_rank(cluster):
     p = _start_long_run(cluster)
     ranks = _ranks(cluster, 1)
     assert len(ranks) == 2 and len(_ranks(cluster, 0)) == 2
+    rank_of = {pid: _rank_of(pid) for pid in ranks}
+    assert sorted(rank_of.values()) == [2, 3]
     for pid in ranks:
         os.kill(pid, signal.SIGKILL)
     rc, out, err, elapsed = _ends_everything(cluster, p, within=10)
     assert rc != 0 and elapsed < 10
-    # hydra's banner and its cleanup lines, then, last, the line that names the node and the signal
+    # hydra's banner and its cleanup lines, then, last, the line that names the rank (hydra's
+    # banner names only its pid), its node and the signal
     assert (out + err).count("BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES") == 1, out + err
     last = err.strip().splitlines()[-1]
-    assert re.fullmatch(rf"scripts/cluster: a rank on {cluster.name}-n1 \(pid \d+\) was ended by signal 9 \(SIGKILL\); "
-                        "mpiexec then ended every rank of the job", last), err
+    m = re.fullmatch(rf"scripts/cluster: rank (\d) on {cluster.name}-n1 \(pid (\d+)\) was ended by signal 9 "
+                     r"\(SIGKILL\); mpiexec then ended every rank of the job", last)
+    assert m and rank_of[int(m.group(2))] == int(m.group(1)), err
 
 
 def test_a_node_whose_link_goes_down_is_lost_and_the_job_ends(cluster):
