@@ -77,7 +77,7 @@ def _recipe(cluster, tmp_path, name, *args):  # noqa: F811 (the fixture)
 
 
 @pytest.mark.parametrize("name,started", [("mpich-wheel", "mpiexec (MPICH's hydra)"),
-                                          ("openmpi", "mpirun (Open MPI)")])
+                                          ("openmpi", "mpirun (Open MPI)")], ids=["mpich-wheel", "openmpi"])
 def test_a_hostfile_recipe_checks_the_launch_and_runs_daso_on_2_nodes_x_2_ranks(cluster, tmp_path, name, started):  # noqa: F811
     r = _recipe(cluster, tmp_path, name, "check")
     assert r.returncode == 0, r.stdout + r.stderr
