@@ -52,6 +52,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 from refsgd.errors import RefsgdError
@@ -396,6 +397,80 @@ def forward(proc, sig, kind=None):
             pass
 
 
+def ranks_below(pid, known):
+    """Note in ``known`` (pid -> rank) the ranks among the processes descended from ``pid`` (an
+    mpiexec): those whose environment has their launcher's rank variable (hydra's PMI_RANK,
+    Open MPI's OMPI_COMM_WORLD_RANK, ...); Linux /proc, nothing elsewhere."""
+    parent = {}
+    try:
+        entries = [d for d in os.listdir("/proc") if d.isdigit()]
+    except OSError:
+        return
+    for d in entries:
+        try:
+            with open(f"/proc/{d}/stat") as f:
+                parent[int(d)] = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+    for p in parent:
+        if p in known:
+            continue
+        q = parent[p]
+        while q not in (pid, 0, 1) and q in parent:
+            q = parent[q]
+        if q != pid:
+            continue
+        try:
+            with open(f"/proc/{p}/environ", "rb") as f:
+                env = dict(v.decode(errors="replace").split("=", 1) for v in f.read().split(b"\0") if b"=" in v)
+        except OSError:
+            continue
+        rank = _int_var(_LAUNCHED_RANK, env)[1]
+        if rank is not None:
+            known[p] = rank
+
+
+#: hydra's banner for a rank that ended badly: its pid and host, and for a signal its name
+_BANNER_PID = re.compile(r"^=   PID (\d+) RUNNING AT (\S+)", re.M)
+_BANNER_SIGNAL = re.compile(r"EXIT STRING: .*\(signal (\d+)\)")
+
+
+def killed_rank_line(banner, ranks):
+    """refsgd's line after hydra's banner (``banner``: mpiexec's last output) for a rank that a
+    signal ended (kill -9, the OOM killer, a crash): which rank (``ranks``: pid -> rank, from
+    :func:`ranks_below`), on which host, which signal; "" when the banner says no such thing."""
+    pid, sig = _BANNER_PID.search(banner), _BANNER_SIGNAL.search(banner)
+    if not (pid and sig):
+        return ""
+    n = int(sig.group(1))
+    try:
+        name = signal.Signals(n).name
+    except ValueError:
+        name = f"signal {n}"
+    rank = ranks.get(int(pid.group(1)))
+    who = "a rank" if rank is None else f"rank {rank}"
+    return (f"refsgd: {who} on {pid.group(2)} (pid {pid.group(1)}) was ended by signal {n} ({name}); mpiexec then "
+            "ended every rank of the job")
+
+
+def _relay(src, keep=8192):
+    """Copy ``src`` (mpiexec's stdout) to this process's as it comes; returns the thread and a list
+    that holds the last ``keep`` bytes once the thread ends."""
+    last = [b""]
+
+    def copy():
+        out = sys.stdout.fileno()
+        while chunk := os.read(src.fileno(), 65536):
+            last[0] = (last[0] + chunk)[-keep:]
+            try:
+                os.write(out, chunk)
+            except OSError:  # a reader that left (piped into head): keep reading, for the banner
+                pass
+    t = threading.Thread(target=copy, daemon=True)
+    t.start()
+    return t, last
+
+
 def main(argv=None):
     """``python -m refsgd.mpilib -n N PROGRAM ...``: run PROGRAM under this library's mpiexec;
     SIGINT and SIGTERM reach the ranks (:func:`forward`), the job ends with this process
@@ -424,19 +499,36 @@ def main(argv=None):
         if len(argv) < 3 or argv[0] != "-n" or not argv[1].isdigit():
             print("usage: python -m refsgd.mpilib -n N PROGRAM [ARGS...] | --show", file=sys.stderr)
             return 2
-        # a session of its own: a signal to this process's group reaches mpiexec only through forward()
+        # a session of its own: a signal to this process's group reaches mpiexec only through forward();
+        # hydra's output passes through here, for its banner of a rank that a signal ended
+        hydra = lau.kind == "hydra"
         job.append(subprocess.Popen(lau.command(int(argv[1]), *argv[2:]), env=lau.environ(),
-                                    start_new_session=True, preexec_fn=tied()))
+                                    stdout=subprocess.PIPE if hydra else None, start_new_session=True,
+                                    preexec_fn=tied()))
     except RefsgdError as exc:
         print(f"refsgd: error: {exc}", file=sys.stderr)
         return 2
     for sig in pending:
         forward(job[0], sig, lau.kind)
-    while True:
+    while not hydra:
         try:
             return exit_code(job[0].wait())
         except InterruptedError:
             continue
+    relay, last = _relay(job[0].stdout)
+    # each rank's pid, noted every half second until every rank is known: hydra's banner names
+    # only the pid of the rank that a signal ended
+    ranks = {}
+    while job[0].poll() is None:
+        if len(ranks) < int(argv[1]):
+            ranks_below(job[0].pid, ranks)
+        time.sleep(0.5 if len(ranks) < int(argv[1]) else 0.2)
+    relay.join(timeout=10)
+    line = killed_rank_line(last[0].decode(errors="replace"), ranks)
+    if line:
+        sys.stdout.flush()
+        print(line, file=sys.stderr)
+    return exit_code(job[0].returncode)
 
 
 if __name__ == "__main__":

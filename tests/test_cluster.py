@@ -17,6 +17,7 @@ import time
 
 import h5py
 import pytest
+from tests.helpers import launch
 from tests.helpers.launch import ONE_THREAD, ROOT, scaled
 from tests.helpers.launch import cli as refsgd
 
@@ -216,18 +217,11 @@ def test_a_signal_to_the_launch_stops_every_rank_together_with_a_checkpoint(clus
     assert (tmp_path / "ck" / "latest").exists()
 
 
-def _rank_of(pid):
-    """The MPI rank that hydra gave process ``pid`` (its PMI_RANK)."""
-    with open(f"/proc/{pid}/environ", "rb") as f:
-        env = dict(v.split(b"=", 1) for v in f.read().split(b"\0") if b"=" in v)
-    return int(env[b"PMI_RANK"])
-
-
 def test_kill_9_of_one_nodes_ranks_ends_every_rank(cluster):
     p = _start_long_run(cluster)
     ranks = _ranks(cluster, 1)
     assert len(ranks) == 2 and len(_ranks(cluster, 0)) == 2
-    rank_of = {pid: _rank_of(pid) for pid in ranks}
+    rank_of = {pid: launch.rank_of(pid) for pid in ranks}
     assert sorted(rank_of.values()) == [2, 3]
     for pid in ranks:
         os.kill(pid, signal.SIGKILL)
