@@ -32,7 +32,9 @@ process is a rank of one: a launch from inside a rank starts a new job, not a pa
 
 Command line: ``python -m refsgd.mpilib -n 4 refsgd train ...`` runs ``mpiexec -n 4 refsgd
 train ...`` with these flags (``run.sh`` starts training this way); ``python -m refsgd.mpilib
---show`` prints the launcher and its kind.
+--show`` prints the launcher and its kind. Under hydra, whose banner for a rank that a signal
+ended (kill -9, the OOM killer) names only its pid, it notes each rank's pid while the job runs
+(:func:`ranks_below`) and ends with a line naming the rank and the signal (:func:`killed_rank_line`).
 
 Singletons (:func:`refuse_singleton`, called before the first collective of every MPI command):
 a launcher that cannot start the library (``srun`` without the PMI it speaks) leaves each process
