@@ -34,6 +34,8 @@ PACKAGE = os.path.dirname(os.path.abspath(__file__))
 #: the parent process of a rank -> what started it
 LAUNCHERS = {"hydra_pmi_proxy": "mpiexec (MPICH's hydra)", "slurmstepd": "srun (Slurm)", "orted": "mpirun (Open MPI)",
              "prted": "mpirun (Open MPI)", "mpirun": "mpirun (Open MPI)", "mpiexec": "mpiexec"}
+#: variables that only Open MPI's launcher sets in a rank's environment
+OPEN_MPI_VARS = ("OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK")
 
 
 def started_by(env=None, parent=None):
@@ -47,6 +49,9 @@ def started_by(env=None, parent=None):
         except OSError:
             parent = ""
     what = LAUNCHERS.get(parent, f"{parent or 'an unknown process'}")
+    if parent == "mpiexec" and any(v in env for v in OPEN_MPI_VARS):
+        # Open MPI's mpiexec is its mpirun under another name: on one node it is the ranks' parent
+        what = "mpirun (Open MPI)"
     if parent == "slurmstepd":
         pmi = "pmix" if "PMIX_RANK" in env else "pmi2" if "PMI_FD" in env else None
         what = f"srun --mpi={pmi} (Slurm)" if pmi else "srun without a PMI (--mpi=none)"

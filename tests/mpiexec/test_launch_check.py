@@ -31,6 +31,8 @@ def test_the_launcher_of_a_rank_is_its_parent_process():
     assert check.started_by({"PMI_FD": "5", "SLURM_JOB_ID": "7"}, "slurmstepd") == "srun --mpi=pmi2 (Slurm)"
     assert check.started_by({"PMIX_RANK": "0"}, "slurmstepd") == "srun --mpi=pmix (Slurm)"
     assert check.started_by({}, "slurmstepd") == "srun without a PMI (--mpi=none)"
+    assert check.started_by({"OMPI_COMM_WORLD_SIZE": "2"}, "mpiexec") == "mpirun (Open MPI)"
+    assert check.started_by({}, "mpiexec") == "mpiexec"
     assert check.started_by({"SLURM_JOB_ID": "7"}, "hydra_pmi_proxy") == "mpiexec (MPICH's hydra), in Slurm job 7"
 
 
