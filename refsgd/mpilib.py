@@ -49,6 +49,7 @@ import ctypes
 import functools
 import os
 import re
+import select
 import shlex
 import shutil
 import signal
@@ -402,12 +403,13 @@ def forward(proc, sig, kind=None):
 def ranks_below(pid, known):
     """Note in ``known`` (pid -> rank) the ranks among the processes descended from ``pid`` (an
     mpiexec): those whose environment has their launcher's rank variable (hydra's PMI_RANK,
-    Open MPI's OMPI_COMM_WORLD_RANK, ...); Linux /proc, nothing elsewhere."""
-    parent = {}
+    Open MPI's OMPI_COMM_WORLD_RANK, ...); returns the pids found now. Linux /proc, nothing
+    elsewhere."""
+    parent, found = {}, []
     try:
         entries = [d for d in os.listdir("/proc") if d.isdigit()]
     except OSError:
-        return
+        return found
     for d in entries:
         try:
             with open(f"/proc/{d}/stat") as f:
@@ -430,6 +432,8 @@ def ranks_below(pid, known):
         rank = _int_var(_LAUNCHED_RANK, env)[1]
         if rank is not None:
             known[p] = rank
+            found.append(p)
+    return found
 
 
 #: hydra's banner for a rank that ended badly: its pid and host, and for a signal its name
@@ -437,22 +441,64 @@ _BANNER_PID = re.compile(r"^=   PID (\d+) RUNNING AT (\S+)", re.M)
 _BANNER_SIGNAL = re.compile(r"EXIT STRING: .*\(signal (\d+)\)")
 
 
-def killed_rank_line(banner, ranks):
+def killed_rank_line(banner, ranks, first=None):
     """refsgd's line after hydra's banner (``banner``: mpiexec's last output) for a rank that a
     signal ended (kill -9, the OOM killer, a crash): which rank (``ranks``: pid -> rank, from
-    :func:`ranks_below`), on which host, which signal; "" when the banner says no such thing."""
+    :func:`ranks_below`), on which host, which signal; "" when the banner says no such thing.
+    ``first``: the pid of the rank seen to end first, where known. The banner names the lowest
+    rank that a signal ended, which is not that rank when hydra's cleanup (SIGKILL) ended a lower
+    one: the line then names the rank that ended first, whose signal the banner does not give."""
     pid, sig = _BANNER_PID.search(banner), _BANNER_SIGNAL.search(banner)
     if not (pid and sig):
         return ""
-    n = int(sig.group(1))
+    host, culprit, n = pid.group(2), int(pid.group(1)), int(sig.group(1))
+    tail = "; mpiexec then ended every rank of the job"
+    if first is not None and first != culprit and first in ranks:
+        return (f"refsgd: rank {ranks[first]} on {host} (pid {first}) ended first, without a word of refsgd's (a "
+                f"signal: kill -9, the OOM killer, a crash){tail}")
     try:
         name = signal.Signals(n).name
     except ValueError:
         name = f"signal {n}"
-    rank = ranks.get(int(pid.group(1)))
-    who = "a rank" if rank is None else f"rank {rank}"
-    return (f"refsgd: {who} on {pid.group(2)} (pid {pid.group(1)}) was ended by signal {n} ({name}); mpiexec then "
-            "ended every rank of the job")
+    who = f"rank {ranks[culprit]}" if culprit in ranks else "a rank"
+    return f"refsgd: {who} on {host} (pid {culprit}) was ended by signal {n} ({name}){tail}"
+
+
+class _Exits:
+    """The order in which the ranks end (Linux pidfds; nothing where there are none): :meth:`wait`
+    waits up to ``timeout`` s for one to end; ``first`` is the pid of the one that ended first, once
+    one has (None while none has, or when two ended within one wait)."""
+
+    def __init__(self):
+        self.poller = select.poll()
+        self.fds = {}
+        self.first = None
+        self.ended = False
+
+    def watch(self, pid):
+        try:
+            fd = os.pidfd_open(pid)
+        except (AttributeError, OSError):
+            return
+        self.fds[fd] = pid
+        self.poller.register(fd, select.POLLIN)
+
+    def wait(self, timeout):
+        if not self.fds:
+            time.sleep(timeout)
+            return
+        ready = [self.fds[fd] for fd, _ in self.poller.poll(1000 * timeout)]
+        if ready and not self.ended:
+            self.ended = True
+            self.first = ready[0] if len(ready) == 1 else None
+        for fd in [fd for fd, pid in self.fds.items() if pid in ready]:
+            self.poller.unregister(fd)
+            os.close(fd)
+            del self.fds[fd]
+
+    def close(self):
+        for fd in self.fds:
+            os.close(fd)
 
 
 def _relay(src, keep=8192):
@@ -518,15 +564,17 @@ def main(argv=None):
         except InterruptedError:
             continue
     relay, last = _relay(job[0].stdout)
-    # each rank's pid, noted every half second until every rank is known: hydra's banner names
-    # only the pid of the rank that a signal ended
-    ranks = {}
+    # each rank's pid, noted every half second until every rank is known, and which rank ends
+    # first: hydra's banner names only a pid, not always that rank's (killed_rank_line)
+    ranks, exits = {}, _Exits()
     while job[0].poll() is None:
         if len(ranks) < int(argv[1]):
-            ranks_below(job[0].pid, ranks)
-        time.sleep(0.5 if len(ranks) < int(argv[1]) else 0.2)
+            for pid in ranks_below(job[0].pid, ranks):
+                exits.watch(pid)
+        exits.wait(0.5 if len(ranks) < int(argv[1]) else 0.2)
+    exits.close()
     relay.join(timeout=10)
-    line = killed_rank_line(last[0].decode(errors="replace"), ranks)
+    line = killed_rank_line(last[0].decode(errors="replace"), ranks, exits.first)
     if line:
         sys.stdout.flush()
         print(line, file=sys.stderr)

