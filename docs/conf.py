@@ -42,6 +42,7 @@ html_static_path = ["_static"]
 html_css_files = ["refsgd.css"]
 html_theme_options = {
     "navbar_align": "left",
+    "header_links_before_dropdown": 7,   # every door in the top bar, none under "More"
     "show_toc_level": 2,
     "navigation_with_keys": False,
     "footer_start": ["copyright"],

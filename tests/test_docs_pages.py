@@ -1,10 +1,18 @@
 """The documentation's generated pages (docs/_ext/refsgd_docs.py) without Sphinx: every method of
 the registry has its row and its family's page with its listing, timeline and code; every link of
 the generated pages reaches a page; every golden file has its row; a link to a section that no
-page holds is refused. CI builds the site itself with -W (./run.sh docs)."""
+page holds is refused; each listing has one source, its method's module docstring, which
+docs/algorithms.md and the method's page show unchanged; the method pages pick up the claims run
+into docs/results. CI builds the site itself with -W (./run.sh docs)."""
 
+import importlib
 import importlib.util
+import json
+import pydoc
 import re
+import shutil
+import subprocess
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -63,3 +71,128 @@ def test_a_link_to_a_missing_section_is_refused(gen):
         "[w](/implementers/index.md#workflow)"
     with pytest.raises(gen.SphinxError, match="no generated page holds"):
         gen.relink("[x](implementers.md#no-such-section)", "algorithms.md", splits)
+
+
+# --- the listings: one source each, the method's module docstring ---------------------------
+
+
+def _labels(listing):
+    return {m.group(1) for m in re.finditer(r"^ *([A-Z]\d+) ", listing, flags=re.M)}
+
+
+def test_every_listing_of_algorithms_md_is_its_docstrings(gen):
+    """docs/algorithms.md (installed with refsgd as refsgd.docs) holds, at each marked place, the
+    listing of the docstring it names, and no listing without a mark: a copy that drifted or one
+    written by hand fails here (``./run.sh docs`` or ``python docs/_ext/refsgd_docs.py listings``
+    rewrites them)."""
+    text = (DOCS / "algorithms.md").read_text()
+    assert gen.with_listings(text) == text, "docs/algorithms.md's listings differ from the docstrings: " \
+        "python docs/_ext/refsgd_docs.py listings rewrites them"
+    marked = len(re.findall(r"^<!-- listing: ", text, flags=re.M))
+    assert marked == sum(len(gen.docstring_listings(f)) for f in gen.listing_sources()) >= len(gen.listing_sources())
+
+
+def test_a_drifted_or_second_copy_is_refused(gen):
+    text = (DOCS / "algorithms.md").read_text()
+    listing = gen.docstring_listings("refsgd/algorithms/laga.py")[0]
+    drifted = text.replace(listing.splitlines()[1], listing.splitlines()[1] + "  (edited here)", 1)
+    assert drifted != text and gen.with_listings(drifted) == text   # the docstring wins
+    by_hand = text + "\nLAGA-SGD again:\n\n" + textwrap.indent(listing, "    ") + "\n"
+    with pytest.raises(gen.SphinxError, match="a listing written here by hand"):
+        gen.with_listings(by_hand)
+    mark = "<!-- listing: refsgd/algorithms/laga.py #1 "
+    line = next(x for x in text.splitlines() if x.startswith(mark))
+    twice = text + "\n" + line + "\n\n    L1  x\n"
+    with pytest.raises(gen.SphinxError, match="marked on lines"):
+        gen.with_listings(twice)
+    unmarked = text.replace(line, "")
+    with pytest.raises(gen.SphinxError):
+        gen.with_listings(unmarked)
+    with pytest.raises(gen.SphinxError, match="not #9"):
+        gen.with_listings(text.replace(line, line.replace("#1 ", "#9 ")))
+
+
+def test_no_other_file_copies_a_listing(gen):
+    """A listing line (``L5  ...`` as a docstring has it) appears in no tracked file but its method's
+    module and docs/algorithms.md: README, the guide, the implementers' notes and the serial renderings
+    link to a listing instead of copying it."""
+    lines = set()
+    for path in gen.listing_sources():
+        for listing in gen.docstring_listings(path):
+            lines |= {x.strip() for x in listing.splitlines() if gen.LABEL.match(x)}
+    git = shutil.which("git")
+    if git is None or not (Path(ROOT) / ".git").exists():
+        pytest.skip("needs a git checkout (the tracked files)")
+    files = subprocess.run([git, "ls-files", "*.md", "*.py", "*.rst", "*.txt", "*.toml", "*.sh"], cwd=ROOT,
+                           capture_output=True, text=True, check=True).stdout.split()
+    assert "docs/algorithms.md" in files
+    for f in files:
+        if f == "docs/algorithms.md" or f in gen.listing_sources():
+            continue
+        text = (Path(ROOT) / f).read_text(errors="replace").splitlines()
+        copied = [i + 1 for i, x in enumerate(text) if x.strip() in lines]
+        assert not copied, f"{f}, lines {copied}: a listing's line copied (its source is the method's docstring)"
+
+
+def test_help_shows_each_methods_listing_and_its_page_too(gen):
+    """help(refsgd.algorithms.NAME) shows the listing (the module's own docstring, no file read:
+    so also from a wheel), the method's page shows the same lines, and every line the code cites
+    (``# L5``, ``# C2``, ``# S1``, ``# L6-L8``) is a line of the module's listings."""
+    pages = {}   # a method's file -> the pages of its methods (D-Sync's file is Pipe-SGD's)
+    for m in METHODS.values():
+        pages.setdefault(m.train.split(":")[0], set()).add(f"methods/{gen.family_slug(m.section)}")
+    for name, docnames in pages.items():
+        module = importlib.import_module(name)
+        path = name.replace(".", "/") + ".py"
+        listings = gen.docstring_listings(path)
+        assert listings, f"{path}: its docstring has no listing"
+        shown = pydoc.render_doc(module, renderer=pydoc.plaintext)
+        on_pages = "".join(_page(gen, d) for d in docnames)
+        labels = set()
+        for listing in listings:
+            assert textwrap.indent(listing, "    ") in on_pages, (path, listing)
+            for line in listing.splitlines():
+                assert line.strip() in shown, (path, line)
+            labels |= _labels(listing)
+        code = Path(module.__file__).read_text().split('"""', 2)[2]   # below the module docstring
+        cited = set()
+        for comment in re.findall(r"#\s*((?:[A-Z]\d+)(?:\s*[-,]\s*[A-Z]\d+)*)", code):
+            cited |= set(re.findall(r"[A-Z]\d+", comment))
+        assert cited and cited <= labels, (path, sorted(cited - labels))
+
+
+# --- the reproduced claims on the method pages ------------------------------------------------
+
+
+def _generate(tmp_path, results):
+    spec = importlib.util.spec_from_file_location("refsgd_docs_results", DOCS / "_ext" / "refsgd_docs.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    mod.OUT, mod.RESULTS = tmp_path / "site", results
+    mod.generate()
+    return mod
+
+
+def test_method_pages_show_the_claims_run_into_docs_results(tmp_path):
+    """Before ``refsgd reproduce --out-dir docs/results`` each claim says "not run yet"; after it,
+    the method whose runs the claim's JSON names shows its verdict, its page and its figure."""
+    results = tmp_path / "results"
+    results.mkdir()
+    mod = _generate(tmp_path, results)
+    laga = _page(mod, "methods/laga")
+    assert "### laga-table1: " in laga and "**Verdict: not run yet.** `refsgd reproduce laga-table1" in laga
+    assert "Verdict: reproduced" not in laga
+    (results / "laga-table1.json").write_text(json.dumps(
+        {"verdict": "reproduced", "why": "every check inside its band", "quick": False,
+         "runs": [{"algo": "ssgd"}, {"algo": "laga-sgdm"}, {"algo": "laga-sgdn"}]}))
+    (results / "laga-table1.md").write_text("# laga-table1\n")
+    (results / "laga-table1.png").write_bytes(b"\x89PNG")
+    mod = _generate(tmp_path, results)
+    laga = _page(mod, "methods/laga")
+    assert "### [laga-table1](/results/laga-table1.md): " in laga
+    assert "**Verdict: reproduced** (every check inside its band)." in laga
+    assert "{image} /results/laga-table1.png" in laga
+    assert laga.count("Verdict: not run yet") == len(
+        [c for c in mod.claims(METHODS).values() if c["algos"] & {"laga-sgd", "laga-sgdm", "laga-sgdn"}]) - 1
+    ssgd = _page(mod, f"methods/{mod.family_slug(METHODS['ssgd'].section)}")
+    assert "[laga-table1](/results/laga-table1.md)" in ssgd      # its JSON's runs name ssgd too

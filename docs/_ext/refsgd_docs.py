@@ -24,6 +24,7 @@ method, ``refsgd train --algo NAME <the registry's example> --timeline`` on 2 ra
 """
 
 import argparse
+import ast
 import dataclasses
 import importlib
 import json
@@ -32,6 +33,7 @@ import re
 import subprocess
 import sys
 import tempfile
+import textwrap
 from pathlib import Path
 
 import h5py
@@ -45,6 +47,9 @@ GOLDEN = ROOT / "tests" / "golden"
 TIMELINES = DOCS / "timelines"
 #: where the generated pages go: docs/ (a test points it elsewhere)
 OUT = DOCS
+#: where ``refsgd reproduce --out-dir docs/results`` writes each claim's NAME.md, NAME.json and
+#: NAME.png (a test points it elsewhere)
+RESULTS = DOCS / "results"
 
 #: whole files of docs/ shown as a page of a door (their links rewritten): file -> page
 WHOLE = {"conformance.md": "implementers/conformance", "contributing.md": "contributing/adding-a-method",
@@ -105,11 +110,13 @@ def sections(lines):
 
 class Split:
     """A Markdown file of docs/ cut into generated pages: where each of its sections went, so that
-    links to a section find its page."""
+    links to a section find its page. docs/algorithms.md is read with its listings taken from the
+    methods' docstrings (:func:`with_listings`)."""
 
     def __init__(self, name):
         self.name = name
-        self.lines = (DOCS / name).read_text().splitlines()
+        text = (DOCS / name).read_text()
+        self.lines = (with_listings(text) if name == "algorithms.md" else text).splitlines()
         self.sections = sections(self.lines)
         self.pages = {}    # slug of a section (or of a heading inside it) -> docname of its page
 
@@ -142,6 +149,99 @@ class Split:
 
 class SphinxError(Exception):
     pass
+
+
+# ---------------------------------------------------------------------------------------------
+# the listings: each has one source, the module docstring of its method's file
+
+
+#: a numbered line of a listing: L1, C1 (Pipe-SGD's communication thread), S1 / W1 (server, worker)
+LABEL = re.compile(r"^ *[A-Z]\d+ ")
+#: the line above a listing of docs/algorithms.md that names its source
+MARK = re.compile(r"^<!-- listing: (refsgd/algorithms/\w+\.py) #(\d+)\b.*-->$")
+
+
+def listing_blocks(lines):
+    """(start, end) of every listing of ``lines``: a literal block (indented by 4 or more, after a
+    blank line) that has a numbered line."""
+    out, i = [], 0
+    while i < len(lines):
+        if lines[i].startswith("    ") and lines[i].strip() and (i == 0 or not lines[i - 1].strip()):
+            j = i
+            while j < len(lines) and (lines[j].startswith("    ") or (
+                    not lines[j].strip() and j + 1 < len(lines) and lines[j + 1].startswith("    "))):
+                j += 1
+            if any(LABEL.match(line) for line in lines[i:j]):
+                out.append((i, j))
+            i = j
+        else:
+            i += 1
+    return out
+
+
+def docstring_listings(path):
+    """The listings of the module docstring of ``path`` (relative to the repository), dedented,
+    in their order: what ``help(refsgd.algorithms.NAME)`` shows."""
+    doc = ast.get_docstring(ast.parse((ROOT / path).read_text())) or ""
+    lines = doc.splitlines()
+    return [textwrap.dedent("\n".join(lines[a:b])) for a, b in listing_blocks(lines)]
+
+
+def listing_sources(methods=None):
+    """The files of the methods' ``train`` (refsgd.registry.METHODS), each once, in the registry's order."""
+    files = [m.train.split(":")[0].replace(".", "/") + ".py" for m in (methods or registry()).values()]
+    return list(dict.fromkeys(files))
+
+
+def with_listings(text, name="docs/algorithms.md"):
+    """``text`` (docs/algorithms.md) with every listing replaced by the one its mark names
+    (``<!-- listing: refsgd/algorithms/FILE.py #N ... -->``, the line above it: the N-th listing of
+    that file's docstring). A listing without a mark is a second copy written by hand: refused, as
+    is a mark above no listing, one that names no listing, and a docstring listing of a method that
+    no mark names (or two do)."""
+    lines = text.splitlines()
+    out, last, named = [], 0, {}
+    marks = {i for i, line in enumerate(lines) if line.startswith("<!-- listing:")}
+    for a, b in listing_blocks(lines):
+        k = a - 1
+        while k >= 0 and not lines[k].strip():
+            k -= 1
+        m = MARK.match(lines[k]) if k >= 0 else None
+        if m is None:
+            raise SphinxError(f"{name}, line {a + 1}: a listing written here by hand; each listing's source is "
+                              "its method's module docstring: put it there and mark its place here with "
+                              "'<!-- listing: refsgd/algorithms/FILE.py #N (from the docstring) -->'")
+        marks.discard(k)
+        path, n = m.group(1), int(m.group(2))
+        listings = docstring_listings(path)
+        if not 1 <= n <= len(listings):
+            raise SphinxError(f"{name}, line {k + 1}: the docstring of {path} has {len(listings)} listings, not #{n}")
+        named.setdefault((path, n), []).append(k + 1)
+        out += lines[last:a] + textwrap.indent(listings[n - 1], "    ").splitlines()
+        last = b
+    out += lines[last:]
+    if marks:
+        raise SphinxError(f"{name}, line {min(marks) + 1}: a listing mark must be the line above a listing "
+                          "(an indented block with numbered lines L1, ...), in the form "
+                          "'<!-- listing: refsgd/algorithms/FILE.py #N ... -->'")
+    for path in listing_sources():
+        for n in range(1, len(docstring_listings(path)) + 1):
+            where = named.get((path, n), [])
+            if len(where) != 1:
+                raise SphinxError(f"{name}: listing #{n} of {path}'s docstring is marked "
+                                  + (f"on lines {where}: once is enough" if where else "nowhere: mark its place"))
+    return "\n".join(out) + "\n"
+
+
+def sync_listings():
+    """Rewrite docs/algorithms.md's listings from the docstrings (the file is installed with refsgd
+    as refsgd.docs, so it holds them too); True when it changed."""
+    path = DOCS / "algorithms.md"
+    text = path.read_text()
+    new = with_listings(text)
+    if new != text:
+        path.write_text(new)
+    return new != text
 
 
 # ---------------------------------------------------------------------------------------------
@@ -252,7 +352,7 @@ def _golden_rows(files):
         cfg = {k: v for k, v in g["config"].items()
                if k not in ("algo", "model", "dtype", "data", "workers", "steps") and v not in (None, False)}
         shown = f"{g['model']}, {g['dtype']}; " + ", ".join(f"{k}={v}" for k, v in sorted(cfg.items()))
-        rows.append([f"`{g['file']}`<br>{g['method']}", f"{g['workers']} x {g['steps']}",
+        rows.append([f"`{g['file']}`<br>{g['method']}", f"{g['workers']}\u00a0x\u00a0{g['steps']}",   # no break
                      " ".join(f"`{s}`" for s in g["states"]), shown])
     return table(["file, method", "N x T", "/state", "configuration"], rows)
 
@@ -264,19 +364,36 @@ def claims(methods):
     cites (refsgd.registry's Method.paper)."""
     out = {}
     for c in CLAIMS:
-        f = DOCS / "results" / f"{c.name}.json"
+        f = RESULTS / f"{c.name}.json"
         d = json.loads(f.read_text()) if f.exists() else {}
         algos = {r.get("algo") for r in d.get("runs", [])} - {None}
         if not algos:
             algos = {m.name for m in methods.values() if m.paper and c.paper.startswith(m.paper)}
-        out[c.name] = dict(page=f"results/{c.name}" if (DOCS / "results" / f"{c.name}.md").exists() else None,
-                           claim=c.sentence, verdict=d.get("verdict", ""), paper=c.paper, where=c.where,
+        out[c.name] = dict(page=f"results/{c.name}" if f.with_suffix(".md").exists() else None,
+                           claim=c.sentence, verdict=d.get("verdict", ""), why=d.get("why") or "",
+                           quick=bool(d.get("quick")), paper=c.paper, where=c.where,
                            number=c.paper_number, png=f.with_suffix(".png"), algos=algos)
     return out
 
 
 def family_slug(section):
     return slug(section.split(",")[0].split(" and ")[0])
+
+
+def _wrapped(argv, width=88):
+    """A command line for a page: its options kept whole, continued with backslashes past ``width``."""
+    words, line, out = [], [], []
+    for a in argv:   # an option and its value stay together
+        if words and not a.startswith("-") and words[-1].startswith("-") and " " not in words[-1]:
+            words[-1] += " " + a
+        else:
+            words.append(a)
+    for w in words:
+        if line and len(" ".join(line + [w])) > width - 2:
+            out.append(" ".join(line) + " \\")
+            line = ["   "]
+        line.append(w)
+    return "\n".join(out + [" ".join(line)])
 
 
 def method_pages(splits):
@@ -319,7 +436,10 @@ def method_pages(splits):
                 table(["`--algo`", "method", "paper, listing", "`--lr` multiplies"],
                       [[f"`{m.name}`", m.summary, f"{m.paper}, {m.listing[1]}", m.lr_meaning] for m in ms]), "",
                 "## The listing and its readings", "",
-                "From docs/algorithms.md, whose line numbers (`L1`, `L2`, ...) the code cites in its comments.", "",
+                "Each listing is its method's module docstring, what "
+                + " and ".join(f"`help({mod})`" for mod in dict.fromkeys(m.train.split(":")[0] for m in ms))
+                + " prints; the code below cites its line numbers (`L1`, `L2`, ...) in its comments. "
+                "The readings and equations are docs/algorithms.md's.", "",
                 relink(alg.take(alg.find(section), doc, as_title=True), "algorithms.md", splits), "",
                 "## Timelines", "",
                 "A short run of each method on 2 ranks (`refsgd train --timeline`, drawn by "
@@ -334,7 +454,8 @@ def method_pages(splits):
             if not png.exists():
                 raise SphinxError(f"docs/timelines/{m.name}.png is missing: ./run.sh docs --timelines {m.name} makes it")
             text += ["", f"### `{m.name}`", "", "```bash",
-                     f"mpiexec -n 2 refsgd train --algo {m.name} {' '.join(TIMELINE_RUN + m.example)} --out {m.name}.h5",
+                     _wrapped(["mpiexec", "-n", "2", "refsgd", "train", "--algo", m.name, *TIMELINE_RUN, *m.example,
+                               "--out", f"{m.name}.h5"]),
                      f"refsgd report {m.name}.h5 --timeline-plot {m.name}.png", "```", "",
                      "```{image} /timelines/" + f"{m.name}.png", f":alt: Timeline of {m.name}", ":width: 100%", "```"]
         text += ["", "## Golden files", "",
@@ -349,11 +470,17 @@ def method_pages(splits):
         for n, c in mine:
             title = f"[{n}](/{c['page']}.md)" if c["page"] else n
             text += [f"### {title}: {c['paper']}, {c['where']}", "", f"**Claim.** {c['claim']}", "",
-                     f"**The paper.** {c['number']}", "",
-                     f"**Verdict: {c['verdict']}.**" if c["verdict"] else
-                     f"Not run into docs/results yet: `refsgd reproduce {n} --out-dir docs/results` runs it.", ""]
-            if c["png"].exists():
-                text += [f"![{n}](/results/{c['png'].name})", ""]
+                     f"**The paper.** {c['number']}", ""]
+            if c["verdict"]:
+                text += [f"**Verdict: {c['verdict']}**" + (f" ({c['why']})" if c["why"] else "") + "."
+                         + (" A `--quick` run: fewer iterations and seeds than the claim's own." if c["quick"] else "")
+                         + (f" Every number, seed, run and the machine: [{n}](/{c['page']}.md)." if c["page"] else ""), ""]
+            else:
+                text += [f"**Verdict: not run yet.** `refsgd reproduce {n} --out-dir docs/results` runs it "
+                         "and writes its page, its numbers and its figure here.", ""]
+            if c["verdict"] and c["png"].exists():
+                text += ["```{image} /results/" + c["png"].name, f":alt: {n}: the figure of refsgd reproduce",
+                         ":width: 80%", "```", ""]
         text += ["", "## The code", ""]
         for m in ms:
             module, func = m.train.split(":")
@@ -513,6 +640,8 @@ def generate(app=None):
 
 def _on_init(app):
     try:
+        if sync_listings():
+            print("refsgd_docs: docs/algorithms.md's listings rewritten from the methods' docstrings: commit it")
         generate(app)
     except SphinxError as e:
         from sphinx.errors import ExtensionError  # noqa: PLC0415 start-up: tests/test_docs_pages.py runs the generator without Sphinx
@@ -536,5 +665,10 @@ def setup(app):
 if __name__ == "__main__":
     if sys.argv[1:2] == ["timelines"]:
         make_timelines(sys.argv[2:])
+    elif sys.argv[1:] == ["listings"]:
+        try:
+            print("docs/algorithms.md", "rewritten" if sync_listings() else "already holds the docstrings' listings")
+        except SphinxError as e:
+            sys.exit(f"refsgd_docs: error: {e}")
     else:
-        sys.exit("usage: python docs/_ext/refsgd_docs.py timelines [NAME ...]")
+        sys.exit("usage: python docs/_ext/refsgd_docs.py timelines [NAME ...] | listings")

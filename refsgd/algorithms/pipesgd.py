@@ -37,17 +37,22 @@ section SSGD), all on one thread, so the compression and the reduction are on th
 path (with ``--compress t16`` / ``q8v`` it is the paper's D-Sync+T / D-Sync+Q)::
 
     L1  g_i <- grad F_i(w; xi_i)
-    L2  AllReduce  g_sum <- sum_i g_i                  (blocking; the wire carries Compress(g_i))
+    L2  AllReduce  g_sum <- sum_i g_i                  (blocking; with --compress the wire
+                                                        carries g^c = Compress(g_i))
     L3  w <- w - gamma * g_sum
 
 PS-Sync (``--algo ps-sync``, the paper's parameter-server baseline): rank 0 is the server and
 holds no data::
 
-    server:                                            worker m:
-      S1  receive every worker's g_m (Gather)            W1  g_m <- grad at w on the next batch
-      S2  g_sum <- g_1 + ... + g_{N-1} (rank order)      W2  push g_m to the server
-      S3  w <- w - gamma * g_sum                         W3  pull: w <- the server's w
+    server:
+      S1  receive every worker's gradient g_m (Gather)
+      S2  g_sum <- g_1 + g_2 + ... + g_{N-1}          (in rank order)
+      S3  w <- w - gamma * g_sum
       S4  send w to every worker (Bcast)
+    worker m:
+      W1  g_m <- grad at w on the next batch
+      W2  push g_m to the server
+      W3  pull: w <- the server's w
 
 The three use the *sum* of the workers' gradients (each the mean over the worker's batch), not
 the mean: gamma (``--lr``) absorbs 1/N.

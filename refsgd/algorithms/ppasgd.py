@@ -6,6 +6,16 @@ ICONIP 2017; docs/algorithms.md, section PP-ASGD. One MPI process per node (rank
 thread (here: the main thread) and G gradient threads (``--threads G``) sharing w, w^, D_1..D_G,
 M and the flag F.
 
+Algorithm 1, one process per node::
+
+    L1  begin
+    L2    global w, w^ <- w_0; D_1..D_G, M <- 0; F <- true
+    L3    thread update(w_0, mu, lambda, t_f, G)
+    L4    thread grad(1, b, X)
+    ...   thread grad(g, b, X)  for g = 2..G
+    L8    wait thread
+    L9    w <- w (output)
+
 Algorithm 2, update (the main thread)::
 
     L2  for t <- 0 to t_f - 1 do
@@ -20,8 +30,8 @@ Algorithm 2, update (the main thread)::
 Algorithm 3, grad(g, b, X) (gradient thread g)::
 
     L2  do
-    L3      for k <- 1 to b do x_k <- randpick(X)
-    L6      w_l <- w^
+    L3      for k <- 1 to b do  x_k <- randpick(X)  // random sampling
+    L6      w_l <- w^                               // local copy
     L7      D_g <- D_g + sum_k grad J(x_k; w_l)
     L9  while F
 

@@ -1,6 +1,13 @@
 """Synchronous SGD baselines: SSGD (with accumulation), SSGD-OPT, SSGD with NAG.
 
-SSGD, Algorithms 1 and 2 of Hakimi et al. 2021 (LAGA), docs/algorithms.md, section SSGD::
+SSGD, Algorithms 1 and 2 of Hakimi et al. 2021 (LAGA), docs/algorithms.md, section SSGD.
+Algorithm 1, SSGD (``--algo ssgd --tau 1``), per worker i::
+
+    L1  g_i^t <- grad F_i(x^t; xi_i^t)
+    L2  AllReduce  g^t <- (1/N) sum_i g_i^t          (blocking)
+    L3  x^{t+1} <- x^t - eta * g^t
+
+Algorithm 2, SSGD with gradient accumulation tau (``--algo ssgd --tau TAU``)::
 
     L1  g_i^t(tau) <- (1/tau) sum_{j=1..tau} grad F_i(x^t; xi_{i,j}^t)
     L2  AllReduce  g^t(tau) <- (1/N) sum_i g_i^t(tau)          (blocking)
@@ -22,12 +29,12 @@ SSGD with NAG (``--algo ssgd-nag --threads G``; Sato et al. 2017, Algorithm 4), 
 section SSGD::
 
     L4  for t <- 0 to t_f - 1 do
-    L5      thread grad(1, b, X)      (the G threads in parallel, each Algorithm 3's do-while
-    L8      thread grad(G, b, X)       once: D_g <- sum over its sub-batch of grad J at w^)
+    L5      thread grad(1, b, X)        (the G threads in parallel, each Algorithm 3's do-while
+    L8      thread grad(G, b, X)         once: D_g <- sum over one sub-batch of grad J at w^)
     L9      wait thread
     L10     D_L <- D_1 + ... + D_G
     L11     D_g <- 0
-    L12     D_A <- Allreduce(D_L)     (blocking, sum)
+    L12     D_A <- Allreduce(D_L)                  (blocking, sum)
     L13     M <- mu*M - lambda*D_A
     L14     w <- w + M
     L15     w^ <- w + mu*M
