@@ -32,7 +32,9 @@ process is a rank of one: a launch from inside a rank starts a new job, not a pa
 
 Command line: ``python -m refsgd.mpilib -n 4 refsgd train ...`` runs ``mpiexec -n 4 refsgd
 train ...`` with these flags (``run.sh`` starts training this way); ``python -m refsgd.mpilib
---show`` prints the launcher and its kind.
+--show`` prints the launcher and its kind. Under hydra, whose banner for a rank that a signal
+ended (kill -9, the OOM killer) names only its pid, it notes each rank's pid while the job runs
+(:func:`ranks_below`) and ends with a line naming the rank and the signal (:func:`killed_rank_line`).
 
 Singletons (:func:`refuse_singleton`, called before the first collective of every MPI command):
 a launcher that cannot start the library (``srun`` without the PMI it speaks) leaves each process
@@ -47,11 +49,13 @@ import ctypes
 import functools
 import os
 import re
+import select
 import shlex
 import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 from refsgd.errors import RefsgdError
@@ -396,6 +400,125 @@ def forward(proc, sig, kind=None):
             pass
 
 
+def ranks_below(pid, known):
+    """Note in ``known`` (pid -> rank) the ranks among the processes descended from ``pid`` (an
+    mpiexec): those whose environment has their launcher's rank variable (hydra's PMI_RANK,
+    Open MPI's OMPI_COMM_WORLD_RANK, ...); returns the pids found now. Linux /proc, nothing
+    elsewhere."""
+    parent, found = {}, []
+    try:
+        entries = [d for d in os.listdir("/proc") if d.isdigit()]
+    except OSError:
+        return found
+    for d in entries:
+        try:
+            with open(f"/proc/{d}/stat") as f:
+                parent[int(d)] = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+    for p in parent:
+        if p in known:
+            continue
+        q = parent[p]
+        while q not in (pid, 0, 1) and q in parent:
+            q = parent[q]
+        if q != pid:
+            continue
+        try:
+            with open(f"/proc/{p}/environ", "rb") as f:
+                env = dict(v.decode(errors="replace").split("=", 1) for v in f.read().split(b"\0") if b"=" in v)
+        except OSError:
+            continue
+        rank = _int_var(_LAUNCHED_RANK, env)[1]
+        if rank is not None:
+            known[p] = rank
+            found.append(p)
+    return found
+
+
+#: hydra's banner for a rank that ended badly: its pid and host, and for a signal its name
+_BANNER_PID = re.compile(r"^=   PID (\d+) RUNNING AT (\S+)", re.M)
+_BANNER_SIGNAL = re.compile(r"EXIT STRING: .*\(signal (\d+)\)")
+
+
+def killed_rank_line(banner, ranks, first=None):
+    """refsgd's line after hydra's banner (``banner``: mpiexec's last output) for a rank that a
+    signal ended (kill -9, the OOM killer, a crash): which rank (``ranks``: pid -> rank, from
+    :func:`ranks_below`), on which host, which signal; "" when the banner says no such thing.
+    ``first``: the pid of the rank seen to end first, where known. The banner names the lowest
+    rank that a signal ended, which is not that rank when hydra's cleanup (SIGKILL) ended a lower
+    one: the line then names the rank that ended first, whose signal the banner does not give."""
+    pid, sig = _BANNER_PID.search(banner), _BANNER_SIGNAL.search(banner)
+    if not (pid and sig):
+        return ""
+    host, culprit, n = pid.group(2), int(pid.group(1)), int(sig.group(1))
+    tail = "; mpiexec then ended every rank of the job"
+    if first is not None and first != culprit and first in ranks:
+        return (f"refsgd: rank {ranks[first]} on {host} (pid {first}) ended first, without a word of refsgd's (a "
+                f"signal: kill -9, the OOM killer, a crash){tail}")
+    try:
+        name = signal.Signals(n).name
+    except ValueError:
+        name = f"signal {n}"
+    who = f"rank {ranks[culprit]}" if culprit in ranks else "a rank"
+    return f"refsgd: {who} on {host} (pid {culprit}) was ended by signal {n} ({name}){tail}"
+
+
+class _Exits:
+    """The order in which the ranks end (Linux pidfds; nothing where there are none): :meth:`wait`
+    waits up to ``timeout`` s for one to end; ``first`` is the pid of the one that ended first, once
+    one has (None while none has, or when two ended within one wait)."""
+
+    def __init__(self):
+        self.poller = select.poll()
+        self.fds = {}
+        self.first = None
+        self.ended = False
+
+    def watch(self, pid):
+        try:
+            fd = os.pidfd_open(pid)
+        except (AttributeError, OSError):
+            return
+        self.fds[fd] = pid
+        self.poller.register(fd, select.POLLIN)
+
+    def wait(self, timeout):
+        if not self.fds:
+            time.sleep(timeout)
+            return
+        ready = [self.fds[fd] for fd, _ in self.poller.poll(1000 * timeout)]
+        if ready and not self.ended:
+            self.ended = True
+            self.first = ready[0] if len(ready) == 1 else None
+        for fd in [fd for fd, pid in self.fds.items() if pid in ready]:
+            self.poller.unregister(fd)
+            os.close(fd)
+            del self.fds[fd]
+
+    def close(self):
+        for fd in self.fds:
+            os.close(fd)
+
+
+def _relay(src, keep=8192):
+    """Copy ``src`` (mpiexec's stdout) to this process's as it comes; returns the thread and a list
+    that holds the last ``keep`` bytes once the thread ends."""
+    last = [b""]
+
+    def copy():
+        out = sys.stdout.fileno()
+        while chunk := os.read(src.fileno(), 65536):
+            last[0] = (last[0] + chunk)[-keep:]
+            try:
+                os.write(out, chunk)
+            except OSError:  # a reader that left (piped into head): keep reading, for the banner
+                pass
+    t = threading.Thread(target=copy, daemon=True)
+    t.start()
+    return t, last
+
+
 def main(argv=None):
     """``python -m refsgd.mpilib -n N PROGRAM ...``: run PROGRAM under this library's mpiexec;
     SIGINT and SIGTERM reach the ranks (:func:`forward`), the job ends with this process
@@ -424,19 +547,38 @@ def main(argv=None):
         if len(argv) < 3 or argv[0] != "-n" or not argv[1].isdigit():
             print("usage: python -m refsgd.mpilib -n N PROGRAM [ARGS...] | --show", file=sys.stderr)
             return 2
-        # a session of its own: a signal to this process's group reaches mpiexec only through forward()
+        # a session of its own: a signal to this process's group reaches mpiexec only through forward();
+        # hydra's output passes through here, for its banner of a rank that a signal ended
+        hydra = lau.kind == "hydra"
         job.append(subprocess.Popen(lau.command(int(argv[1]), *argv[2:]), env=lau.environ(),
-                                    start_new_session=True, preexec_fn=tied()))
+                                    stdout=subprocess.PIPE if hydra else None, start_new_session=True,
+                                    preexec_fn=tied()))
     except RefsgdError as exc:
         print(f"refsgd: error: {exc}", file=sys.stderr)
         return 2
     for sig in pending:
         forward(job[0], sig, lau.kind)
-    while True:
+    while not hydra:
         try:
             return exit_code(job[0].wait())
         except InterruptedError:
             continue
+    relay, last = _relay(job[0].stdout)
+    # each rank's pid, noted every half second until every rank is known, and which rank ends
+    # first: hydra's banner names only a pid, not always that rank's (killed_rank_line)
+    ranks, exits = {}, _Exits()
+    while job[0].poll() is None:
+        if len(ranks) < int(argv[1]):
+            for pid in ranks_below(job[0].pid, ranks):
+                exits.watch(pid)
+        exits.wait(0.5 if len(ranks) < int(argv[1]) else 0.2)
+    exits.close()
+    relay.join(timeout=10)
+    line = killed_rank_line(last[0].decode(errors="replace"), ranks, exits.first)
+    if line:
+        sys.stdout.flush()
+        print(line, file=sys.stderr)
+    return exit_code(job[0].returncode)
 
 
 if __name__ == "__main__":

@@ -184,7 +184,7 @@ _LIST = [
                             model="digits_tiny", seed=5),)),
     Method("laga-sgd", "LAGA-SGD, lagged non-blocking all-reduce with gradient accumulation, Hakimi et al. 2021 "
            "Algorithm 3", "Hakimi et al. 2021", ("LAGA", "Algorithm 3"),
-           "refsgd.algorithms.laga:train_laga_sgd", "refsgd.serial.laga:laga_sgd", "#2ca02c",
+           "refsgd.algorithms.laga:train", "refsgd.serial.laga:laga_sgd", "#2ca02c",
            optimizer=("weight_decay",), options=_SUMS, polled=True,
            hint=": Algorithm 3 has no momentum (laga-sgdm and laga-sgdn have)",
            update="1/N, U", 
@@ -193,7 +193,7 @@ _LIST = [
            goldens=(_golden("laga-sgd-n2.h5", 2, steps=10, tau=2, weight_decay=0.001, lr=0.1, batch=16,
                             model="digits_tiny", seed=16),)),
     Method("laga-sgdm", "LAGA-SGDM, LAGA with momentum, Hakimi et al. 2021 Algorithm 4", "Hakimi et al. 2021",
-           ("LAGA", "Algorithm 4"), "refsgd.algorithms.laga:train_laga_sgdm", "refsgd.serial.laga:laga_sgdm",
+           ("LAGA", "Algorithm 4"), "refsgd.algorithms.laga:train", "refsgd.serial.laga:laga_sgdm",
            "#7fbf3f", optimizer=("momentum", "weight_decay"), options=_SUMS, polled=True,
            defaults=dict(momentum=0.9),   # Hakimi et al. 2021: gamma = 0.9
            update="1/N, U", 
@@ -202,7 +202,7 @@ _LIST = [
                             model="digits_tiny", seed=6),)),
     Method("laga-sgdn", "LAGA-SGDN, LAGA with Nesterov momentum (y = x - eta*gamma*m), Hakimi et al. 2021 "
            "Algorithm 5", "Hakimi et al. 2021", ("LAGA", "Algorithm 5"),
-           "refsgd.algorithms.laga:train_laga_sgdn", "refsgd.serial.laga:laga_sgdn", "#bcbd22",
+           "refsgd.algorithms.laga:train", "refsgd.serial.laga:laga_sgdn", "#bcbd22",
            optimizer=("momentum", "weight_decay"), options=_SUMS, polled=True, defaults=dict(momentum=0.9),
            update="1/N, U Nesterov", 
            timing_model="overlapped", timing_text="max(tau t_C + R, T_AR) + t_up (LAGA eq. 6)", schedule="lagged",

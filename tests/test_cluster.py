@@ -17,6 +17,7 @@ import time
 
 import h5py
 import pytest
+from tests.helpers import launch
 from tests.helpers.launch import ONE_THREAD, ROOT, scaled
 from tests.helpers.launch import cli as refsgd
 
@@ -220,15 +221,19 @@ def test_kill_9_of_one_nodes_ranks_ends_every_rank(cluster):
     p = _start_long_run(cluster)
     ranks = _ranks(cluster, 1)
     assert len(ranks) == 2 and len(_ranks(cluster, 0)) == 2
+    rank_of = {pid: launch.rank_of(pid) for pid in ranks}
+    assert sorted(rank_of.values()) == [2, 3]
     for pid in ranks:
         os.kill(pid, signal.SIGKILL)
     rc, out, err, elapsed = _ends_everything(cluster, p, within=10)
     assert rc != 0 and elapsed < 10
-    # hydra's banner and its cleanup lines, then, last, the line that names the node and the signal
+    # hydra's banner and its cleanup lines, then, last, the line that names the rank (hydra's
+    # banner names only its pid), its node and the signal
     assert (out + err).count("BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES") == 1, out + err
     last = err.strip().splitlines()[-1]
-    assert re.fullmatch(rf"scripts/cluster: a rank on {cluster.name}-n1 \(pid \d+\) was ended by signal 9 \(SIGKILL\); "
-                        "mpiexec then ended every rank of the job", last), err
+    m = re.fullmatch(rf"scripts/cluster: rank (\d) on {cluster.name}-n1 \(pid (\d+)\) was ended by signal 9 "
+                     r"\(SIGKILL\); mpiexec then ended every rank of the job", last)
+    assert m and rank_of[int(m.group(2))] == int(m.group(1)), err
 
 
 def test_a_node_whose_link_goes_down_is_lost_and_the_job_ends(cluster):

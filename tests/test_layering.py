@@ -1,6 +1,7 @@
 """The layers of refsgd point down (docs/architecture.md): import-linter's contracts in setup.cfg
 hold on the package, and they fail on an upward import, at module level or inside a function."""
 
+import configparser
 import os
 import shutil
 import subprocess
@@ -29,13 +30,16 @@ def test_the_layers_contract_holds():
     r = lint(ROOT, CONFIG)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "refsgd's layers point down KEPT" in r.stdout
-    assert "Contracts: 1 kept, 0 broken." in r.stdout
+    assert "Contracts: 3 kept, 0 broken." in r.stdout
 
 
 def test_an_upward_import_inside_a_function_breaks_the_contract(tmp_path):
     """A copy of the package where the layers' base module imports the command line inside a
     function: lint-imports on that copy reports the broken contract and names the import."""
     shutil.copytree(ROOT / "refsgd", tmp_path / "refsgd", ignore=shutil.ignore_patterns("__pycache__"))
+    for folder in ("docs", "data", "models"):   # the packages of setup.cfg's package_dir: their modules
+        shutil.copytree(ROOT / folder, tmp_path / folder, ignore=lambda d, names: [
+            n for n in names if not n.endswith(".py") and not os.path.isdir(os.path.join(d, n))])
     shutil.copy(CONFIG, tmp_path / "setup.cfg")
     base = tmp_path / "refsgd" / "nn" / "layers" / "base.py"
     base.write_text(base.read_text() + "\n\ndef _upward():\n    import refsgd.cli\n    return refsgd.cli\n")
@@ -48,3 +52,34 @@ def test_an_upward_import_inside_a_function_breaks_the_contract(tmp_path):
     base.write_text(base.read_text().split("\n\ndef _upward():")[0] + "\n")
     r = lint(tmp_path, tmp_path / "setup.cfg", pythonpath=tmp_path)
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+
+def uncovered(root, config):
+    """The modules and subpackages of ``root``/refsgd and the packages of setup.cfg's package_dir
+    (refsgd.docs, refsgd.data, refsgd.models: folders of their own) that no import-linter contract
+    of ``config`` names."""
+    cfg = configparser.ConfigParser()
+    cfg.read(config)
+    named = set()
+    for section in cfg.sections():
+        if section.startswith("importlinter:contract:"):
+            for key in ("layers", "source_modules"):
+                named.update(n.strip() for line in cfg[section].get(key, "").split("\n") for n in line.split("|"))
+    pkg = Path(root) / "refsgd"
+    inside = {p.stem for p in pkg.glob("*.py") if p.stem != "__init__"}
+    inside |= {p.name for p in pkg.iterdir() if (p / "__init__.py").exists()}
+    outside = {line.split("=")[1].strip() for line in cfg["options"]["package_dir"].strip().split("\n")}
+    return sorted(inside - named) + sorted(f"{d} (package_dir)" for d in outside - named)
+
+
+def test_every_subpackage_is_in_a_contract(tmp_path):
+    """A new module or subpackage of refsgd, or a new folder package_dir installs into it, must be
+    placed in the layers: one the contracts do not name fails here, by name."""
+    assert uncovered(ROOT, CONFIG) == []
+    (tmp_path / "refsgd" / "newpkg").mkdir(parents=True)
+    (tmp_path / "refsgd" / "newpkg" / "__init__.py").write_text("")
+    (tmp_path / "refsgd" / "newmod.py").write_text("")
+    config = tmp_path / "setup.cfg"
+    config.write_text(CONFIG.read_text().replace("    refsgd.docs = docs\n", "    refsgd.docs = docs\n    refsgd.extra = extra\n"))
+    assert uncovered(tmp_path, config) == ["newmod", "newpkg", "extra (package_dir)"]

@@ -88,120 +88,46 @@ import numpy as np
 from refsgd.optim import decay_mask, fused_step
 
 
-def train_laga_sgd(run):
-    """LAGA-SGD, LAGA Algorithm 3."""
-    comm, N = run.comm, run.world
+def train(run):
+    """LAGA-SGD, -SGDM and -SGDN (Algorithms 3, 4 and 5): one loop; only the update (L2, or L2-L3)
+    differs, and Algorithm 5 names its parameters y."""
+    comm, N, gamma = run.comm, run.world, run.cfg.momentum
+    momentum, nesterov = run.cfg.algo != "laga-sgd", run.cfg.algo == "laga-sgdn"
+    x_ = "y" if nesterov else "x"                  # Algorithm 5's y = x - eta*gamma*m (the model, see above)
     wd, mask = _decay(run)
-    x = run.register("x", run.init_params())
+    x = run.register(x_, run.init_params())
+    m = run.register("m", np.zeros_like(x)) if momentum else None   # m^{-1} = 0 (Algorithms 4, 5)
     g = run.register("g", np.zeros_like(x))       # g^{t-1}(tau): receive buffer, g^{-1} = 0
     g_i = np.empty_like(x)                         # g_i^t(tau), this worker's send buffer ...
     g_i_sent = np.empty_like(x)                    # ... and the one still in flight
     g_ij = np.empty_like(x)                        # one micro-batch's gradient
     req = None                                     # no request in flight (first step, resume)
+    step = f"L2 m^t, L3 {x_}^{{t+1}}" if momentum else "L2 x^{t+1} <- x^t - eta g^{t-1}(tau)"
+    start = "L4" if momentum else "L3"             # the non-blocking AllReduce's line
     run.set_model(lambda: x)
 
     for t in run.iterations():
-        eta = run.lr(t)
         # compute (the all-reduce of g^{t-1}(tau) is in flight)
-        # L1: g_i^t(tau) <- (1/tau) sum_j grad F_i(x^t; xi_ij^t)
-        _accumulate(run, x, g_i, g_ij, req)
+        # L1: g_i^t(tau) <- (1/tau) sum_j grad F_i(x^t; xi_ij^t)                (y^t in Algorithm 5)
+        run.accumulate(x, g_i, g_ij, progress=req)  # --poll: req is tested between layers
         # complete communication: g^{t-1}(tau) (implicit in the paper)
         run.wait(req, "L2 MPI_Wait(g^{t-1}(tau))")
-        # L2: x^{t+1} <- x^t - eta * g^{t-1}(tau)                      (one fused pass)
-        with run.update("L2 x^{t+1} <- x^t - eta g^{t-1}(tau)"):
-            fused_step(x, g, None, eta, weight_decay=wd, mask=mask)
+        # Alg. 3  L2: x^{t+1} <- x^t - eta * g^{t-1}(tau)                            (eta = run.lr(t))
+        # Alg. 4  L2: m^t <- gamma * m^{t-1} + g^{t-1}(tau);  L3: x^{t+1} <- x^t - eta * m^t
+        # Alg. 5  L2: m^t <- gamma * m^{t-1} + g^{t-1}(tau);  L3: y^{t+1} <- y^t - eta * (gamma * m^t + g^{t-1}(tau))
+        with run.update(step):                                                  # (one fused pass)
+            fused_step(x, g, m, run.lr(t), momentum=gamma, weight_decay=wd, mask=mask, nesterov=nesterov)
         # start communication
-        # L3: non-blocking AllReduce g^t(tau) <- (1/N) sum_i g_i^t(tau)
-        with run.update("L3 g_i^t(tau) / N"):      # the mean's 1/N, the method's arithmetic
+        # L3 (Alg. 3), L4 (Alg. 4, 5): non-blocking AllReduce g^t(tau) <- (1/N) sum_i g_i^t(tau)
+        with run.update(f"{start} g_i^t(tau) / N"):   # the mean's 1/N, the method's arithmetic
             g_i /= N
-        req = run.iallreduce(comm, g_i, g, "L3 MPI_Iallreduce(g_i^t(tau))")  # --allreduce ring: blocking, None
+        req = run.iallreduce(comm, g_i, g, f"{start} MPI_Iallreduce(g_i^t(tau))")  # --allreduce ring: blocking, None
         g_i, g_i_sent = g_i_sent, g_i              # g_i^t stays untouched while in flight
     # the last all-reduce is completed and not applied
     run.wait(req, "L2 MPI_Wait(g^{T-1}(tau)), not applied")
     return x
 
 
-def train_laga_sgdm(run):
-    """LAGA-SGDM, LAGA Algorithm 4."""
-    comm, N, gamma = run.comm, run.world, run.cfg.momentum
-    wd, mask = _decay(run)
-    x = run.register("x", run.init_params())
-    m = run.register("m", np.zeros_like(x))       # m^{-1} = 0
-    g = run.register("g", np.zeros_like(x))       # g^{t-1}(tau): receive buffer, g^{-1} = 0
-    g_i = np.empty_like(x)
-    g_i_sent = np.empty_like(x)
-    g_ij = np.empty_like(x)
-    req = None
-    run.set_model(lambda: x)
-
-    for t in run.iterations():
-        eta = run.lr(t)
-        # compute (the all-reduce of g^{t-1}(tau) is in flight)
-        # L1: g_i^t(tau) <- (1/tau) sum_j grad F_i(x^t; xi_ij^t)
-        _accumulate(run, x, g_i, g_ij, req)
-        # complete communication: g^{t-1}(tau) (implicit in the paper)
-        run.wait(req, "L2 MPI_Wait(g^{t-1}(tau))")
-        # L2: m^t <- gamma * m^{t-1} + g^{t-1}(tau)
-        # L3: x^{t+1} <- x^t - eta * m^t                                  (L2-L3 in one fused pass)
-        with run.update("L2 m^t, L3 x^{t+1}"):
-            fused_step(x, g, m, eta, momentum=gamma, weight_decay=wd, mask=mask)
-        # start communication
-        # L4: non-blocking AllReduce g^t(tau) <- (1/N) sum_i g_i^t(tau)
-        with run.update("L4 g_i^t(tau) / N"):      # the mean's 1/N, the method's arithmetic
-            g_i /= N
-        req = run.iallreduce(comm, g_i, g, "L4 MPI_Iallreduce(g_i^t(tau))")  # --allreduce ring: blocking, None
-        g_i, g_i_sent = g_i_sent, g_i
-    # the last all-reduce is completed and not applied
-    run.wait(req, "L2 MPI_Wait(g^{T-1}(tau)), not applied")
-    return x
-
-
-def train_laga_sgdn(run):
-    """LAGA-SGDN, LAGA Algorithm 5 (Nesterov momentum, reparameterised y = x - eta*gamma*m)."""
-    comm, N, gamma = run.comm, run.world, run.cfg.momentum
-    wd, mask = _decay(run)
-    y = run.register("y", run.init_params())
-    m = run.register("m", np.zeros_like(y))       # m^{-1} = 0
-    g = run.register("g", np.zeros_like(y))       # g^{t-1}(tau): receive buffer, g^{-1} = 0
-    g_i = np.empty_like(y)
-    g_i_sent = np.empty_like(y)
-    g_ij = np.empty_like(y)
-    req = None
-    run.set_model(lambda: y)                       # the model is y (see the docstring)
-
-    for t in run.iterations():
-        eta = run.lr(t)
-        # compute (the all-reduce of g^{t-1}(tau) is in flight)
-        # L1: g_i^t(tau) <- (1/tau) sum_j grad F_i(y^t; xi_ij^t)
-        _accumulate(run, y, g_i, g_ij, req)
-        # complete communication: g^{t-1}(tau) (implicit in the paper)
-        run.wait(req, "L2 MPI_Wait(g^{t-1}(tau))")
-        # L2: m^t <- gamma * m^{t-1} + g^{t-1}(tau)
-        # L3: y^{t+1} <- y^t - eta * (gamma * m^t + g^{t-1}(tau))         (L2-L3 in one fused pass)
-        with run.update("L2 m^t, L3 y^{t+1}"):
-            fused_step(y, g, m, eta, momentum=gamma, weight_decay=wd, mask=mask, nesterov=True)
-        # start communication
-        # L4: non-blocking AllReduce g^t(tau) <- (1/N) sum_i g_i^t(tau)
-        with run.update("L4 g_i^t(tau) / N"):      # the mean's 1/N, the method's arithmetic
-            g_i /= N
-        req = run.iallreduce(comm, g_i, g, "L4 MPI_Iallreduce(g_i^t(tau))")  # --allreduce ring: blocking, None
-        g_i, g_i_sent = g_i_sent, g_i
-    # the last all-reduce is completed and not applied
-    run.wait(req, "L2 MPI_Wait(g^{T-1}(tau)), not applied")
-    return y
-
-
 def _decay(run):
     """(wd, mask): coupled weight decay of the update; mask is None when every weight is decayed."""
     return float(run.cfg.weight_decay), decay_mask(run.net)
-
-
-def _accumulate(run, w, g_i, g_ij, req):
-    """L1: g_i <- (1/tau) sum_{j=1..tau} grad F_i(w; xi_ij), the tau micro-batches of this rank.
-    With ``--poll`` the request in flight (``req``) is tested between layers so that it advances."""
-    run.grad(w, g_i, progress=req, label="L1 grad F_i(x^t; xi_i1^t)")
-    for j in range(1, run.tau):
-        run.grad(w, g_ij, progress=req, label=f"L1 grad F_i(x^t; xi_i{j + 1}^t)")
-        g_i += g_ij
-    if run.tau > 1:
-        g_i /= run.tau

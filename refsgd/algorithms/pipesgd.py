@@ -111,8 +111,8 @@ Deviations and readings:
   server's one link, ``(p - 1) (alpha + n beta)`` each way (docs/algorithms.md).
 """
 
+import contextlib
 import threading
-import time
 
 import numpy as np
 from mpi4py import MPI
@@ -121,7 +121,6 @@ from refsgd.errors import RankFailure, RefsgdError
 from refsgd.comm import codecs
 from refsgd.nn.network import model_copies
 from refsgd.optim import fused_step
-from refsgd.run import prompt_handover
 
 
 def check(args, world):
@@ -166,53 +165,44 @@ def train_pipe_sgd(run):
 
     # L1: initialize the same model w[0], learning rate gamma, iteration dependency K, T
     w = run.register("w", run.init_params())
-    d = w.size
-    g_sum_state = run.register("g_sum", np.zeros((K, d), w.dtype))   # g_sum[t-K+1 .. t], oldest first
+    g_sum_state = run.register("g_sum", np.zeros((K, w.size), w.dtype))   # g_sum[t-K+1 .. t], oldest first
     restored = g_sum_state.copy()                            # the sums of t0-K .. t0-1 (zeros at t0 = 0)
     g_local = np.empty_like(w)
     g_sum = np.empty_like(w)
     # the hand-over slots, t mod K: g^c_local[t] and g^c_sum[t], compressed or not
-    if codec is None:
-        local = [np.zeros_like(w) for _ in range(K)]
-        summ = [np.zeros_like(w) for _ in range(K)]
-    else:
-        local = [codec.empty(d) for _ in range(K)]
-        summ = [codec.empty(d) for _ in range(K)]
+    slot = codec.empty if codec is not None else lambda d: np.zeros(d, w.dtype)
+    local, summ = [slot(w.size) for _ in range(K)], [slot(w.size) for _ in range(K)]
     pipe = _Pipeline(t0)
-    comm = run.comm.Dup()                                    # the communication thread's own communicator
-    # the thread's own ring: a codec's, or under --allreduce ring the uncompressed one (C4, below)
-    wire = codec.open() if codec is not None else codecs.plain(w.dtype).open() if run.ring else None
+    # the communication thread's own communicator and ring: a codec's, or under --allreduce ring the
+    # uncompressed one (C4, below); without either, wire is None and C4 is MPI_Allreduce
+    comm, wire = run.thread_channel(w.dtype)
     run.set_model(lambda: w)
 
     def communicate():
         """C1-C6 (C1: the sums before t0 are ready, see _Pipeline)."""
-        try:
-            # C2: for t = 1..T do
-            for t in range(t0, run.total):
-                # C3: wait until g^c_local[t] is ready
-                if not pipe.wait_local(t):
-                    return
-                # C4: AllReduce g^c_sum[t] <- sum over workers of g^c_local[t]
-                s = time.perf_counter()
-                with run.span("comm", "C4 AllReduce g^c_sum[t]", it=t, data=local[t % K]):
-                    if wire is None:
-                        comm.Allreduce(local[t % K], summ[t % K], op=MPI.SUM)
-                    else:  # a codec's ring, or the uncompressed one of --allreduce ring
-                        wire.allreduce_wire(comm, local[t % K], summ[t % K])
-                pipe.spans.append((s, time.perf_counter()))
-                # C5: mark g^c_sum[t] ready
-                pipe.mark_sum(t)
-        except BaseException as exc:  # noqa: BLE001 -- handed to the computation thread
-            pipe.fail(exc)
+        # C2: for t = 1..T do
+        for t in range(t0, run.total):
+            # C3: wait until g^c_local[t] is ready
+            if not pipe.wait_local(t):
+                return
+            # C4: AllReduce g^c_sum[t] <- sum over workers of g^c_local[t]
+            with run.thread_comm("C4 AllReduce g^c_sum[t]", it=t, data=local[t % K]):
+                if wire is None:
+                    comm.Allreduce(local[t % K], summ[t % K], op=MPI.SUM)
+                else:  # a codec's ring, or the uncompressed one of --allreduce ring
+                    wire.allreduce_wire(comm, local[t % K], summ[t % K])
+            # C5: mark g^c_sum[t] ready
+            pipe.mark_sum(t)
 
     def decompressed(s, out):
-        """g_sum[s] (zero before the first iteration; from the checkpoint before t0)."""
+        """g_sum[s]: zero before the first iteration, from the checkpoint before t0, else decoded
+        into out (without a codec: slot s mod K itself)."""
         if s < 0:
             out[...] = 0
         elif s < t0:
             out[...] = restored[s - (t0 - K)]
         elif codec is None:
-            out[...] = summ[s % K]
+            return summ[s % K]
         else:
             codec.decode(summ[s % K], out)
         return out
@@ -222,58 +212,37 @@ def train_pipe_sgd(run):
         t = run.t
         pipe.wait_sum(t)
         for r in range(K):
-            decompressed(t - K + 1 + r, g_sum_state[r])
+            g_sum_state[r] = decompressed(t - K + 1 + r, g_sum_state[r])
     run.on_settle(settle)
 
-    thread = threading.Thread(target=communicate, name=f"pipe-sgd-comm-{run.rank}", daemon=True)
-    with prompt_handover():                  # the two threads pass the GIL to each other promptly
-        thread.start()
-        applied = max((s - dependency_at(s, K, warmup) for s in range(t0)), default=-1)  # last sum applied
-        try:
-            # L2: for t = 1..T do
-            for t in run.iterations():
-                k = dependency_at(t, K, warmup)
-                # L3: wait until g^c_sum[t-K] is ready                              (complete communication)
-                if t - k >= t0:
-                    with run.idle("L3 wait until g^c_sum[t-K] is ready", awaits=("sum", t - k)):
-                        pipe.wait_sum(t - k)
-                while pipe.spans:
-                    run.note_comm(*pipe.spans.pop(0))
-                if t - k > applied:
-                    # L4: g_sum[t-K] <- Decompress(g^c_sum[t-K])     (without compression: the slot itself)
-                    if codec is None:
-                        src = summ[(t - k) % K] if t - k >= t0 else decompressed(t - k, g_sum)
-                    else:
-                        with run.codec("L4 g_sum[t-K] <- Decompress(g^c_sum[t-K])"):
-                            src = decompressed(t - k, g_sum)
-                    # L5: w[t] <- w[t-1] - gamma * g_sum[t-K]                          (one fused pass)
-                    with run.update("L5 w[t] <- w[t-1] - gamma g_sum[t-K]"):
-                        fused_step(w, src, None, run.lr(t))
-                    applied = t - k
-                # L6-L8: load a batch, forward pass, backward pass: g_local[t] <- d f_B / d w[t]   (compute)
-                if codec is None:
-                    run.grad(w, local[t % K], label="L7 forward, L8 backward: g_local[t]")  # L9: no compression
-                else:
-                    run.grad(w, g_local, label="L7 forward, L8 backward: g_local[t]")
-                    # L9: g^c_local[t] <- Compress(g_local[t])
-                    with run.codec("L9 g^c_local[t] <- Compress(g_local[t])"):
-                        codec.encode(g_local, local[t % K])
-                # L10: mark g^c_local[t] ready                                       (start communication)
-                run.in_flight(("sum", t), "C4 AllReduce g^c_sum[t] (L10 -> L3)", local[t % K])
-                pipe.mark_local(t)
-            # the last K all-reduces complete (their sums are not applied: the listing ends)
-            pipe.wait_sum(run.total - 1)
-            while pipe.spans:
-                run.note_comm(*pipe.spans.pop(0))
-        except BaseException:
-            # stop the communication thread; if it cannot finish (another rank will never join its
-            # all-reduce), the command line aborts every rank
-            pipe.stop()
-            thread.join(timeout=5.0)
-            raise
-        pipe.stop()
-        thread.join()
-    comm.Free()
+    applied = max((s - dependency_at(s, K, warmup) for s in range(t0)), default=-1)  # last sum applied
+    with run.beside(communicate, stop=pipe.stop, fail=pipe.fail):   # the communication thread
+        # L2: for t = 1..T do
+        for t in run.iterations():
+            k = dependency_at(t, K, warmup)
+            # L3: wait until g^c_sum[t-K] is ready                              (complete communication)
+            if t - k >= t0:
+                with run.idle("L3 wait until g^c_sum[t-K] is ready", awaits=("sum", t - k)):
+                    pipe.wait_sum(t - k)
+            if t - k > applied:
+                # L4: g_sum[t-K] <- Decompress(g^c_sum[t-K])     (without compression: the slot itself)
+                with run.codec("L4 g_sum[t-K] <- Decompress(g^c_sum[t-K])") if codec is not None else _NOTHING:
+                    src = decompressed(t - k, g_sum)
+                # L5: w[t] <- w[t-1] - gamma * g_sum[t-K]                          (one fused pass)
+                with run.update("L5 w[t] <- w[t-1] - gamma g_sum[t-K]"):
+                    fused_step(w, src, None, run.lr(t))
+                applied = t - k
+            # L6-L8: load a batch, forward pass, backward pass: g_local[t] <- d f_B / d w[t]   (compute)
+            run.grad(w, g_local if codec is not None else local[t % K], label="L7 forward, L8 backward: g_local[t]")
+            if codec is not None:
+                # L9: g^c_local[t] <- Compress(g_local[t])                  (without compression: nothing)
+                with run.codec("L9 g^c_local[t] <- Compress(g_local[t])"):
+                    codec.encode(g_local, local[t % K])
+            # L10: mark g^c_local[t] ready                                       (start communication)
+            run.in_flight(("sum", t), "C4 AllReduce g^c_sum[t] (L10 -> L3)", local[t % K])
+            pipe.mark_local(t)
+        # the last K all-reduces complete (their sums are not applied: the listing ends)
+        pipe.wait_sum(run.total - 1)
     return w
 
 
@@ -346,6 +315,9 @@ def dependency_at(t, K, warmup_iters):
     return 1 if t < warmup_iters else K
 
 
+_NOTHING = contextlib.nullcontext()
+
+
 class _Pipeline:
     """The ready flags of Algorithm 1: ``local`` is the last t whose g^c_local[t] is ready (L10),
     ``done`` the last t whose g^c_sum[t] is ready (C5); both under one condition variable. A
@@ -357,7 +329,6 @@ class _Pipeline:
         self.done = t0 - 1                  # C1: every sum before t0 is ready
         self.error = None
         self.stopping = False
-        self.spans = []                     # (start, end) of the all-reduces, drained by the run
 
     def mark_local(self, t):
         with self.cond:

@@ -90,7 +90,7 @@ from refsgd.optim import momentum_predict
 
 def train_ssgd(run):
     """SSGD with tau-step accumulation, LAGA Algorithms 1 and 2."""
-    comm, N, tau = run.comm, run.world, run.tau
+    comm, N = run.comm, run.world
     x = run.register("x", run.init_params())
     U = run.optimizer()
     g_i = np.empty_like(x)   # g_i^t(tau), this worker's accumulated gradient
@@ -101,12 +101,7 @@ def train_ssgd(run):
 
     for t in run.iterations():
         # L1: g_i^t(tau) <- (1/tau) sum_j grad F_i(x^t; xi_ij^t)            (compute)
-        run.grad(x, g_i, label="L1 grad F_i(x^t; xi_i1^t)")
-        for j in range(1, tau):
-            run.grad(x, g_ij, label=f"L1 grad F_i(x^t; xi_i{j + 1}^t)")
-            g_i += g_ij
-        if tau > 1:
-            g_i /= tau
+        run.accumulate(x, g_i, g_ij)
         # L2: AllReduce g^t(tau) <- (1/N) sum_i g_i^t(tau)                  (blocking)
         run.allreduce_sum(comm, g_i, g, wire, label="L2 MPI_Allreduce(g_i^t(tau))")
         # L3: x^{t+1} <- x^t - eta * g^t(tau)                              (U)

@@ -6,7 +6,8 @@ An algorithm's ``train(run)`` receives a :class:`Run` and uses
   complete no earlier than the emulated link's model), ``run.rank``, ``run.world``;
 * ``run.net`` (a pure function of the weights) and ``run.init_params()``;
 * ``run.grad(w, g, on_segment=None)``: the gradient of this rank's next micro-batch at ``w``
-  (timed as *compute*);
+  (timed as *compute*); ``run.accumulate(w, g_i, g_ij)`` the mean of the iteration's tau of them
+  (SSGD's and LAGA's L1);
 * ``with run.idle(): comm.Allreduce(...)`` and ``run.wait(req)``: time spent blocked on
   communication (timed as *idle*; so is the MPI library's work to start a non-blocking
   collective, ``with run.idle(): req = run.started(comm.Iallreduce(...))``: MPICH copies and
@@ -25,7 +26,10 @@ An algorithm's ``train(run)`` receives a :class:`Run` and uses
 * ``with run.codec():`` times compression and decompression on the computation path (*codec*),
   ``with run.update():`` the method's update of its state and the scalings of its listing
   (*update*);
-  ``run.note_comm(start, end)`` adds communication that another thread carried out;
+* ``with run.beside(target, stop, fail):`` runs ``target`` in a thread beside the loop (Pipe-SGD's
+  communication thread), ``run.thread_channel(dtype)`` its own communicator and ring, ``with
+  run.thread_comm(label):`` its communication (in flight, a --timeline span); the Run starts,
+  stops and joins the thread and frees its channel;
 * ``run.on_settle(fn)``: ``fn()`` completes the method's communication in flight and brings its
   registered state to a consistent form; the run calls it before a trace record or a
   checkpoint (methods whose communication runs in a thread use it);

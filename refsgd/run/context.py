@@ -4,6 +4,7 @@ timing points and bookkeeping are mixed in from :mod:`.timing` and :mod:`.bookke
 
 import contextlib
 import functools
+import math
 import sys
 import threading
 import time
@@ -14,6 +15,7 @@ from mpi4py import MPI
 
 from refsgd.errors import RankFailure, RefsgdError
 from refsgd import failure, timeline
+from refsgd.comm import codecs
 from refsgd.datasets import epoch_batches
 from refsgd.optim import SGD
 
@@ -71,6 +73,7 @@ class Run(Timing, Bookkeeping):
         # Numba's one-off work on the kernels (compiling them on a first run, loading them from
         # its cache on later ones) is counted from here on and kept out of every time
         self._compiling = _CompileClock.shared()
+        self._compiled = self._compiling.local  # .seconds: this thread's compiling so far
         self._compiling.take()
         if self.rank == 0:  # said before Numba compiles the first kernel (from the method's set-up on)
             self._compiling.announce = self._announce_compiling
@@ -82,6 +85,8 @@ class Run(Timing, Bookkeeping):
         # per-iteration records of this rank
         self._compute = self._idle = self._codec = self._update = 0.0
         self._spans = []  # (start, end) of the communication seen in this iteration
+        self._thread_spans = []  # those of a thread beside the loop (thread_comm), taken at each boundary
+        self._beside = []  # what a thread beside the loop holds (thread_channel), freed after it
         self._loss = 0.0
         self._nloss = 0
         self._settle = None
@@ -213,7 +218,7 @@ class Run(Timing, Bookkeeping):
         on_layer = None
         tl = self.timeline
         if progress is not None and self.cfg.poll:
-            on_layer = functools.partial(_test_all, progress if isinstance(progress, list) else [progress])
+            on_layer = functools.partial(_test_all, progress) if isinstance(progress, list) else progress.Test
             if tl.active:  # the layers and the polls as spans of their own
                 on_layer = _LayerSpans(tl, self.net, label, on_layer)
         if k is None:
@@ -222,7 +227,7 @@ class Run(Timing, Bookkeeping):
         idx = self.batch_indices(k)
         if self.tracing:
             self._iter_batches.append(idx)
-        t0, c0 = time.perf_counter(), self._compiling.mine()
+        t0, c0 = time.perf_counter(), self._compiled.seconds
         if isinstance(on_layer, _LayerSpans):
             on_layer.since = t0
         loss = self.net.loss_and_grad(w, self.data.x_train[idx], self.data.y_train[idx], out=g,
@@ -233,9 +238,21 @@ class Run(Timing, Bookkeeping):
             tl.add("compute", label, t0, t1)
         self._loss += loss
         self._nloss += 1
-        if not np.isfinite(loss) and self.first_bad is None:
+        if not math.isfinite(loss) and self.first_bad is None:
             self.first_bad = self.t
         return loss
+
+    def accumulate(self, w, g_i, g_ij, progress=None):
+        """L1 of SSGD's and LAGA's listings: ``g_i <- (1/tau) sum_{j=1..tau} grad F_i(w; xi_ij)``,
+        this iteration's tau micro-batches (``g_ij``: one micro-batch's gradient, scratch), summed
+        in the order of j and divided once; ``progress`` as in :meth:`grad`."""
+        self.grad(w, g_i, progress=progress, label="L1 grad F_i(x^t; xi_i1^t)")
+        for j in range(1, self.tau):
+            self.grad(w, g_ij, progress=progress, label=f"L1 grad F_i(x^t; xi_i{j + 1}^t)")
+            g_i += g_ij
+        if self.tau > 1:
+            g_i /= self.tau
+        return g_i
 
     def grad_at(self, w, g, idx, label=None):
         """Gradient (mean over the samples ``idx``) at w, into g; safe to call from several
@@ -245,7 +262,7 @@ class Run(Timing, Bookkeeping):
         gradient threads' (``thread_compute``, thread-seconds summed over the threads, in the
         records since the previous iteration's record), not the iteration's compute: the thread
         that runs the loop times its wait for the gradients with :meth:`awaiting_gradients`."""
-        t0, c0 = time.perf_counter(), self._compiling.mine()
+        t0, c0 = time.perf_counter(), self._compiled.seconds
         loss = self.net.loss_and_grad(w, self.data.x_train[idx], self.data.y_train[idx], out=g)
         t1 = time.perf_counter()
         dt = self._less_compiling(t1 - t0, c0)
@@ -280,6 +297,49 @@ class Run(Timing, Bookkeeping):
         except Exception as exc:  # noqa: BLE001 -- one message, the command line aborts the world
             raise RankFailure(f"rank {self.rank}: a gradient thread of {self.cfg.algo} failed: "
                               f"{type(exc).__name__}: {exc}") from exc
+
+    def thread_channel(self, dtype):
+        """(comm, wire) of a thread beside the loop that sums over the ranks (Pipe-SGD's
+        communication thread): a duplicate of the run's communicator, so that its collectives never
+        meet the loop's, and the ring that carries its sums: the ``--compress`` codec's, under
+        ``--allreduce ring`` the uncompressed one of ``dtype``, else None (``MPI_Allreduce``). The
+        Run frees both once the thread has ended (:meth:`beside`)."""
+        comm = self.comm.Dup()
+        self._beside.append(comm.Free)
+        name = self.cfg.compress
+        wire = (codecs.get(name).open() if name not in (None, "none") else
+                codecs.plain(dtype).open() if self.ring else None)
+        if wire is not None:
+            self._beside.append(wire.close)
+        return comm, wire
+
+    @contextlib.contextmanager
+    def beside(self, target, stop, fail):
+        """``target()`` in a thread of its own beside the loop while the block runs (Pipe-SGD's
+        communication thread, named ``ALGO-comm-RANK``: its --timeline track), the GIL handed over
+        promptly (:func:`prompt_handover`). An exception in the thread goes to ``fail(exc)`` (the
+        loop's thread raises it where it waits for the thread). When the block ends, ``stop()``
+        tells the thread to end, the thread is joined and the channels of :meth:`thread_channel`
+        are freed. When the block ends with an error the thread gets 5 s and its channels are left
+        alone: another rank may never join its collective (the command line aborts every rank)."""
+        def guarded():
+            try:
+                target()
+            except BaseException as exc:  # noqa: BLE001 -- handed to the loop's thread
+                fail(exc)
+        thread = threading.Thread(target=guarded, name=f"{self.cfg.algo}-comm-{self.rank}", daemon=True)
+        with prompt_handover():
+            thread.start()
+            try:
+                yield
+            except BaseException:
+                stop()
+                thread.join(timeout=5.0)
+                raise
+            stop()
+            thread.join()
+        while self._beside:
+            self._beside.pop()()
 
     def add_loss(self, total, count):
         """The iteration consumed ``count`` gradients (of :meth:`grad_at`) whose losses sum to ``total``."""
@@ -331,7 +391,7 @@ class Run(Timing, Bookkeeping):
                 self._compute = self._idle = self._codec = self._update = 0.0
                 self._spans = []
                 self._loss, self._nloss = 0.0, 0
-                t0, c0 = self._iteration_start = time.perf_counter(), clock.mine()
+                t0, c0 = self._iteration_start = time.perf_counter(), self._compiled.seconds
                 before = self.grads_done
                 yield t
                 self._record()
@@ -349,7 +409,9 @@ class Run(Timing, Bookkeeping):
                 # the boundary's bookkeeping (records, trace, loss check, status line) belongs to
                 # the iteration's wall time; evaluation, checkpoints and Numba's compiling do not
                 t1 = time.perf_counter()
-                self.records["wall"][-1] = t1 - t0 - (clock.mine() - c0)
+                while self._thread_spans:  # a thread beside the loop appends while we take
+                    self._spans.append(self._thread_spans.pop(0))
+                self.records["wall"][-1] = t1 - t0 - (self._compiled.seconds - c0)
                 self.records["idle"][-1] = self._idle
                 # communication in flight within the iteration (the check's all-reduce is both),
                 # the requests still in flight at its end included; none of it outside [t0, t1]
@@ -409,7 +471,7 @@ class Run(Timing, Bookkeeping):
         wall times, which the throughput divides (not the evaluations, checkpoints or Numba's
         compiling between and in them)."""
         t0, c0 = self._iteration_start
-        now = time.perf_counter() - t0 - (self._compiling.mine() - c0)
+        now = time.perf_counter() - t0 - (self._compiled.seconds - c0)
         return max(float(np.sum(self.records["wall"][since:-1])) + now, 1e-12)
 
     def samples_per_second(self, elapsed):

@@ -20,7 +20,6 @@ class Timing:
     """The Run's timing points (compute, idle, codec, update, the requests in flight, the
     timeline's spans) and the accounting of Numba's compiling; mixed into :class:`Run`."""
 
-    @contextlib.contextmanager
     def idle(self, label=None, data=None, awaits=None):
         """Time the enclosed blocking communication as idle.
 
@@ -29,24 +28,7 @@ class Timing:
         another thread it waits for (:meth:`in_flight`), whose time in flight ends here. A
         blocking call is in flight while it runs; a request started inside is in flight from
         the start of the idle time (the posting) to its completion."""
-        t0, c0 = time.perf_counter(), self._compiling.mine()
-        tl = self.timeline
-        tl.idle_start, tl.posted = t0, False
-        try:
-            yield
-        finally:
-            t1 = time.perf_counter()
-            self._idle += self._less_compiling(t1 - t0, c0)
-            self._spans.append((t0, t1))
-            if awaits is not None:
-                tl.land(awaits, t1, since=t0, label=label)
-            if tl.active:
-                nbytes = getattr(data, "nbytes", 0)
-                tl.add("idle", label, t0, t1, nbytes)
-                if awaits is None and not tl.posted:  # a blocking call: in flight while it runs
-                    tl.depart(None, label, t0, nbytes)
-                    tl.land(None, t1)
-            tl.idle_start = None
+        return _Idle(self, label, data, awaits)
 
     def codec(self, label=None):
         """Time the enclosed compression or decompression as *codec* (label: its listing line)."""
@@ -78,23 +60,14 @@ class Timing:
         the computation on the path of the iteration; the threads' own work is ``thread_compute``."""
         return self._timed("_compute", "compute", label)
 
-    @contextlib.contextmanager
     def _timed(self, total, kind, label):
-        t0, c0 = time.perf_counter(), self._compiling.mine()
-        try:
-            yield
-        finally:
-            t1 = time.perf_counter()
-            setattr(self, total, getattr(self, total) + self._less_compiling(t1 - t0, c0))
-            tl = self.timeline
-            if tl.active:
-                tl.add(kind, label, t0, t1)
+        return _Timed(self, total, kind, label)
 
     def _less_compiling(self, seconds, since):
         """``seconds`` of this thread less what Numba spent compiling in it since ``since``
-        (``self._compiling.mine()`` at the start): a first run's compilation is never timed
+        (``self._compiled.seconds`` at the start): a first run's compilation is never timed
         as compute, idle, update or codec (it is recorded apart, as ``compile``)."""
-        return max(seconds - (self._compiling.mine() - since), 0.0)
+        return max(seconds - (self._compiled.seconds - since), 0.0)
 
     def open_wire(self):
         """The MPI datatype and operator of the ``--compress`` codec (None without one), for the
@@ -168,9 +141,20 @@ class Timing:
         with self.idle(label):  # MPI's work to start it is communication on this path
             return self.started(comm.Iallreduce(x, out, op=MPI.SUM), label, x)
 
-    def note_comm(self, start, end):
-        """Communication from start to end (perf_counter seconds), e.g. carried out by a thread."""
-        self._spans.append((start, end))
+    @contextlib.contextmanager
+    def thread_comm(self, label, it=None, data=None):
+        """The enclosed blocking communication of a thread beside the loop (Pipe-SGD's C4 in its
+        communication thread, :meth:`beside`): communication in flight while it runs, counted in
+        the ``comm`` of the iteration it ends in (the loop takes these spans at each boundary) and,
+        with --timeline, a span ``comm`` on the thread's track (``it``: the iteration it serves,
+        ``data``: the buffer it sends). Not timed as idle: the loop does not wait for it here."""
+        t0 = time.perf_counter()
+        yield
+        t1 = time.perf_counter()
+        self._thread_spans.append((t0, t1))     # list.append is atomic: the loop pops from the front
+        tl = self.timeline
+        if tl.active:
+            tl.add("comm", label, t0, t1, getattr(data, "nbytes", 0), it)
 
     def started(self, req, label=None, data=None):
         """Note the start of a non-blocking request (its lifetime counts as communication).
@@ -188,7 +172,7 @@ class Timing:
         flight, e.g. :meth:`iallreduce` under ``--allreduce ring``): nothing."""
         if req is None:
             return
-        t0, c0 = time.perf_counter(), self._compiling.mine()
+        t0, c0 = time.perf_counter(), self._compiled.seconds
         req.Wait()
         t1 = time.perf_counter()
         self._idle += self._less_compiling(t1 - t0, c0)
@@ -198,7 +182,7 @@ class Timing:
             tl.add("idle", label, t0, t1)
 
     def waitall(self, reqs, label=None):
-        t0, c0 = time.perf_counter(), self._compiling.mine()
+        t0, c0 = time.perf_counter(), self._compiled.seconds
         waitall(reqs)
         t1 = time.perf_counter()
         self._idle += self._less_compiling(t1 - t0, c0)
@@ -248,7 +232,7 @@ class Timing:
     def _outside(self, fn, *args):
         """fn(*args) at an iteration boundary, outside the iteration's times; returns its seconds
         (Numba's compiling in it excluded)."""
-        t0, c0 = time.perf_counter(), self._compiling.mine()
+        t0, c0 = time.perf_counter(), self._compiled.seconds
         fn(*args)
         t1 = time.perf_counter()
         tl = self.timeline
@@ -293,7 +277,7 @@ class _CompileClock:
                     if clock._depth[me] == 0:
                         now = time.perf_counter()
                         dt = now - clock._since[me]
-                        clock._mine[me] = clock._mine.get(me, 0.0) + dt
+                        clock.local.seconds += dt       # on_end runs in the compiling thread
                         clock._seconds += dt
                         clock._total += dt
                         if me == clock.main:
@@ -311,7 +295,10 @@ class _CompileClock:
         self._event = event
         self._listeners = (("numba:compiler_lock", Listener()), ("numba:compile", Compiling()))
         self._lock = threading.Lock()
-        self._depth, self._since, self._mine = {}, {}, {}
+        self._depth, self._since = {}, {}
+        #: ``local.seconds``: the calling thread's compiling so far (a thread-local: a timing point
+        #: reads it twice, and an attribute costs less than a call, an ident and a dict lookup)
+        self.local = _Seconds()
         self._seconds = self._total = 0.0
         self._spans = []
         self.main = None
@@ -336,22 +323,84 @@ class _CompileClock:
             self._event.unregister(kind, listener)
 
     def mine(self):
-        """Seconds the calling thread has spent compiling so far."""
-        return self._mine.get(threading.get_ident(), 0.0)
+        """Seconds the calling thread has spent compiling so far (``local.seconds``)."""
+        return self.local.seconds
 
     def total(self):
         return self._total
 
     def intervals(self, lo, hi):
         """The main thread's compiling spans that overlap [lo, hi] (older ones are dropped)."""
+        if not self._spans:   # no compiling since the last call (every iteration but a few)
+            return ()
         with self._lock:
             self._spans = [(a, b) for a, b in self._spans if b > lo]
             return [(max(a, lo), min(b, hi)) for a, b in self._spans if a < hi]
 
     def take(self):
+        if not self._seconds:   # nothing compiled since the last take (every iteration but a few)
+            return 0.0
         with self._lock:
             seconds, self._seconds = self._seconds, 0.0
         return seconds
+
+
+class _Seconds(threading.local):
+    seconds = 0.0
+
+
+class _Timed:
+    """A timing point of the Run (update, codec, awaiting_gradients): the enclosed seconds, less
+    Numba's compiling in them, added to the Run's ``total`` and, with --timeline, a span of
+    ``kind``. A class rather than a generator: entered several times an iteration, it costs less."""
+
+    __slots__ = ("run", "total", "kind", "label", "t0", "c0")
+
+    def __init__(self, run, total, kind, label):
+        self.run, self.total, self.kind, self.label = run, total, kind, label
+
+    def __enter__(self):
+        self.t0, self.c0 = time.perf_counter(), self.run._compiled.seconds
+
+    def __exit__(self, *exc):
+        t1 = time.perf_counter()
+        run = self.run
+        setattr(run, self.total, getattr(run, self.total) + run._less_compiling(t1 - self.t0, self.c0))
+        tl = run.timeline
+        if tl.active:
+            tl.add(self.kind, self.label, self.t0, t1)
+
+
+class _Idle:
+    """Run.idle: the enclosed blocking communication timed as idle and, with --timeline, its spans."""
+
+    __slots__ = ("run", "label", "data", "awaits", "t0", "c0")
+
+    def __init__(self, run, label, data, awaits):
+        self.run, self.label, self.data, self.awaits = run, label, data, awaits
+
+    def __enter__(self):
+        run = self.run
+        t0 = time.perf_counter()
+        self.t0, self.c0 = t0, run._compiled.seconds
+        tl = run.timeline
+        tl.idle_start, tl.posted = t0, False
+
+    def __exit__(self, *exc):
+        t1 = time.perf_counter()
+        run, t0, label, awaits = self.run, self.t0, self.label, self.awaits
+        run._idle += run._less_compiling(t1 - t0, self.c0)
+        run._spans.append((t0, t1))
+        tl = run.timeline
+        if awaits is not None:
+            tl.land(awaits, t1, since=t0, label=label)
+        if tl.active:
+            nbytes = getattr(self.data, "nbytes", 0)
+            tl.add("idle", label, t0, t1, nbytes)
+            if awaits is None and not tl.posted:  # a blocking call: in flight while it runs
+                tl.depart(None, label, t0, nbytes)
+                tl.land(None, t1)
+        tl.idle_start = None
 
 
 class _LayerSpans:
@@ -435,12 +484,19 @@ def prompt_handover(interval=2e-4):
 def _union_length(spans, lo=-np.inf, hi=np.inf, holes=()):
     """Total length of the union of the intervals within [lo, hi] (overlapping requests count
     once), less its parts inside ``holes`` (disjoint intervals, e.g. Numba compiling)."""
-    def covered(a, b):
-        total, end = 0.0, a
-        for s, e in sorted(spans):
-            s, e = max(s, end), min(e, b)
-            if e > s:
-                total += e - s
-                end = e
-        return total
-    return max(covered(lo, hi) - sum(covered(max(a, lo), min(b, hi)) for a, b in holes), 0.0)
+    if not holes and len(spans) == 1:   # most iterations: one blocking call or one request
+        (s, e), = spans
+        return max(min(e, hi) - max(s, lo), 0.0)
+    spans = sorted(spans)
+    return max(_covered(spans, lo, hi) - sum(_covered(spans, max(a, lo), min(b, hi)) for a, b in holes), 0.0)
+
+
+def _covered(spans, a, b):
+    """Length of the union of the sorted intervals ``spans`` within [a, b]."""
+    total, end = 0.0, a
+    for s, e in spans:
+        s, e = max(s, end), min(e, b)
+        if e > s:
+            total += e - s
+            end = e
+    return total

@@ -110,3 +110,12 @@ def mark_launching(folder, items):
     for item in items:
         if folder in item.path.parents:
             item.add_marker("mpi_launch")
+
+
+def rank_of(pid):
+    """The MPI rank that the launcher gave process ``pid`` (its PMI_RANK or OMPI_COMM_WORLD_RANK), or
+    None for a process that is not a rank."""
+    with open(f"/proc/{pid}/environ", "rb") as f:
+        env = dict(v.split(b"=", 1) for v in f.read().split(b"\0") if b"=" in v)
+    rank = env.get(b"PMI_RANK", env.get(b"OMPI_COMM_WORLD_RANK"))
+    return None if rank is None else int(rank)

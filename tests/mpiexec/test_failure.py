@@ -5,6 +5,8 @@ and asserts the exit code, the one message and the files left behind.
 """
 
 import os
+import platform
+import re
 import signal
 import subprocess
 import sys
@@ -13,7 +15,7 @@ import time
 import h5py
 import numpy as np
 import pytest
-from tests.helpers.launch import ROOT, cli, mpi_env, mpiexec, mpilib, scaled
+from tests.helpers.launch import ROOT, cli, mpi_env, mpiexec, mpilib, rank_of, scaled
 
 INJECT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "helpers", "fault_inject.py")
 SHORT = ["--iterations", "12", "--no-progress"]
@@ -88,6 +90,47 @@ def test_signal_to_every_rank_stops_them_together(sig, code, word):
     assert p.returncode == code, err
     lines = [ln for ln in err.splitlines() if ln.startswith("refsgd")]
     assert len(lines) == 1 and word in lines[0] and "nothing saved" in lines[0], err
+
+
+def _ranks_below(pid):
+    """pid -> rank of the ranks descended from process ``pid``."""
+    found, todo = {}, [pid]
+    while todo:
+        for child in mpilib._children(todo.pop()):
+            todo.append(child)
+            rank = rank_of(child)
+            if rank is not None:
+                found[child] = rank
+    return found
+
+
+def test_kill_9_of_one_rank_ends_the_job_and_refsgds_last_line_names_the_rank_and_the_signal():
+    """kill -9 of one rank (as the OOM killer does): hydra ends the others and prints its banner
+    and cleanup lines, which name only the pid; then, last, the launcher's (python -m
+    refsgd.mpilib, what run.sh starts) own line names the rank, its host and pid, and the signal."""
+    if mpilib.launcher().kind != "hydra":
+        pytest.skip("hydra's banner (Open MPI's mpirun --quiet prints nothing of a killed rank: exit code 137)")
+    p = _start(["train", "--iterations", "1000000", "--no-progress"], n=3)
+    line = ""
+    while "test acc" not in line:
+        line = p.stdout.readline()
+        assert line, p.stderr.read()
+    ranks = _ranks_below(p.pid)
+    assert sorted(ranks.values()) == [0, 1, 2], ranks
+    victim = next(pid for pid, rank in ranks.items() if rank == 1)
+    os.kill(victim, signal.SIGKILL)
+    out, err = p.communicate(timeout=scaled(60))
+    if p.returncode != 9 and "Abort(" in err:
+        pytest.skip("a surviving rank's MPI call failed first (it read the dead rank's memory) and MPICH aborted "
+                    "the job before hydra saw the kill: no banner of a signal (a race a loaded machine shows)")
+    assert p.returncode == 9, err   # hydra's exit code for a rank that signal 9 ended
+    assert "BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES" in out, out + err
+    # (a surviving rank may see its peer's death in an MPI call first and abort, and hydra's banner
+    # then names that rank, the lowest that its cleanup's SIGKILL ended: a race that a loaded
+    # machine shows; the line names the rank that ended first, without the signal it cannot know)
+    assert re.fullmatch(rf"refsgd: rank 1 on {re.escape(platform.node())} \(pid {victim}\) (was ended by signal 9 "
+                        r"\(SIGKILL\)|ended first, without a word of refsgd's \(a signal: kill -9, the OOM killer, "
+                        r"a crash\)); mpiexec then ended every rank of the job", err.strip().splitlines()[-1]), err
 
 
 def test_sigterm_writes_a_checkpoint_that_resumes_the_same_trajectory(tmp_path):

@@ -64,3 +64,33 @@ def test_more_ranks_than_cores_and_the_exit_code_of_a_rank():
     r = subprocess.run(mpilib.wrapped(n, sys.executable, "-c", code), capture_output=True, text=True, timeout=scaled(120),
                        env=mpi_env())
     assert r.returncode == 3, r.stderr
+
+
+BANNER = """
+===================================================================================
+=   BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES
+=   PID 1001 RUNNING AT node7
+=   EXIT CODE: 9
+=   CLEANING UP REMAINING PROCESSES
+=   YOU CAN IGNORE THE BELOW CLEANUP MESSAGES
+===================================================================================
+YOUR APPLICATION TERMINATED WITH THE EXIT STRING: Killed (signal 9)
+"""
+
+
+def test_the_line_after_hydras_banner_names_the_rank_that_ended_first():
+    """The banner's pid is the rank's when it ended first (or none was seen first); when another
+    rank ended first (the banner's was a lower rank that hydra's cleanup killed), that one is named,
+    without a signal; no banner of a signal, no line."""
+    ranks = {1000: 0, 1001: 1, 1002: 2}
+    tail = "; mpiexec then ended every rank of the job"
+    assert mpilib.killed_rank_line(BANNER, ranks, 1001) == \
+        "refsgd: rank 1 on node7 (pid 1001) was ended by signal 9 (SIGKILL)" + tail
+    assert mpilib.killed_rank_line(BANNER, ranks) == mpilib.killed_rank_line(BANNER, ranks, 1001)
+    assert mpilib.killed_rank_line(BANNER, {}, None) == \
+        "refsgd: a rank on node7 (pid 1001) was ended by signal 9 (SIGKILL)" + tail
+    assert mpilib.killed_rank_line(BANNER, ranks, 1002) == ("refsgd: rank 2 on node7 (pid 1002) ended first, without a "
+                                                            "word of refsgd's (a signal: kill -9, the OOM killer, a "
+                                                            "crash)" + tail)
+    exited = BANNER.replace("EXIT CODE: 9", "EXIT CODE: 3").split("YOUR APPLICATION")[0]
+    assert mpilib.killed_rank_line(exited, ranks, 1001) == ""
