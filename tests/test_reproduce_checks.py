@@ -199,3 +199,70 @@ def test_divergence_is_read_from_the_run_error_and_other_failures_are_not():
 
 def test_a_difference_of_equal_numbers_prints_zero():
     assert fmt(-4.737e-15) == "0" and fmt(0.6) == "0.6" and fmt(float("nan")) == "n/a"
+
+
+# ---------------------------------------------------------------- DC-S3GD's Table I trend
+class _BatchRuns(_FakeRuns):
+    """SSGD at 80 % at every batch, DC-S3GD at 80 % + ``gaps[global batch]``."""
+
+    def __init__(self, tmp_path, gaps):
+        super().__init__(tmp_path)
+        self.gaps = gaps
+
+    def train(self, algo, seed, ranks=None, trace=False, variant=None, **options):
+        run = super().train(algo, seed, ranks, trace, variant, **options)
+        gap = self.gaps[int(options["batch"]) * (ranks or 2)] if algo == "dcs3gd" else 0.0
+        run.evals = [{"iteration": 10, "epoch": 1.0, "test_acc": 0.8 + gap / 100}]
+        return run
+
+
+@pytest.mark.parametrize("gaps, word", [
+    ({1536: 0.5, 3072: -1.0, 6144: -5.0}, REPRODUCED),  # Table I's shape: equal, slightly below, well below
+    ({1536: -3.0, 3072: 1.0, 6144: 3.0}, NOT_REPRODUCED),  # rising with the batch: every check fails
+    ({1536: 0.0, 3072: 0.0, 6144: 0.0}, PARTLY_REPRODUCED),  # no trend: only "equal at 32k" holds
+    ({1536: 0.5, 3072: -1.0, 6144: -20.0}, PARTLY_REPRODUCED),  # falls much further than the paper's 7.1 pp
+])
+def test_dcs3gd_batch_trend_flips_from_both_sides(tmp_path, gaps, word):
+    """dcs3gd-batch on synthetic accuracies: the trend of DC-S3GD minus SSGD over the global batch
+    is judged against Table I from both sides (too little fall and too much both leave the band);
+    both methods get the same lr rule (0.02 per 256 samples at the global batch) at each batch."""
+    claim = claims.BY_NAME["dcs3gd-batch"]
+    s = Setup()
+    runs = _BatchRuns(tmp_path, gaps)
+    numbers, _ = claim.measure(runs, s, claim.hyper(s), 0)
+    assert numbers["gap_fall_32k_to_128k"] == pytest.approx(gaps[1536] - gaps[6144])
+    assert verdict(claim.checks, [numbers])[0] == word
+    lrs = {(a, int(o["batch"]) * 2): float(o["lr"]) for a, _, o in runs.calls}
+    assert lrs == {(a, b): pytest.approx(0.02 * b / 256) for a in ("ssgd", "dcs3gd") for b in (1536, 3072, 6144)}
+    assert {o["epochs"] for _, _, o in runs.calls} == {claim.hyper(s)["epochs"]}  # equal epochs
+
+
+def test_quick_caps_a_run_in_epochs_at_a_few_iterations(tmp_path):
+    """--quick: a run given in epochs longer than QUICK_ITERATIONS runs QUICK_ITERATIONS
+    iterations, fewer where an iteration takes more samples (QUICK_SAMPLES per worker), at least
+    2 (a smoke test within 5 minutes for `all`); a shorter one keeps its epochs."""
+    from refsgd.reproduce.runner import QUICK_ITERATIONS, QUICK_SAMPLES, Runs
+    runs = Runs(Setup(quick=True))  # the embedded digits: 1,500 training images
+    long = runs._quick({"epochs": 3, "batch": 1, "eval_every": "200it"}, 2)
+    assert long["iterations"] == QUICK_ITERATIONS and long["epochs"] is None
+    assert long["eval_every"] == f"{QUICK_ITERATIONS // 2}it"
+    assert runs._quick({"epochs": 3, "batch": 32, "tau": 4}, 2)["iterations"] == QUICK_SAMPLES // 128
+    assert runs._quick({"epochs": 3, "batch": 700}, 1)["iterations"] == 2
+    assert runs._quick({"epochs": 3, "batch": 64, "staleness": 27}, 1)["iterations"] == 27 + QUICK_ITERATIONS // 2
+    short = {"epochs": 1, "batch": 768}
+    assert runs._quick(short, 2) == short
+    assert runs._quick({"iterations": 30}, 2) == {"iterations": 30}
+
+
+def test_quick_leaves_out_the_checks_of_the_sweep_it_does_not_run(tmp_path, monkeypatch):
+    """laga-idle --quick runs one ratio: the other ratio's checks are left out of its verdict (not
+    failed for a number never measured); the page says the verdict is a smoke test."""
+    import refsgd.reproduce as rep
+    monkeypatch.setattr(rep, "load_average", lambda: [0.0, 0.0, 0.0])
+    monkeypatch.setattr(rep, "Runs", lambda setup: _FakeRuns(tmp_path))
+    out = tmp_path / "res"
+    rep.reproduce("laga-idle", Setup(quick=True, seeds=1), str(out))
+    data = json.loads((out / "laga-idle.json").read_text())
+    keys = [c["number"] for c in data["checks"]]
+    assert keys and all("_r6" in k for k in keys) and len(keys) < len(claims.BY_NAME["laga-idle"].checks)
+    assert "not a result" in (out / "laga-idle.md").read_text()

@@ -24,7 +24,8 @@ def add(sub):
     r.add_argument("--seeds", type=positive_int, default=None,
                    help="seeds per claim, at most 20 (default 3; 1 with --quick)")
     r.add_argument("--quick", action="store_true",
-                   help="fewer epochs and iterations and one seed: a smoke test (all claims in minutes), not a result")
+                   help="one seed, each run at most 40 iterations (or its shorter epochs): a smoke test of every "
+                        "claim (all in under 5 minutes), not a result")
     cmdoptions.add(r, "data", help="MNIST or CIFAR-10 from `refsgd data convert`, for every claim (default: MNIST "
                                    "from `refsgd data download mnist`'s cache for the accuracy claims, the embedded "
                                    "digits for the timing claims)")

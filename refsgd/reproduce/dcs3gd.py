@@ -47,6 +47,65 @@ def _acc_measure(runs, setup, hp, seed):
     return n, {"test accuracy (%) against epochs": {k: curve(v) for k, v in r.items()}}
 
 
+#: Table I's global batches as a fraction of ImageNet-1k's 1,281,167 training images, applied to MNIST's
+#: 60,000 (ours): 32k -> 1535, 64k -> 3069, 128k -> 6139, rounded to a multiple of 2 x 256
+BATCHES = {"32k": 1536, "64k": 3072, "128k": 6144}
+IMAGENET_TRAIN = 1281167
+
+
+def _batch_hyper(setup):
+    e = epochs(setup, (1, 3), (1, 3))
+    # --quick: the two ends of the sweep
+    batches = {k: b for k, b in BATCHES.items() if k != "64k" or not setup.quick}
+    per = {k: b // setup.ranks for k, b in batches.items()}
+    return {"model": setup.model("accuracy"), "global_batches": batches, "batch_per_worker": per,
+            "epochs": e, "lr_per_256": 0.02, "momentum": 0.9, "weight_decay": 0.0,
+            # the paper stops the warm-up after 15 of 90 epochs up to 64k, after 20 at 128k (section IV-A)
+            "schedules": {k: f"warmup-linear:warmup_epochs={e / 2:g},warmup_stop_epochs="
+                            f"{e * (20 if k == '128k' else 15) / 90:.4g},total_epochs={e}" for k in BATCHES},
+            "note": "both methods at every batch: lr 0.02 per 256 samples at the global batch (eq. 16 with the "
+                    "paper's base for VGG-16, which like MNIST-MLP has no batch normalisation: at ResNet's 0.1 SSGD "
+                    "diverged at 3072 and 6144, iterations 37 and 13, seed 0), momentum 0.9, the paper's schedule (section IV-A: a linear "
+                    "warm-up planned over half the run, stopped after 15/90 of it, 20/90 at 128k, then a linear "
+                    "decrease), equal epochs; the global batch split over the workers"}
+
+
+def _batch_measure(runs, setup, hp, seed):
+    n, curves = {}, {}
+    for k, b in hp["global_batches"].items():
+        per = b // setup.ranks
+        common = dict(model=hp["model"], batch=per, epochs=hp["epochs"], lr=f"{hp['lr_per_256'] * b / 256:g}",
+                      momentum=hp["momentum"], weight_decay=hp["weight_decay"], schedule=hp["schedules"][k],
+                      eval_every=eval_every(setup, per, setup.ranks, per_epoch=1))
+        for algo in ("ssgd", "dcs3gd"):
+            r = runs.train(algo, seed, variant=f"{algo}, global batch {b} ({k} on ImageNet)", **common)
+            n[f"acc_{algo}_{k}"] = acc(r)
+            curves[f"{algo} {b}"] = curve(r)
+        n[f"gap_{k}"] = n[f"acc_dcs3gd_{k}"] - n[f"acc_ssgd_{k}"]
+    n["gap_fall_32k_to_128k"] = n["gap_32k"] - n["gap_128k"]
+    return n, {"test accuracy (%) against epochs, per global batch": curves}
+
+
+def _batch_checks():
+    src = ("Table I: DC-S3GD minus its SSGD reference at the same batch on ResNet-50 {}; our band: {} (ours, "
+           "at MNIST's resolution of 0.01 pp per image)")
+    return (
+        Check("gap_fall_32k_to_128k", 1.0, 10.0, "the fall of DC-S3GD's accuracy relative to SSGD's from the 32k- to "
+              "the 128k-equivalent batch (pp)", src.format("falls by 7.1 pp (+1.8 at 32k on 64 nodes, -5.3 at 128k)",
+                                                            "a fall of 1 to 10 pp, partly 0.3 to 15"),
+              partial=(0.3, 15.0)),
+        Check("gap_32k", -0.5, 2.5, "DC-S3GD minus SSGD at the 32k-equivalent batch (pp)",
+              src.format("is +1.8 to +2.0 pp at 32k (\"state-of-the-art accuracy\")",
+                         "equal or better, -0.5 to +2.5 pp, partly -1.5 to +3.5"), partial=(-1.5, 3.5)),
+        Check("gap_64k", -2.5, -0.3, "DC-S3GD minus SSGD at the 64k-equivalent batch (pp)",
+              src.format("is -0.6 to -1.1 pp at 64k (\"a slight loss of accuracy\")",
+                         "below, -2.5 to -0.3 pp, partly -4 to 0"), partial=(-4.0, 0.0)),
+        Check("gap_128k", -10.0, -2.0, "DC-S3GD minus SSGD at the 128k-equivalent batch (pp)",
+              src.format("is -5.3 pp at 128k, against K-FAC (\"a large loss of accuracy\")",
+                         "well below, -10 to -2 pp, partly -15 to -0.5"), partial=(-15.0, -0.5)),
+    )
+
+
 RATIOS = (0.5, 1.0, 2.0)  # t_ARed / t_C: compute-bound, balanced, communication-bound
 
 
@@ -109,7 +168,28 @@ CLAIMS = [
           tuning="the paper tunes its own runs (\"for each combination ... the run which reached the lowest "
                  "validation error\") and takes SSGD's numbers from other papers at the same batch; here both "
                  "share one set, untuned",
-          data="mnist", axes=("epochs", "test accuracy (%)"), budget=(20, 60)),
+          data="mnist", axes=("epochs", "test accuracy (%)"), budget=(15, 60)),
+    Claim("dcs3gd-batch", "Rigazzi et al. 2019 (DC-S3GD)", "section IV-C 1), Table I (ResNet-50 rows)",
+          "DC-S3GD's accuracy relative to SSGD at the same global batch falls as the batch grows: equal or better "
+          "up to 32k, below at 64k, well below at 128k.",
+          "ResNet-50, DC-S3GD minus the SSGD reference: +2.1 (16k), +2.0/+1.8 (32k), -0.6/-1.1 (64k), -5.3 (128k, "
+          "against K-FAC) pp (Table I, whole on the page)",
+          _batch_checks(), _batch_hyper, _batch_measure, "curves",
+          quotes=(("Table I", "ResNet-50/101/152, VGG-16 on ImageNet-1k, 32-128 CPU nodes", TABLE_I), RESNET50),
+          regime="MNIST, MNIST-MLP (784-500-500-10), 2 workers; global batches 1536, 3072, 6144: Table I's 32k, "
+                 "64k and 128k as the same fraction of the training set (batch / 1,281,167 ImageNet images x "
+                 "60,000 MNIST images, ours), so an epoch has as many updates as the paper's (39, 20, 10); 3 epochs "
+                 "where the paper trains 90, so a run has 27 to 117 updates where the paper's have 880 to 3,500; "
+                 "the paper's lr rule (eq. 16, \"for VGG, the base learning rate was 0.02\") and schedule for both "
+                 "methods",
+          ours="the mapping of the batches by fraction of the training set; the bands (the paper gives no "
+               "tolerance); SSGD run here with DC-S3GD's settings, where the paper takes it from other papers",
+          paper_values={"gap_fall_32k_to_128k": "7.1 (ResNet-50)", "gap_32k": "+1.8 to +2.0", "gap_64k": "-0.6 to "
+                        "-1.1", "gap_128k": "-5.3 (against K-FAC)"},
+          tuning="the paper tunes its own runs (the lowest validation error per combination) and takes SSGD's "
+                 "numbers from other papers ([23], [9]; K-FAC [17] at 128k); here both methods share one set per "
+                 "batch, untuned",
+          data="mnist", axes=("epochs", "test accuracy (%)"), budget=(30, 90)),
     Claim("dcs3gd-iteration", "Rigazzi et al. 2019 (DC-S3GD)", "section III-D 1), eq. 13 and 14",
           "An iteration of DC-S3GD takes max(compute, all-reduce) where SSGD's takes their sum.",
           "t_SSGD = t_C + t_ARed (eq. 13), t_DC-S3GD = max(t_C, t_ARed) (eq. 14); the paper gives no measured "
@@ -128,5 +208,5 @@ CLAIMS = [
                "the tolerance +-20 % is ours",
           paper_values={"model_speedup_r1": "2 at t_C = t_ARed (ours, from eq. 13/14)"},
           tuning="a timing model: the hyperparameters do not enter it; both methods share one set",
-          axes=("", "ms per iteration"), budget=(12, 40)),
+          axes=("", "ms per iteration"), budget=(20, 40)),
 ]

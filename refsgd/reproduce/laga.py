@@ -98,7 +98,10 @@ SPEED_RATIOS = (2.0, 6.0)
 
 def _time_hyper(setup):
     return {"model": setup.model("timing"), "batch": 32, "iterations": 30 if setup.quick else 200, "lr": 0.01,
-            "momentum": 0.0, "idle_ratios": IDLE_RATIOS, "speed_ratios": SPEED_RATIOS,
+            "momentum": 0.0,
+            # --quick: one ratio each (the runs of laga-speedup's are laga-idle's)
+            "idle_ratios": IDLE_RATIOS[:1] if setup.quick else IDLE_RATIOS,
+            "speed_ratios": SPEED_RATIOS[1:] if setup.quick else SPEED_RATIOS,
             "note": "laga-sgd (Algorithm 3) has no momentum: ssgd and ssgd-opt run without it too; eq. 4's T_bwd "
                     "taken as 2/3 of T_comp (ours)",
             "link": "EMULATED, one all-reduce of the gradient = ratio x T_comp (one micro-batch's compute, from an "
@@ -231,15 +234,20 @@ CLAIMS = [
           _acc_hyper, _acc_measure, "curves",
           quotes=(("Table 1", "ResNet-50, ImageNet", TABLE_1), TABLE_TEXT, HYPER_TEXT),
           regime="MNIST, MNIST-MLP, 2 workers x 32 samples x tau, the paper's hyperparameters (lr 0.1 per 256 "
-                 "samples scaled linearly with tau, momentum 0.9, weight decay 1e-4, its schedule scaled to the "
-                 "run); the paper's ResNet-50 and 90 ImageNet epochs are not",
+                 "samples scaled linearly with tau, momentum 0.9, weight decay 1e-4) and its schedule, warm-up "
+                 "included (section 5.2: \"the learning-rate is gradually warmed-up during the early iterations "
+                 "(first 5 epochs) and is decayed by 0.1 at epochs 30, 60, and 80\", [17]'s schedule), scaled to "
+                 "the run: linear from 0 over its first 5/90, x0.1 at 30, 60 and 80 of 90. At that lr "
+                 "LAGA-SGDM at tau = 4 can diverge on MNIST-MLP (measured: iteration 106, seed 0, after the "
+                 "warm-up; LAGA-SGDN trained to 97.75 %): the divergence is recorded as the result, the lr is not lowered; the paper's "
+                 "ResNet-50 and 90 ImageNet epochs are not",
           ours="the tolerances (+-0.6 and +-0.5 pp: about the paper's effect, 60 and 50 of MNIST's 10,000 test "
                "images)",
           paper_values={"ssgd_minus_sgdm_tau4": "0.60", "sgdn_minus_ssgd_tau4": "+0.05",
                         "sgdm_drop_tau1_to_4": "0.81"},
           tuning="shared, as the paper (\"the same schedule and hyperparameters as [17]\" for every method, the "
                  "learning rate scaled linearly with tau)",
-          data="mnist", axes=("epochs", "test accuracy (%)"), budget=(40, 180)),
+          data="mnist", axes=("epochs", "test accuracy (%)"), budget=(30, 180)),
     Claim("laga-idle", "Hakimi et al. 2021 (LAGA)", "section 5.1 (Figure 4, eq. 3 and 6)",
           "LAGA's idle time is what eq. 6 predicts, several times smaller than SSGD's (eq. 3) and SSGD-OPT's "
           "(eq. 4), over tau = 1, 2, 4 (Figure 4).",
@@ -253,7 +261,7 @@ CLAIMS = [
                         "idle_ratio_opt_tau4_r6": "4.54 (VGG-16, its own ratio)"},
           at_scale="the paper's ratio is VGG-16's on 8 GPUs, shown only as a plot (Figure 3)",
           tuning="a timing measurement: both methods share one set (no momentum: laga-sgd has none)",
-          axes=("", "idle ms per iteration"), budget=(20, 60)),
+          axes=("", "idle ms per iteration"), budget=(30, 60)),
     Claim("laga-speedup", "Hakimi et al. 2021 (LAGA)", "section 5.1 (Figure 6)",
           "LAGA's speed-up over SSGD without accumulation grows with tau, as eq. 3 and 6 predict.",
           "up to 2.96x at tau = 4 (ImageNet), saturating at tau = 4",
@@ -266,5 +274,5 @@ CLAIMS = [
           at_scale="the paper's 8 GPUs share one machine's PCIe; Figure 6's ratio is not given in numbers", scale=_scale,
           tuning="a timing measurement: every run shares one set (no momentum: laga-sgd has none)",
           axes=("tau (micro-batches per iteration)", "speed-up over SSGD at tau = 1 (samples/s ratio)"),
-          budget=(15, 40)),
+          budget=(3, 40)),
 ]

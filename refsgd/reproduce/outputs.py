@@ -90,7 +90,8 @@ def markdown(r):
         lines += [f"**Regime.** {r['regime']}", ""]
     if r.get("ours"):
         lines += [f"**Ours (derived, not the paper's).** {r['ours']}", ""]
-    lines += [f"**Verdict: {r['verdict']}.** {r['why']}", ""]
+    smoke = " (--quick: a smoke test of the claim's path, not a result)" if r["quick"] else ""
+    lines += [f"**Verdict{smoke}: {r['verdict']}.** {r['why']}", ""]
     lines += _check_lines(r) + [""]
     lines += [f"> {w}" for w in r["warnings"]] + ([""] if r["warnings"] else [])
     lines += [f"Run: `refsgd reproduce {r['name']}` with {r['ranks']} ranks, {r['seeds']} seed(s), data "
@@ -268,6 +269,8 @@ def index_line(r, folder):
     """A claim's row; ``folder`` is where its page is, relative to the index."""
     runs = f"{r['seeds']}" + (" quick" if r["quick"] else "")
     verdict = r["verdict"] + (f": {r['untestable']}" if r.get("untestable") else "")
+    if r["quick"]:
+        verdict += " (--quick smoke test, not a result)"
     if r["verdict"] == "not testable here" and r.get("scale_prediction"):
         verdict += " (bench scale: " + "; ".join(f"{what}: {_value(v)} against the paper's {paper or '-'}"
                                                  for what, v, paper in r["scale_prediction"]) + ")"

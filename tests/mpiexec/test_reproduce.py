@@ -97,7 +97,8 @@ def test_quick_claim_end_to_end(tmp_path):
     data = json.loads((out / "dcs3gd-iteration.json").read_text())
     md = (out / "dcs3gd-iteration.md").read_text()
     assert data["verdict"] in (REPRODUCED, PARTLY_REPRODUCED, NOT_REPRODUCED, NOT_TESTABLE)
-    assert f"**Verdict: {data['verdict']}.**" in md and data["verdict"] in r.stdout
+    assert f"**Verdict (--quick: a smoke test of the claim's path, not a result): {data['verdict']}.**" in md
+    assert data["verdict"] in r.stdout and "--quick smoke test, not a result" in (out / "index.md").read_text()
     assert data["seeds"] == 1 and data["quick"] and len({run["command"] for run in data["runs"]}) == 7
     assert all(run["command"].startswith("mpiexec -n ") and len(run["load_before"]) == 3 for run in data["runs"])
     assert data["hyperparameters"]["momentum"] == 0.9 and "- momentum: 0.9" in md
