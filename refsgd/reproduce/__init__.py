@@ -51,11 +51,13 @@ def list_text():
                                       if c.data else "any (default the embedded digits: a timing model)"))
         lines.append(f"    budget: {c.budget[1]} s per seed on 2 idle cores at one rank per core "
                      f"({c.budget[0]} s with --quick)")
-        if c.untestable:
+        if c.requires:
+            lines.append(f"    needs: {c.requires}")
+        elif c.untestable:
             lines.append("    not testable on one machine: the page says why and what it needs")
     lines.append(f"all: at most {_claims.budget(False, 3) / 60:.0f} min at 3 seeds on 2 idle cores at one rank per "
                  f"core ({_claims.budget(True, 1) / 60:.1f} min with --quick; the claims that need MNIST are "
-                 "not testable, and cost nothing, without it)")
+                 "not testable, and cost nothing, without it; so are those that need root, without it)")
     return "\n".join(lines)
 
 

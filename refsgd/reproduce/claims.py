@@ -3,7 +3,7 @@
 
 from refsgd.reproduce import daso, dcs3gd, laga, pipesgd, ppasgd
 from refsgd.reproduce.measure import check_matplotlib, first_reach  # noqa: F401 -- the tests and __init__ use them
-from refsgd.reproduce.ppasgd import _bundled  # noqa: F401
+from refsgd.reproduce.measure import _bundled  # noqa: F401
 
 CLAIMS = dcs3gd.CLAIMS + laga.CLAIMS + ppasgd.CLAIMS + daso.CLAIMS + pipesgd.CLAIMS
 BY_NAME = {c.name: c for c in CLAIMS}
