@@ -308,6 +308,8 @@ CAL = "calibration (t_C, t_ARed: the real link)"
     ((10.0, 0.0, 10.0), (10.0, 10.0, 20.0), REPRODUCED),  # eq. 14's full overlap, eq. 13's sum
     ((10.0, 10.0, 20.0), (10.0, 10.0, 20.0), PARTLY_REPRODUCED),  # no overlap: DC-S3GD at eq. 13's time
     ((4.0, 0.0, 4.0), (10.0, 10.0, 20.0), PARTLY_REPRODUCED),  # faster than eq. 14 allows: outside from below
+    # the transfer's CPU: eq. 14 at DC-S3GD's own grown compute holds, at the compute alone only partly
+    ((15.0, 2.0, 17.0), (10.0, 10.0, 20.0), PARTLY_REPRODUCED),
     ((10.0, 10.0, 20.0), (10.0, 30.0, 40.0), NOT_REPRODUCED),  # neither: SSGD twice eq. 13 too
 ])
 def test_dcs3gd_iteration_cluster_flips_from_both_sides(tmp_path, monkeypatch, dc, ss, word):
@@ -329,6 +331,8 @@ def test_dcs3gd_iteration_cluster_flips_from_both_sides(tmp_path, monkeypatch, d
     assert numbers["ratio_measured"] == pytest.approx(1.0) and numbers["t_ared_ms_real"] == pytest.approx(10.0)
     assert numbers["overlap_achieved"] == pytest.approx((ss[2] - dc[2]) / 10.0)
     assert numbers["compute_inflation"] == pytest.approx(dc[0] / ss[0])
+    assert numbers["dcs3gd_over_eq14_tc_real"] == pytest.approx(dc[2] / 10.0)
+    assert numbers["dcs3gd_over_eq14_real"] == pytest.approx(dc[2] / max(dc[0], 10.0))
     # one cluster of 2 nodes at the rate whose all-reduce of the gradient takes the local t_C (10 ms)
     (c,) = _NoCluster.made
     nbytes = load_model(hp["model"]).num_params * 4
@@ -379,3 +383,32 @@ def test_dcs3gd_iteration_cluster_is_not_testable_without_root(tmp_path, monkeyp
     assert r["verdict"] == NOT_TESTABLE and fake.calls == [] and said == ["up", "down"]
     assert r["why"].startswith("scripts/cluster up --name rpprobe") and r["why"].endswith(
         "failed: scripts/cluster: up failed; removing what it created")
+
+
+def test_dcs3gd_iteration_cluster_page_reports_the_measured_ratio_against_the_model(tmp_path, monkeypatch):
+    """The page of a run on synthetic times (a partial overlap: DC-S3GD's compute 1.5x SSGD's while
+    its all-reduce is in flight, half of min(t_C, t_ARed) hidden): the measured t_ARed / t_C, the
+    compute's growth and the share hidden, beside eq. 13/14, and the regime says the overlap is
+    partial on a real link."""
+    import refsgd.reproduce as rep
+    from refsgd.reproduce import cluster, dcs3gd
+    monkeypatch.setattr(rep, "load_average", lambda: [0.0, 0.0, 0.0])
+    monkeypatch.setattr(dcs3gd.cluster, "Cluster", _NoCluster)
+    monkeypatch.setattr(cluster, "probe", lambda nodes: "")
+    fake = _ClusterRuns(tmp_path, {CAL: (10.0, 12.0, 22.0), "ssgd, the real link": (10.0, 12.0, 22.0),
+                                   "dcs3gd, the real link": (15.0, 2.0, 17.0)})
+    monkeypatch.setattr(rep, "Runs", lambda setup: fake)
+    (r,) = rep.reproduce("dcs3gd-iteration-cluster", Setup(seeds=1), str(tmp_path / "res"))
+    n = {k: v["mean"] for k, v in r["numbers"].items()}
+    assert n["ratio_measured"] == pytest.approx(1.2) and n["compute_inflation"] == pytest.approx(1.5)
+    assert n["overlap_achieved"] == pytest.approx(0.5)  # (22 - 17) / min(10, 12)
+    assert n["ssgd_over_eq13_real"] == pytest.approx(1.0) and n["dcs3gd_over_eq14_real"] == pytest.approx(17 / 15)
+    # eq. 14 at DC-S3GD's own (grown) compute holds (1.13), at the compute alone partly (17 / 12 = 1.42)
+    assert r["verdict"] == PARTLY_REPRODUCED
+    statuses = {c["number"]: c["status"] for c in r["checks"]}
+    assert statuses == {"ssgd_over_eq13_real": HOLDS, "dcs3gd_over_eq14_real": HOLDS, "dcs3gd_over_eq14_tc_real": PARTLY}
+    md = (tmp_path / "res" / "dcs3gd-iteration-cluster.md").read_text()
+    assert "t_ARed / t_C = 1.2, measured by a calibration run of ssgd across the cluster" in md
+    assert "DC-S3GD's compute took 1.5x SSGD's" in md and "the overlap hid 0.5 of the min(t_C, t_ARed)" in md
+    assert "the overlap is partial, not eq. 14's" in md and "| overlap_achieved | 1 (eq. 14" in md
+    assert (tmp_path / "res" / "dcs3gd-iteration-cluster.png").stat().st_size > 0
