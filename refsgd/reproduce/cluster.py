@@ -43,7 +43,8 @@ def missing():
         return f"scripts/cluster needs {', '.join(tools)} (iproute2, util-linux)"
     caps = lacking_capabilities()
     if caps:
-        return f"scripts/cluster needs root, or CAP_NET_ADMIN and CAP_SYS_ADMIN: this process lacks {' and '.join(caps)}"
+        return ("scripts/cluster needs root, or CAP_NET_ADMIN and CAP_SYS_ADMIN: this process lacks "
+                + " and ".join(caps))
     if not os.access(os.path.join(sys.prefix, "bin", "mpiexec"), os.X_OK):
         return f"scripts/cluster runs {sys.prefix}/bin/mpiexec, which is not there (the mpich wheel provides it)"
     return ""

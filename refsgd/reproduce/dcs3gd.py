@@ -224,9 +224,10 @@ def _real_discussion(hp, m):
             "same cores, and MPICH moves an MPI_Iallreduce forward only inside MPI calls (the polls between "
             "layers), both of which the emulated link leaves out. Eq. 13 and 14 are evaluated at each run's own "
             "compute (dcs3gd_over_eq14_real, which lets the grown compute in) and eq. 14 also at the compute alone "
-            f"(dcs3gd_over_eq14_tc_real: {fmt(m['dcs3gd_over_eq14_tc_real'])}, the paper's t_C(B)); the overlap hid {fmt(m['overlap_achieved'])} of the min(t_C, t_ARed) that eq. 14 hides (1: "
-            f"full overlap, 0: none): a speed-up of {fmt(m['speedup_real'])} against eq. 13/14's "
-            f"{fmt(m['model_speedup_real'])} (means over the seeds).")
+            f"(dcs3gd_over_eq14_tc_real: {fmt(m['dcs3gd_over_eq14_tc_real'])}, the paper's t_C(B)); the overlap "
+            f"hid {fmt(m['overlap_achieved'])} of the min(t_C, t_ARed) that eq. 14 hides (1: full overlap, 0: "
+            f"none): a speed-up of {fmt(m['speedup_real'])} against eq. 13/14's {fmt(m['model_speedup_real'])} "
+            "(means over the seeds).")
 
 
 def _real_untestable(setup):
@@ -301,14 +302,15 @@ CLAIMS = [
                    "compute counts against the overlap", partial_tol=0.5, timing=True),),
           _real_hyper, _real_measure, "bars",
           quotes=(EQ13_14,),
-          regime="a REAL link: scripts/cluster, 2 nodes (network namespaces of this machine) x 1 rank, TCP through "
-                 "veth pairs shaped with tc tbf at the bandwidth that makes the all-reduce take t_C (t_C measured "
-                 "first without a link), so t_ARed / t_C near 1 (the point where eq. 14 hides the most), then t_C "
-                 "and t_ARed MEASURED on that link by a calibration run of ssgd (compute; its blocking all-reduce) "
-                 "and the ratio reported; a 64-1000-500-10 perceptron on the digits (a 2.3 MB gradient), batch "
-                 "256. The transfer costs CPU on the same cores as the compute, and MPICH progresses DC-S3GD's "
-                 "MPI_Iallreduce only inside MPI calls (the polls between layers): the overlap is partial, not "
-                 "eq. 14's. Needs root (network namespaces): otherwise not testable here",
+          regime="a REAL link: scripts/cluster, 2 nodes (network namespaces of this machine; one per --ranks) x 1 "
+                 "rank, TCP through veth pairs shaped with tc tbf at the bandwidth that makes the all-reduce take "
+                 "t_C (t_C measured first without a link), so t_ARed / t_C near 1 (the point where eq. 14 hides the "
+                 "most), then t_C and t_ARed MEASURED on that link by a calibration run of ssgd (compute; its "
+                 "blocking all-reduce) and the ratio reported; a 64-1000-500-10 perceptron on the digits (a 2.3 MB "
+                 "gradient; with --data, the data's timing model), batch 256. The transfer costs CPU on the same "
+                 "cores as the compute, and MPICH progresses DC-S3GD's MPI_Iallreduce only inside MPI calls (the "
+                 "polls between layers): the overlap is partial, not eq. 14's. Needs root (network namespaces): "
+                 "otherwise not testable here",
           ours="the rate chosen for t_ARed / t_C near 1 (the paper reports no ratio); the tolerance +-20 % (partly "
                "+-50 %) around eq. 13 and 14; overlap_achieved, the share of min(t_C, t_ARed) hidden, is ours",
           paper_values={"model_speedup_real": "2 at t_C = t_ARed (ours, from eq. 13/14)",
