@@ -274,5 +274,5 @@ CLAIMS = [
           at_scale="the paper's 8 GPUs share one machine's PCIe; Figure 6's ratio is not given in numbers", scale=_scale,
           tuning="a timing measurement: every run shares one set (no momentum: laga-sgd has none)",
           axes=("tau (micro-batches per iteration)", "speed-up over SSGD at tau = 1 (samples/s ratio)"),
-          budget=(3, 40)),
+          budget=(3, 15)),
 ]
