@@ -266,3 +266,151 @@ def test_quick_leaves_out_the_checks_of_the_sweep_it_does_not_run(tmp_path, monk
     keys = [c["number"] for c in data["checks"]]
     assert keys and all("_r6" in k for k in keys) and len(keys) < len(claims.BY_NAME["laga-idle"].checks)
     assert "not a result" in (out / "laga-idle.md").read_text()
+
+
+# ---------------------------------------------------------------- DC-S3GD's eq. 13/14 across a real link
+class _ClusterRuns(_FakeRuns):
+    """Runs whose per-iteration times (ms) are ``times[variant]`` = (compute, idle, wall); the local
+    calibration computes 10 ms; ``cluster=`` kept as each run's link."""
+
+    def __init__(self, tmp_path, times):
+        super().__init__(tmp_path)
+        self.times, self.clusters = times, []
+
+    def train(self, algo, seed, ranks=None, trace=False, variant=None, timed=True, cluster=None, **options):
+        run = super().train(algo, seed, ranks, trace, variant, **options)
+        self.clusters.append(cluster)
+        compute, idle, wall = self.times.get(variant, (10.0, 0.0, 10.0))
+        for part, ms in (("compute", compute), ("idle", idle), ("wall", wall)):
+            run.rec[part][...] = ms / 1e3
+        return run
+
+
+class _NoCluster:
+    """In place of refsgd.reproduce.cluster.Cluster: what it was asked for, no namespaces."""
+    made = []
+
+    def __init__(self, name, nodes, rate):
+        self.name, self.nodes, self.rate = name, nodes, rate
+        _NoCluster.made.append(self)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+CAL = "calibration (t_C, t_ARed: the real link)"
+
+
+@pytest.mark.parametrize("dc, ss, word", [
+    ((10.0, 0.0, 10.0), (10.0, 10.0, 20.0), REPRODUCED),  # eq. 14's full overlap, eq. 13's sum
+    ((10.0, 10.0, 20.0), (10.0, 10.0, 20.0), PARTLY_REPRODUCED),  # no overlap: DC-S3GD at eq. 13's time
+    ((4.0, 0.0, 4.0), (10.0, 10.0, 20.0), PARTLY_REPRODUCED),  # faster than eq. 14 allows: outside from below
+    # the transfer's CPU: eq. 14 at DC-S3GD's own grown compute holds, at the compute alone only partly
+    ((15.0, 2.0, 17.0), (10.0, 10.0, 20.0), PARTLY_REPRODUCED),
+    ((10.0, 10.0, 20.0), (10.0, 30.0, 40.0), NOT_REPRODUCED),  # neither: SSGD twice eq. 13 too
+])
+def test_dcs3gd_iteration_cluster_flips_from_both_sides(tmp_path, monkeypatch, dc, ss, word):
+    """dcs3gd-iteration-cluster on synthetic runs (t_C = t_ARed = 10 ms measured by the calibration
+    on the real link): the checks are the emulated claim's eq. 13/14 bands, fed the runs' own
+    compute and the measured t_ARed; the rate is the bandwidth of the link whose all-reduce takes
+    the local t_C; the three runs across the cluster, the calibration on this machine."""
+    from refsgd.nn import load_model
+    from refsgd.reproduce import dcs3gd
+    monkeypatch.setattr(dcs3gd.cluster, "Cluster", _NoCluster)
+    _NoCluster.made = []
+    claim = claims.BY_NAME["dcs3gd-iteration-cluster"]
+    s = Setup()
+    hp = claim.hyper(s)
+    runs = _ClusterRuns(tmp_path, {CAL: (10.0, 10.0, 20.0), "ssgd, the real link": ss,
+                                   "dcs3gd, the real link": dc})
+    numbers, series = claim.measure(runs, s, hp, 0)
+    assert verdict(claim.checks, [numbers])[0] == word
+    assert numbers["ratio_measured"] == pytest.approx(1.0) and numbers["t_ared_ms_real"] == pytest.approx(10.0)
+    assert numbers["overlap_achieved"] == pytest.approx((ss[2] - dc[2]) / 10.0)
+    assert numbers["compute_inflation"] == pytest.approx(dc[0] / ss[0])
+    assert numbers["dcs3gd_over_eq14_tc_real"] == pytest.approx(dc[2] / 10.0)
+    assert numbers["dcs3gd_over_eq14_real"] == pytest.approx(dc[2] / max(dc[0], 10.0))
+    # one cluster of 2 nodes at the rate whose all-reduce of the gradient takes the local t_C (10 ms)
+    (c,) = _NoCluster.made
+    nbytes = load_model(hp["model"]).num_params * 4
+    assert c.nodes == 2 and nbytes > 1e6  # far beyond tbf's 128 KiB bucket
+    assert float(c.rate[:-4]) == pytest.approx(8 * nbytes / 10e-3 / 1e6, rel=0.02) and c.rate.endswith("mbit")
+    assert [v for _, v, _ in runs.calls] == ["calibration (t_C, no link)", CAL, "ssgd, the real link",
+                                             "dcs3gd, the real link"]
+    assert runs.clusters[0] is None and all(x is c for x in runs.clusters[1:])
+    for algo, variant, options in runs.calls[2:]:
+        assert options["momentum"] == hp["momentum"] and options["batch"] == hp["batch"] and "link" not in options
+    assert "real link" in next(iter(series))
+    assert "partial" in claim.regime and "REAL" in claim.regime  # the page says the overlap is partial
+
+
+def test_dcs3gd_iteration_cluster_is_not_testable_without_root(tmp_path, monkeypatch):
+    """Without the capabilities (simulated: no namespaces are made), or when the cluster does not
+    come up, the claim is not testable here, with the reason in one line, and runs nothing."""
+    import subprocess
+
+    import refsgd.reproduce as rep
+    from refsgd.reproduce import cluster
+    monkeypatch.setattr(rep, "load_average", lambda: [0.0, 0.0, 0.0])
+    fake = _FakeRuns(tmp_path)
+    monkeypatch.setattr(rep, "Runs", lambda setup: fake)
+    monkeypatch.setattr(cluster, "lacking_capabilities", lambda: ["CAP_NET_ADMIN", "CAP_SYS_ADMIN"])
+    monkeypatch.setattr(cluster.sys, "platform", "linux")
+    monkeypatch.setattr(cluster.shutil, "which", lambda tool: f"/usr/sbin/{tool}")
+    (r,) = rep.reproduce("dcs3gd-iteration-cluster", Setup(seeds=1), str(tmp_path / "a"))
+    assert r["verdict"] == NOT_TESTABLE and fake.calls == []
+    assert r["why"] == ("scripts/cluster needs root, or CAP_NET_ADMIN and CAP_SYS_ADMIN: this process lacks "
+                        "CAP_NET_ADMIN and CAP_SYS_ADMIN")
+    md = (tmp_path / "a" / "dcs3gd-iteration-cluster.md").read_text()
+    assert "not testable here" in md and "Traceback" not in md
+    # capable, but `up` fails (e.g. a container that forbids namespaces): its line is the reason
+    monkeypatch.setattr(cluster, "lacking_capabilities", lambda: [])
+    monkeypatch.setattr(cluster.os, "access", lambda path, mode: True)
+    said = []
+
+    def script(*args, timeout=120):
+        said.append(args[0])
+        if args[0] == "up":
+            return subprocess.CompletedProcess(args, 1, "", "RTNETLINK answers: Operation not permitted\n"
+                                                            "scripts/cluster: up failed; removing what it created\n")
+        return subprocess.CompletedProcess(args, 0, "scripts/cluster: no cluster named 'x': nothing to remove\n", "")
+
+    monkeypatch.setattr(cluster, "_script", script)
+    (r,) = rep.reproduce("dcs3gd-iteration-cluster", Setup(seeds=1), str(tmp_path / "b"))
+    assert r["verdict"] == NOT_TESTABLE and fake.calls == [] and said == ["up", "down"]
+    # needing root, it is not part of `all` (whose budget stays within the hour): it runs by name
+    assert "dcs3gd-iteration-cluster" not in [c.name for c in rep.names("all")]
+    assert r["why"].startswith("scripts/cluster up --name rpprobe") and r["why"].endswith(
+        "failed: scripts/cluster: up failed; removing what it created")
+
+
+def test_dcs3gd_iteration_cluster_page_reports_the_measured_ratio_against_the_model(tmp_path, monkeypatch):
+    """The page of a run on synthetic times (a partial overlap: DC-S3GD's compute 1.5x SSGD's while
+    its all-reduce is in flight, half of min(t_C, t_ARed) hidden): the measured t_ARed / t_C, the
+    compute's growth and the share hidden, beside eq. 13/14, and the regime says the overlap is
+    partial on a real link."""
+    import refsgd.reproduce as rep
+    from refsgd.reproduce import cluster, dcs3gd
+    monkeypatch.setattr(rep, "load_average", lambda: [0.0, 0.0, 0.0])
+    monkeypatch.setattr(dcs3gd.cluster, "Cluster", _NoCluster)
+    monkeypatch.setattr(cluster, "probe", lambda nodes: "")
+    fake = _ClusterRuns(tmp_path, {CAL: (10.0, 12.0, 22.0), "ssgd, the real link": (10.0, 12.0, 22.0),
+                                   "dcs3gd, the real link": (15.0, 2.0, 17.0)})
+    monkeypatch.setattr(rep, "Runs", lambda setup: fake)
+    (r,) = rep.reproduce("dcs3gd-iteration-cluster", Setup(seeds=1), str(tmp_path / "res"))
+    n = {k: v["mean"] for k, v in r["numbers"].items()}
+    assert n["ratio_measured"] == pytest.approx(1.2) and n["compute_inflation"] == pytest.approx(1.5)
+    assert n["overlap_achieved"] == pytest.approx(0.5)  # (22 - 17) / min(10, 12)
+    assert n["ssgd_over_eq13_real"] == pytest.approx(1.0) and n["dcs3gd_over_eq14_real"] == pytest.approx(17 / 15)
+    # eq. 14 at DC-S3GD's own (grown) compute holds (1.13), at the compute alone partly (17 / 12 = 1.42)
+    assert r["verdict"] == PARTLY_REPRODUCED
+    statuses = {c["number"]: c["status"] for c in r["checks"]}
+    assert statuses == {"ssgd_over_eq13_real": HOLDS, "dcs3gd_over_eq14_real": HOLDS, "dcs3gd_over_eq14_tc_real": PARTLY}
+    md = (tmp_path / "res" / "dcs3gd-iteration-cluster.md").read_text()
+    assert "t_ARed / t_C = 1.2, measured by a calibration run of ssgd across the cluster" in md
+    assert "DC-S3GD's compute took 1.5x SSGD's" in md and "the overlap hid 0.5 of the min(t_C, t_ARed)" in md
+    assert "the overlap is partial, not eq. 14's" in md and "| overlap_achieved | 1 (eq. 14" in md
+    assert (tmp_path / "res" / "dcs3gd-iteration-cluster.png").stat().st_size > 0

@@ -38,14 +38,16 @@ RATIOS = (0.5, 1.0, 2.0)
 ONE_THREAD = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "NUMBA_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
 
-def launch(n, argv, timeout=900):
+def launch(n, argv, timeout=900, via=None, shown=None):
     """``mpiexec -n n python -m refsgd ARGV`` (:mod:`refsgd.mpilib`: the launcher of mpi4py's MPI
-    library, with its flags) with one BLAS/Numba thread per rank; its stdout. A failure is one
-    RefsgdError with the command's last line of error output. The job dies with this process
-    (:func:`refsgd.mpilib.run_job`: also when it is killed, or stopped by a signal meanwhile)."""
-    cmd = mpilib.command(n, sys.executable, "-m", "refsgd", *argv)
+    library, with its flags) with one BLAS/Numba thread per rank; its stdout. ``via(n, *program)``
+    gives another launch's command line (a cluster's: :meth:`refsgd.reproduce.cluster.Cluster.command`),
+    ``shown`` the command as errors name it. A failure is one RefsgdError with the command's last
+    line of error output. The job dies with this process (:func:`refsgd.mpilib.run_job`: also when
+    it is killed, or stopped by a signal meanwhile)."""
+    cmd = (via or mpilib.command)(n, sys.executable, "-m", "refsgd", *argv)
     env = mpilib.environ(None, **ONE_THREAD)
-    shown = f"mpiexec -n {n} refsgd {' '.join(argv)}"
+    shown = shown or f"mpiexec -n {n} refsgd {' '.join(argv)}"
     try:
         r = mpilib.run_job(cmd, env=env, timeout=timeout)
     except FileNotFoundError:

@@ -34,7 +34,7 @@ def add(sub):
                         "are not testable)")
     cmdoptions.add(r, "link", default=None,
                    help="the emulated link of the timing claims (default: chosen from the measured compute, "
-                        "as each claim says)")
+                        "as each claim says); dcs3gd-iteration-cluster limits its real link to this bandwidth")
     r.add_argument("--out-dir", default="reproduce", metavar="D", help="output folder (default ./reproduce)")
     r.add_argument("--force", action="store_true", help="replace existing outputs in --out-dir")
 

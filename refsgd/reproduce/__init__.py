@@ -50,19 +50,22 @@ def list_text():
         lines.append(f"    data: " + ("MNIST from `refsgd data download mnist` (or --data); without it: not testable here"
                                       if c.data else "any (default the embedded digits: a timing model)"))
         lines.append(f"    budget: {c.budget[1]} s per seed on 2 idle cores at one rank per core "
-                     f"({c.budget[0]} s with --quick)")
-        if c.untestable:
+                     f"({c.budget[0]} s with --quick)" + (", not in `all`: run it by its name" if c.requires else ""))
+        if c.requires:
+            lines.append(f"    needs: {c.requires}")
+        elif c.untestable:
             lines.append("    not testable on one machine: the page says why and what it needs")
     lines.append(f"all: at most {_claims.budget(False, 3) / 60:.0f} min at 3 seeds on 2 idle cores at one rank per "
                  f"core ({_claims.budget(True, 1) / 60:.1f} min with --quick; the claims that need MNIST are "
-                 "not testable, and cost nothing, without it)")
+                 "not testable, and cost nothing, without it); every claim but "
+                 + ", ".join(c.name for c in CLAIMS if c not in _claims.IN_ALL) + " (root: run by name)")
     return "\n".join(lines)
 
 
 def names(name):
     """The claims that ``name`` ("all" or a claim's name) runs; RefsgdError with the closest name."""
     if name == "all":
-        return list(CLAIMS)
+        return list(_claims.IN_ALL)
     if name in _claims.BY_NAME:
         return [_claims.BY_NAME[name]]
     close = difflib.get_close_matches(name, list(_claims.BY_NAME), 1)

@@ -3,13 +3,16 @@
 
 from refsgd.reproduce import daso, dcs3gd, laga, pipesgd, ppasgd
 from refsgd.reproduce.measure import check_matplotlib, first_reach  # noqa: F401 -- the tests and __init__ use them
-from refsgd.reproduce.ppasgd import _bundled  # noqa: F401
+from refsgd.reproduce.measure import _bundled  # noqa: F401
 
 CLAIMS = dcs3gd.CLAIMS + laga.CLAIMS + ppasgd.CLAIMS + daso.CLAIMS + pipesgd.CLAIMS
 BY_NAME = {c.name: c for c in CLAIMS}
+#: what ``all`` runs: every claim but those that need more of the machine than a user has
+#: (:attr:`measure.Claim.requires`: root for scripts/cluster), run by name only
+IN_ALL = [c for c in CLAIMS if not c.requires]
 
 
 def budget(quick, seeds):
-    """Seconds that ``reproduce all`` should take on 2 idle cores: the claims' budgets per seed
-    (:attr:`measure.Claim.budget`) times the seeds."""
-    return seeds * sum(c.budget[0 if quick else 1] for c in CLAIMS)
+    """Seconds that ``reproduce all`` should take on 2 idle cores: the budgets per seed of the
+    claims it runs (:attr:`measure.Claim.budget`) times the seeds."""
+    return seeds * sum(c.budget[0 if quick else 1] for c in IN_ALL)

@@ -11,6 +11,7 @@ listed by :mod:`refsgd.reproduce.claims`.
 
 import dataclasses
 import math
+import os
 
 import numpy as np
 
@@ -42,6 +43,9 @@ class Claim:
     axes: tuple = ("", "")  # (x label, y label) of every panel, with units
     #: (setup) -> a reason the claim cannot be tested here at all (the scale it needs), or None
     untestable: object = None
+    #: what the claim needs of the machine (root for scripts/cluster), where ``untestable`` checks a
+    #: machine rather than a scale it never has
+    requires: str = None
     paper_values: dict = dataclasses.field(default_factory=dict)  # number key -> the paper's value (text)
     labels: dict = dataclasses.field(default_factory=dict)  # number key -> what it is
     tuning: str = ""  # how the paper chose the variants' hyperparameters (shared, or tuned per method)
@@ -159,6 +163,11 @@ def link_for(runs, setup, hp, seed, ratio, model=None):
         link = Link.for_time(ratio * t_c, nbytes, setup.ranks, latency_us=min(50.0, 1e6 * ratio * t_c / 8))
     return (f"{link.latency_us:g},{link.gbit_s:g}", t_c,
             link.time(nbytes, setup.ranks) + reduction_time(nbytes, setup.ranks, "float32"))
+
+
+def _bundled(name):
+    """The path of a model spec that comes with refsgd.reproduce (a claim's own network)."""
+    return os.path.join(os.path.dirname(__file__), name)
 
 
 def shared(hp, *keys):

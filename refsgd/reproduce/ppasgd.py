@@ -2,13 +2,12 @@
 prediction error against S) and the time to a target accuracy against synchronous SGD (section 3.2)."""
 
 import math
-import os
 
 import h5py
 import numpy as np
 
 from refsgd.datasets import load
-from refsgd.reproduce.measure import Claim, acc, curve, epochs, error_curve, first_reach
+from refsgd.reproduce.measure import Claim, _bundled, acc, curve, epochs, error_curve, first_reach
 from refsgd.reproduce.verdict import Check, near
 
 
@@ -69,10 +68,6 @@ def _fig3_hyper(setup):
                     "small --trace) whose gradient is long next to an update, as the paper's CNNs; E(S) = mean_t "
                     "||w_{t+S0+1} - f_S(w_t, M_t)|| from the trace after the warm-up, S0 = floor(S_bar); "
                     "S = -1 is naive ASGD's prediction w^ = w"}
-
-
-def _bundled(name):
-    return os.path.join(os.path.dirname(__file__), name)
 
 
 def _horizon(mu, S):

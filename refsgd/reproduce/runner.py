@@ -123,12 +123,14 @@ class Runs:
     def start_claim(self):
         self.records = []
 
-    def train(self, algo, seed, ranks=None, trace=False, variant=None, timed=True, **options):
+    def train(self, algo, seed, ranks=None, trace=False, variant=None, timed=True, cluster=None, **options):
         """Run ``refsgd train --algo ALGO`` on ``ranks`` (default the setup's) with ``options``
         (train's options, ``_`` for ``-``; True for a flag) and return its :class:`report.Run`
         (with ``.trace_path`` when ``trace``). ``variant`` names the run in the outputs (default
         the method with its --compress, --tau, --staleness); ``timed`` False: no timing check reads
-        the run (its time-slicing then does not make the claim's timing checks untestable)."""
+        the run (its time-slicing then does not make the claim's timing checks untestable);
+        ``cluster`` (:class:`refsgd.reproduce.cluster.Cluster`): across its nodes, one rank per
+        node, instead of this machine's mpiexec."""
         ranks = ranks or self.setup.ranks
         if self.setup.quick:
             options = self._quick(options, ranks)
@@ -140,7 +142,7 @@ class Runs:
                 continue
             argv += [f"--{k.replace('_', '-')}"] + ([] if v is True else [str(v)])
         argv += ["--no-progress"]
-        key = (ranks, trace, tuple(argv))
+        key = (ranks, trace, tuple(argv), str(cluster or ""))
         if key not in self._done:
             self._count += 1
             path = os.path.join(self.setup.workdir, f"run{self._count:03d}-{algo}.h5")
@@ -149,19 +151,22 @@ class Runs:
             if trace:
                 tpath = path[:-3] + ".trace.h5"
                 extra += ["--trace", tpath]
-            shown = f"mpiexec -n {ranks} refsgd {' '.join(argv)}"
+            shown = (f"scripts/cluster run --name {cluster.name} -- -n {ranks} -ppn 1" if cluster else
+                     f"mpiexec -n {ranks}") + f" refsgd {' '.join(argv)}"
             self.setup.say(f"running {shown}")
             before, t0 = load_average(), time.perf_counter()
             diverged = None
             try:
-                suite.launch(ranks, argv + extra, timeout=self.setup.timeout)
+                suite.launch(ranks, argv + extra, timeout=self.setup.timeout, via=cluster and cluster.command,
+                             shown=shown)
             except RefsgdError as e:
                 diverged = _divergence(str(e))
                 if diverged is None:
                     raise
                 self.setup.say(f"diverged ({diverged}): recorded, the claim goes on")
             record = {"command": shown, "ranks": ranks, "seconds": round(time.perf_counter() - t0, 3),
-                      "load_before": before, "load_after": load_average(), "diverged": diverged}
+                      "load_before": before, "load_after": load_average(), "diverged": diverged,
+                      **({"cluster": str(cluster)} if cluster else {})}
             self._done[key] = (path, tpath, record)
         path, tpath, record = self._done[key]
         if variant is None:
