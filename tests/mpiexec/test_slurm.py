@@ -17,7 +17,7 @@ import time
 import h5py
 import numpy as np
 import pytest
-from tests.helpers.launch import ONE_THREAD, ROOT
+from tests.helpers.launch import ONE_THREAD, ROOT, scaled
 from tests.helpers.launch import cli as refsgd
 from tests.test_cluster import REASON as CLUSTER_REASON
 from tests.test_cluster import SCRIPT, _verify
@@ -48,7 +48,7 @@ class Slurm:
         """COMMAND in the head namespace (the login node), from the checkout."""
         return subprocess.run([SCRIPT, "exec", "--name", self.name, "head", "--", "env",
                                *[f"{k}={v}" for k, v in ENV.items()], *cmd], capture_output=True, text=True,
-                              timeout=timeout, cwd=ROOT, **kw)
+                              timeout=scaled(timeout), cwd=ROOT, **kw)
 
     def kill_jobs(self):
         """Every process of the nodes' jobs (the daemons stay): a job that never ends fails the test
@@ -72,6 +72,7 @@ class Slurm:
                "sbatch", "--wait", "--parsable", f"--chdir={chdir}", *options,
                os.path.join(ROOT, "examples", "slurm", script), *args]
         p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+        timeout = scaled(timeout)
         try:
             out, err = p.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
@@ -101,13 +102,13 @@ def _output(chdir, job):
 def slurm():
     s = Slurm(f"rs{os.getpid() % 100000}")
     r = subprocess.run([SCRIPT, "up", "--name", s.name, "--nodes", "2", "--slurm"], capture_output=True, text=True,
-                       timeout=120)
+                       timeout=scaled(120))
     try:
         assert r.returncode == 0, r.stdout + r.stderr
         yield s
     finally:
         s.kill_jobs()
-        d = subprocess.run([SCRIPT, "down", "--name", s.name], capture_output=True, text=True, timeout=60)
+        d = subprocess.run([SCRIPT, "down", "--name", s.name], capture_output=True, text=True, timeout=scaled(60))
         assert d.returncode == 0, d.stdout + d.stderr
         assert not os.path.exists(f"/run/refsgd-cluster/{s.name}")
         assert not [n for n in os.listdir("/etc/netns") if n.startswith(s.name + "-")] \
@@ -158,7 +159,7 @@ def test_srun_without_the_pmi_of_the_library_is_refused_with_one_line(slurm, tmp
     assert len(lines) == 1 and "but MPI made each one a world of 1" in lines[0], r.stderr
     assert "(SLURM_STEP_NUM_TASKS=4)" in lines[0] and "srun --mpi=pmi2" in lines[0]
     assert "iter" not in r.stdout and "Traceback" not in r.stderr
-    assert time.monotonic() - t0 < 120
+    assert time.monotonic() - t0 < scaled(120)
 
 
 # ------------------------------------------------------------------------- requeue, bitwise
@@ -178,12 +179,15 @@ def _start(slurm, tmp_path, args, options=()):
     cmd = [SCRIPT, "exec", "--name", slurm.name, "head", "--", "env", *[f"{k}={v}" for k, v in ENV.items()],
            "sbatch", "--parsable", f"--chdir={tmp_path}", *options, os.path.join(ROOT, "examples", "slurm", RECIPE),
            *args]
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=60, cwd=ROOT)
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=scaled(60), cwd=ROOT)
     assert r.returncode == 0, r.stderr
     return r.stdout.strip()
 
 
 def _wait_for(slurm, tmp_path, job, predicate, within, what):
+    """Poll the job until ``predicate(state, output)``; ``within`` seconds on idle cores, scaled
+    by the load (the time Slurm itself waits, such as a requeued job's hold, does not shrink)."""
+    within = scaled(within)
     deadline = time.monotonic() + within
     while time.monotonic() < deadline:
         state, out = slurm.state(job), _output(tmp_path, job)
