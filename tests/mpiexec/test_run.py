@@ -4,7 +4,7 @@ import time
 
 import numpy as np
 import pytest
-from tests.helpers.launch import UNDER_MPI, launch_under_mpiexec, make_config
+from tests.helpers.launch import UNDER_MPI, launch_under_mpiexec, make_config, scaled
 
 from refsgd import datasets
 from refsgd.nn import load_model
@@ -24,24 +24,39 @@ def make_run(comm, iterations=3):
 @pytest.mark.mpi(min_size=2)
 @pytest.mark.skipif(not UNDER_MPI, reason="runs under mpiexec")
 def test_idle_is_the_wait_for_the_slowest_rank():
-    """Rank r sleeps 0.1*r s ('other' work) before a blocking all-reduce: rank r then idles about
-    0.1*(P-1-r) s, never less than that minus scheduling noise, and never counts the sleep."""
+    """Rank r sleeps 0.1*r s ('other' work) before a blocking all-reduce: its idle is the wait for
+    the last rank to arrive, never the sleep. Judged against the times each rank arrived and
+    left (one clock: the ranks share the host's monotonic clock), not against the sleeps alone:
+    on a loaded machine a rank can lose its core for tens of ms between the sleep and the
+    all-reduce, and the fixed margins of 20 and 80 ms around 0.1*(P-1-r) failed there."""
     from mpi4py import MPI
     comm = MPI.COMM_WORLD
     P, r = comm.Get_size(), comm.Get_rank()
-    run = make_run(comm)
+    run = make_run(comm, iterations=5)
     buf, out = np.ones(10), np.empty(10)
+    slept, arrived, left = [], [], []
     comm.Barrier()  # ranks finish setting up at different times; start the clocks together
     for t in run.iterations():
+        t0 = time.perf_counter()
         time.sleep(0.1 * r)
+        arrived.append(time.perf_counter())
+        slept.append(arrived[-1] - t0)
         with run.idle():
             comm.Allreduce(buf, out, op=MPI.SUM)
-    idle = np.array(run.records["idle"])
-    expect = 0.1 * (P - 1 - r)
-    assert np.all(idle >= expect - 0.02), idle
-    assert np.all(idle <= expect + 0.08), idle
-    wall = np.array(run.records["wall"])
-    assert np.all(wall >= 0.1 * (P - 1) - 0.02)
+        left.append(time.perf_counter())
+    idle, wall = np.array(run.records["idle"]), np.array(run.records["wall"])
+    last = np.max(comm.allgather(arrived), axis=0)          # when the last rank arrived, each iteration
+    # never the sleep: within the all-reduce's own span (the last iteration's idle also holds the
+    # run's closing collectives at its boundary), and the sleep and the idle are apart in the wall
+    assert np.all(idle[:-1] <= np.array(left[:-1]) - np.array(arrived[:-1])), (idle, np.array(left) - arrived)
+    assert np.all(idle + np.array(slept) <= wall), (idle, slept, wall)
+    # the wait for the slowest rank: no rank leaves before the last one arrives, less the few
+    # statements between the arrival's stamp and the timer's start, where a rank that lost its
+    # core stalls (38 ms in one of 3 iterations, 4 ranks on 2 cores beside other work): judged on
+    # the median iteration
+    assert np.median(idle - (last - np.array(arrived))) >= -scaled(0.005), (idle, last - np.array(arrived))
+    if r == 0:   # the sleeps did make rank 0 wait (else the bounds above test nothing)
+        assert np.max(last - np.array(arrived)) > 0.05, last - np.array(arrived)
     assert np.allclose(run.records["compute"], 0)
     assert out[0] == P
 
