@@ -349,7 +349,12 @@ def test_reproduce_runs_dcs3gd_iteration_across_the_real_link(tmp_path):
     assert n["t_c_ms_real"] > 0 and n["t_ared_ms_real"] > 0 and n["compute_inflation"] > 0, n
     md = (out / "dcs3gd-iteration-cluster.md").read_text()
     assert "a REAL link" in md and "the overlap is partial" in md and "the overlap hid" in md
+    # the clusters this run made, by the names its commands give (another suite's reproduce, run
+    # beside this one, has clusters of its own process's names up at the same time)
+    made = {re.search(r"--name (\S+)", run["command"]).group(1) for run in across}
+    assert made and all(re.fullmatch(r"rp\d+s\d+", name) for name in made), made
+    made |= {"rpprobe" + re.match(r"rp(\d+)s", name).group(1) for name in made}   # its probe of the capabilities
     left = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout.split()
-    assert not [ns for ns in left if re.match(r"rp(probe)?\d+(s\d+)?-", ns)], left
-    assert not [d for d in os.listdir("/run/refsgd-cluster") if d.startswith("rp")] \
+    assert not [ns for ns in left if ns.rsplit("-", 1)[0] in made], left
+    assert not [d for d in os.listdir("/run/refsgd-cluster") if d in made] \
         if os.path.isdir("/run/refsgd-cluster") else True

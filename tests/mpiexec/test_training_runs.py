@@ -412,6 +412,10 @@ def test_a_first_runs_compiling_is_outside_every_time(tmp_path):
     assert compiled.any()
     assert (rec["wall"][compiled] < rec["compile"][compiled]).all(), (rec["wall"][compiled], rec["compile"][compiled])
     assert (rec["update"][compiled] < rec["compile"][compiled]).all()
+    # the first ETA against the time the rest of the run took (its iterations' wall times): a
+    # fixed 5 s failed at 5 s beside another suite, where the iterations themselves were slower
     status = [x for x in r.stdout.splitlines() if "%)" in x and "ETA" in x]
     h, m, sec = (int(v) for v in status[0].split("ETA ")[1].split()[0].split(":"))
-    assert 3600 * h + 60 * m + sec < 5, status[0]
+    done = int(status[0].split("iter")[1].split("/")[0])
+    rest = rec["wall"][:, done:].sum(axis=1).max()
+    assert 3600 * h + 60 * m + sec <= 2 * rest + 2, (status[0], rest)
