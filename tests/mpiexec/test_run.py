@@ -45,7 +45,8 @@ def test_idle_is_the_wait_for_the_slowest_rank():
             comm.Allreduce(buf, out, op=MPI.SUM)
         left.append(time.perf_counter())
     idle, wall = np.array(run.records["idle"]), np.array(run.records["wall"])
-    last = np.max(comm.allgather(arrived), axis=0)          # when the last rank arrived, each iteration
+    arrivals = np.array(comm.allgather(arrived))            # ranks x iterations
+    last = arrivals.max(axis=0)                             # when the last rank arrived, each iteration
     # never the sleep: within the all-reduce's own span (the last iteration's idle also holds the
     # run's closing collectives at its boundary), and the sleep and the idle are apart in the wall
     assert np.all(idle[:-1] <= np.array(left[:-1]) - np.array(arrived[:-1])), (idle, np.array(left) - arrived)
@@ -55,8 +56,9 @@ def test_idle_is_the_wait_for_the_slowest_rank():
     # core stalls (38 ms in one of 3 iterations, 4 ranks on 2 cores beside other work): judged on
     # the median iteration
     assert np.median(idle - (last - np.array(arrived))) >= -scaled(0.005), (idle, last - np.array(arrived))
-    if r == 0:   # the sleeps did make rank 0 wait (else the bounds above test nothing)
-        assert np.max(last - np.array(arrived)) > 0.05, last - np.array(arrived)
+    # the sleeps did make ranks wait (else the bounds above test nothing); which rank waited is
+    # the load's choice (rank 0 arrived after rank 1 in 2 of 3 iterations beside another suite)
+    assert np.max(last - arrivals) > 0.05, last - arrivals
     assert np.allclose(run.records["compute"], 0)
     assert out[0] == P
 
