@@ -54,7 +54,7 @@ def read(path):
         try:
             d = {k: np.asarray(g[k][...]) for k in ("start", "end", "rank", "thread", "kind", "label",
                                                     "iteration", "bytes")}
-            attrs = {k: json.loads(g.attrs[k]) for k in ("kinds", "labels", "threads", "window", "clock")}
+            attrs = {k: _json_attr(g, k) for k in ("kinds", "labels", "threads", "window", "clock")}
         except (KeyError, TypeError, ValueError, OSError) as exc:
             raise RefsgdError(f"{path}: malformed /timeline ({exc})") from None
         d.update(attrs)
@@ -67,6 +67,23 @@ def read(path):
     d["kind_names"] = [d["kinds"][k] for k in d["kind"]]
     d["label_names"] = [d["labels"][k] for k in d["label"]]
     return d
+
+
+def _json_attr(g, name):
+    """The attribute `name` of /timeline, which refsgd writes as JSON text; ValueError naming it if
+    it is missing or is anything else (an array, a number, text that does not parse)."""
+    if name not in g.attrs:
+        raise ValueError(f"its attribute {name} is missing")
+    raw = g.attrs[name]
+    if isinstance(raw, bytes):
+        raw = raw.decode("utf-8", "replace")
+    if not isinstance(raw, str):
+        raise ValueError(f"its attribute {name} is not JSON text but {type(raw).__name__} "
+                         f"{np.asarray(raw).dtype}")
+    try:
+        return json.loads(raw)
+    except ValueError:
+        raise ValueError(f"its attribute {name} is not JSON text: {raw[:40]!r}") from None
 
 
 def _damage(d):

@@ -91,6 +91,8 @@ DAMAGES = {
     "end before start": _set("end", lambda v: v - 1.0),
     "float thread column": _set("thread", lambda v: v.astype(np.float64) + 0.5),
     "NaN clock error": _attr("clock", '[{"offset_s": 0.0, "error_s": NaN, "drift_s": 0.0, "method": "x"}]'),
+    "window an integer array, not JSON text": _attr("window", np.array([5, 3])),
+    "threads text that does not parse": _attr("threads", "[['main'"),
 }
 
 
@@ -107,6 +109,9 @@ def test_a_damaged_timeline_is_refused_with_one_line_and_nothing_written(tmp_pat
     # one line of refsgd's (matplotlib may say once that it builds its font cache)
     lines = [line for line in r.stderr.strip().splitlines() if not line.startswith("Matplotlib is building")]
     assert len(lines) == 1 and lines[0].startswith("refsgd: error: ") and "malformed /timeline" in lines[0], lines
+    if "JSON" in what or "parse" in what:  # the line names the attribute, in refsgd's words, not json's
+        attribute = what.split()[0]
+        assert f"attribute {attribute} is not JSON text" in lines[0] and "must be str" not in lines[0], lines
     assert not out.exists()
 
 
