@@ -8,6 +8,7 @@ diverging run is a result."""
 import dataclasses
 import json
 import math
+import os
 
 import pytest
 from tests.mpiexec.test_reproduce import _FakeRuns
@@ -414,3 +415,41 @@ def test_dcs3gd_iteration_cluster_page_reports_the_measured_ratio_against_the_mo
     assert "DC-S3GD's compute took 1.5x SSGD's" in md and "the overlap hid 0.5 of the min(t_C, t_ARed)" in md
     assert "the overlap is partial, not eq. 14's" in md and "| overlap_achieved | 1 (eq. 14" in md
     assert (tmp_path / "res" / "dcs3gd-iteration-cluster.png").stat().st_size > 0
+
+
+def _drawn(name, monkeypatch):
+    """The figure reproduce draws for the committed result docs/results/NAME.json, drawn."""
+    pytest.importorskip("matplotlib")
+    from refsgd.reproduce import outputs
+    figs = []
+    monkeypatch.setattr(outputs, "save_figure", lambda fig, path: (fig.canvas.draw(), figs.append(fig)))
+    with open(os.path.join(os.path.dirname(__file__), "..", "docs", "results", f"{name}.json")) as f:
+        outputs.figure(json.load(f), "unused.png")
+    return figs[0]
+
+
+def test_bars_of_one_method_share_a_colour_and_twelve_bars_never_repeat_one(monkeypatch):
+    """laga-idle draws 12 measured bars of 3 methods: before, bar i had matplotlib's colour i % 10,
+    so 'ssgd, tau 4, ratio 8' took 'ssgd, tau 1' 's blue as an unrelated bar; now each method
+    has one colour, and different methods different ones."""
+    from matplotlib.colors import to_hex
+    fig = _drawn("laga-idle", monkeypatch)
+    ax = fig.axes[0]
+    names = [t.get_text() for t in ax.get_xticklabels()]
+    solid = [p for p in ax.patches if p.get_alpha() in (None, 1.0) and not p.get_hatch()]
+    assert len(solid) == len(names) == 12
+    colour = {}
+    for name, bar in zip(names, solid):
+        colour.setdefault(name.split(", ")[0], set()).add(to_hex(bar.get_facecolor()))
+    assert sorted(colour) == ["laga", "ssgd", "ssgd-opt"] and all(len(c) == 1 for c in colour.values()), colour
+    assert len(set.union(*colour.values())) == 3, colour
+
+
+def test_a_log_axis_under_a_decade_prints_plain_numbers_that_do_not_collide(monkeypatch):
+    """ppasgd-fig2's updates span 117..1404: matplotlib's default labels every minor tick there as
+    3x10^2, 4x10^2 ..., which ran into each other. Now 1, 2 and 5 of a decade, plain."""
+    fig = _drawn("ppasgd-fig2", monkeypatch)
+    for ax in fig.axes:
+        shown = [t.get_text() for t in ax.get_xticklabels(minor=True) + ax.get_xticklabels() if t.get_text()]
+        assert shown and all(s.isdigit() for s in shown), shown
+        assert set(shown) >= {"200", "500", "1000"}, shown

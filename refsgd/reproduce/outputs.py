@@ -3,6 +3,7 @@ dictionary itself), and the index of every claim in a folder, one line per claim
 
 import glob
 import json
+import math
 import os
 import textwrap
 
@@ -147,6 +148,7 @@ def figure(r, path):
         import matplotlib  # noqa: PLC0415 matplotlib: the runs and the tables do without it
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt  # noqa: PLC0415 matplotlib
+        from matplotlib.ticker import FuncFormatter  # noqa: PLC0415 matplotlib
     except ImportError:
         raise RefsgdError("refsgd reproduce draws its figures with matplotlib: pip install matplotlib") from None
 
@@ -176,8 +178,14 @@ def figure(r, path):
         # a measurement and its model share a colour (their labels end alike: "..., ratio 6")
         keys = list(dict.fromkeys(label.split(", ")[-1] for label in labels))
         paired = len(keys) < len(labels) and not bars
+        # bars of one method share a colour across settings ("laga, tau 2, ratio 6"): 12 bars
+        # would otherwise run out of matplotlib's 10 colours and repeat one
+        methods = list(dict.fromkeys(label.split(", ")[0] for label in labels))
+        by_method = bars and not split and len(methods) < len(labels)
         for i, label in enumerate(labels):
-            color = f"C{(keys.index(label.split(', ')[-1]) if paired else i) % 10}"
+            k = (keys.index(label.split(", ")[-1]) if paired else methods.index(label.split(", ")[0]) if by_method
+                 else i)
+            color = f"C{k % 10}" if len(labels) <= 10 or paired or by_method else plt.get_cmap("tab20")(k % 20)
             if split:  # Figure 4's third column: the measured split stacked, the model beside it
                 bottom = 0.0
                 for j, part in enumerate(("compute", "codec", "update", "communication")):
@@ -202,6 +210,12 @@ def figure(r, path):
             ax.set_xticks(range(len(labels)), labels, rotation=30 if len(labels) > 3 else 0, fontsize="small")
         if claim.figure == "logx" and not bars:
             ax.set_xscale("log")
+            # plain numbers at 1, 2 and 5 of each decade: matplotlib labels every minor tick of a
+            # span under a decade in scientific notation, and "3x10^2 4x10^2" ran into each other
+            plain = FuncFormatter(lambda v, _: f"{v:g}" if round(v / 10 ** math.floor(math.log10(v))) in (1, 2, 5)
+                                  else "")
+            ax.xaxis.set_major_formatter(plain)
+            ax.xaxis.set_minor_formatter(plain)
         xlabel, ylabel = claim.axes if isinstance(claim.axes, tuple) else claim.axes.get(panel, ("", ""))
         if bars:
             xlabel = ""  # the bars are named on the axis
