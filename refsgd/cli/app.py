@@ -77,11 +77,40 @@ def main(argv=None):
             code = e.code if isinstance(e.code, int) and e.code else failure.EXIT_FAILURE
             return failure.abort_world(code, f"refsgd: error: rank {_rank()} exited on its own (code {e.code})")
         raise
-    except Exception:
+    except Exception as e:
+        if _peer_failure(e):  # not a bug of refsgd's: one line, and the world ends (no traceback wall)
+            return failure.abort_world(failure.EXIT_FAILURE, _peer_failure(e))
         # a bug on one rank must not leave the others waiting in a collective forever
         traceback.print_exc()
         return failure.abort_world(failure.EXIT_FAILURE, f"refsgd: internal error on rank {_rank()} (traceback above)"
                                    if failure.world_size() > 1 else None)
+
+
+#: MPI error classes of a failed peer or link (MPICH's "Communication error with rank 1" is class
+#: ERR_OTHER; ULFM-style libraries name the dead process): not a bug of the caller's
+_PEER_FAILURE_CLASSES = ("ERR_OTHER", "ERR_INTERN", "ERR_UNKNOWN", "ERR_PROC_FAILED", "ERR_PROC_FAILED_PENDING",
+                         "ERR_REVOKED", "ERR_PROC_ABORTED")
+
+
+def _peer_failure(exc):
+    """The line for an MPI call of this rank that failed because a peer rank died (kill -9, the OOM
+    killer) or its link failed, or None for any other exception: a surviving rank that sees the
+    death first must not print a traceback as if refsgd had a bug."""
+    mpi = sys.modules.get("mpi4py.MPI")
+    if mpi is None or not isinstance(exc, mpi.Exception):
+        return None
+    classes = {getattr(mpi, name) for name in _PEER_FAILURE_CLASSES if hasattr(mpi, name)}
+    if exc.Get_error_class() not in classes:
+        return None
+    lines = [line.strip() for line in exc.Get_error_string().splitlines() if line.strip()]
+    said = lines[0].removesuffix(", error stack:") if lines else "MPI error"
+    if len(lines) > 1:  # MPICH's stack ends in the cause: "...(...): Communication error with rank 1"
+        said += ": " + lines[-1].rsplit("): ", 1)[-1]
+    where = [f for f in traceback.extract_tb(exc.__traceback__) if f"{os.sep}refsgd{os.sep}" in f.filename]
+    at = (f" in {os.path.relpath(where[-1].filename, os.path.dirname(os.path.dirname(os.path.dirname(__file__))))}"
+          f" line {where[-1].lineno}") if where else ""
+    return (f"refsgd: error: rank {_rank()}: an MPI call failed{at} ({said}): another rank most likely ended "
+            "(killed, out of memory) or the link to it failed; every rank is ended")
 
 
 def _dispatch(args, parser):

@@ -4,7 +4,9 @@
 
 At the gradient of iteration ITERATION, rank RANK raises (KIND = "user": a RefsgdError, an
 input problem found on that rank alone; "bug": a RuntimeError; "exit": SystemExit(3), a rank
-leaving on its own). Every other rank goes on into its next collective: the point is that the
+leaving on its own; "mpi-peer": the MPI error a surviving rank's call returns when a peer has died,
+MPI.Exception of class ERR_OTHER, as MPICH's "Communication error with rank 1"; "mpi-bug": an MPI
+error that is a caller's mistake, class ERR_COUNT). Every other rank goes on into its next collective: the point is that the
 failing rank ends them all, with one message and the right exit code.
 
 KIND = "enospc": the file write number ITERATION (from 0) of rank RANK fails with "No space left
@@ -35,6 +37,9 @@ def main():
                 raise RuntimeError("injected bug")
             if kind == "exit":
                 raise SystemExit(3)
+            if kind in ("mpi-peer", "mpi-bug"):
+                from mpi4py import MPI
+                raise MPI.Exception(MPI.ERR_OTHER if kind == "mpi-peer" else MPI.ERR_COUNT)
             if kind != "enospc":
                 raise ValueError(f"unknown fault kind {kind!r}")
         return grad(self, *args, **kwargs)
