@@ -48,6 +48,7 @@ tests, ``refsgd bench all``) must not start an MPI singleton of their own.
 import ctypes
 import functools
 import os
+import platform
 import re
 import select
 import shlex
@@ -464,6 +465,29 @@ def killed_rank_line(banner, ranks, first=None):
     return f"refsgd: {who} on {host} (pid {culprit}) was ended by signal {n} ({name}){tail}"
 
 
+#: exit codes 128 + N of refsgd's own (a stop on SIGINT, SIGTERM, SIGUSR1): not a rank killed by N
+_OWN_SIGNAL_CODES = (128 + signal.SIGINT, 128 + signal.SIGTERM, 128 + signal.SIGUSR1)
+
+
+def signalled_rank_line(code, ranks, first=None):
+    """refsgd's line after an Open MPI job whose ``mpirun --quiet`` said nothing of a rank that a
+    signal ended (kill -9, the OOM killer, a crash): mpirun's exit code ``code`` is 128 + the
+    signal; ``ranks`` (pid -> rank) and ``first`` (the pid seen to end first, where known) name the
+    rank. "" for any other code (refsgd's own 130, 143 and 138 are stops its ranks announced)."""
+    if not 128 < code < 160 or code in _OWN_SIGNAL_CODES:
+        return ""
+    n = code - 128
+    try:
+        name = signal.Signals(n).name
+    except ValueError:
+        name = f"signal {n}"
+    tail = f"; mpirun then ended every rank of the job (exit code {code})"
+    if first in ranks:
+        return (f"refsgd: rank {ranks[first]} on {platform.node()} (pid {first}) ended first, by signal {n} "
+                f"({name}) as mpirun's exit code says{tail}")
+    return f"refsgd: a rank was ended by signal {n} ({name}){tail}"
+
+
 class _Exits:
     """The order in which the ranks end (Linux pidfds; nothing where there are none): :meth:`wait`
     waits up to ``timeout`` s for one to end; ``first`` is the pid of the one that ended first, once
@@ -558,14 +582,10 @@ def main(argv=None):
         return 2
     for sig in pending:
         forward(job[0], sig, lau.kind)
-    while not hydra:
-        try:
-            return exit_code(job[0].wait())
-        except InterruptedError:
-            continue
-    relay, last = _relay(job[0].stdout)
+    relay, last = _relay(job[0].stdout) if hydra else (None, [b""])
     # each rank's pid, noted every half second until every rank is known, and which rank ends
-    # first: hydra's banner names only a pid, not always that rank's (killed_rank_line)
+    # first: hydra's banner names only a pid, not always that rank's (killed_rank_line), and
+    # Open MPI's mpirun --quiet names none (signalled_rank_line)
     ranks, exits = {}, _Exits()
     while job[0].poll() is None:
         if len(ranks) < int(argv[1]):
@@ -573,8 +593,11 @@ def main(argv=None):
                 exits.watch(pid)
         exits.wait(0.5 if len(ranks) < int(argv[1]) else 0.2)
     exits.close()
-    relay.join(timeout=10)
-    line = killed_rank_line(last[0].decode(errors="replace"), ranks, exits.first)
+    if hydra:
+        relay.join(timeout=10)
+        line = killed_rank_line(last[0].decode(errors="replace"), ranks, exits.first)
+    else:
+        line = signalled_rank_line(exit_code(job[0].returncode), ranks, exits.first)
     if line:
         sys.stdout.flush()
         print(line, file=sys.stderr)

@@ -55,8 +55,8 @@ def test_a_rank_failing_alone_ends_every_rank(kind, code, text):
     assert time.monotonic() - t0 < scaled(60)
 
 
-@pytest.mark.parametrize("kind, error", [("bug", "RuntimeError: injected bug"),
-                                         ("mpi-bug", "mpi4py.MPI.Exception: Invalid count")])
+@pytest.mark.parametrize("kind, error", [("bug", "RuntimeError: injected bug"),  # the MPI error text is the library's
+                                         ("mpi-bug", "mpi4py.MPI.Exception: ")])
 def test_a_bug_on_one_rank_ends_every_rank_with_its_traceback(kind, error):
     r = subprocess.run(mpiexec(2) + [sys.executable, INJECT, "0", "3", kind, "train", "--iterations", "500",
                                      "--no-progress"], capture_output=True, text=True, timeout=scaled(120), cwd=ROOT,
@@ -111,9 +111,9 @@ def _ranks_below(pid):
 def test_kill_9_of_one_rank_ends_the_job_and_refsgds_last_line_names_the_rank_and_the_signal():
     """kill -9 of one rank (as the OOM killer does): hydra ends the others and prints its banner
     and cleanup lines, which name only the pid; then, last, the launcher's (python -m
-    refsgd.mpilib, what run.sh starts) own line names the rank, its host and pid, and the signal."""
-    if mpilib.launcher().kind != "hydra":
-        pytest.skip("hydra's banner (Open MPI's mpirun --quiet prints nothing of a killed rank: exit code 137)")
+    refsgd.mpilib, what run.sh starts) own line names the rank, its host and pid, and the signal.
+    Open MPI's mpirun --quiet prints nothing of it and exits 137: the launcher's line alone."""
+    openmpi = mpilib.launcher().kind == "openmpi"
     p = _start(["train", "--iterations", "1000000", "--no-progress"], n=3)
     line = ""
     while "test acc" not in line:
@@ -124,6 +124,12 @@ def test_kill_9_of_one_rank_ends_the_job_and_refsgds_last_line_names_the_rank_an
     victim = next(pid for pid, rank in ranks.items() if rank == 1)
     os.kill(victim, signal.SIGKILL)
     out, err = p.communicate(timeout=scaled(60))
+    if openmpi:
+        assert p.returncode == 137 and "Traceback" not in err, (p.returncode, err)
+        assert err.strip().splitlines()[-1] == (
+            f"refsgd: rank 1 on {platform.node()} (pid {victim}) ended first, by signal 9 (SIGKILL) as mpirun's "
+            "exit code says; mpirun then ended every rank of the job (exit code 137)"), err
+        return
     if p.returncode != 9 and "Abort(" in err:
         pytest.skip("a surviving rank's MPI call failed first (it read the dead rank's memory) and MPICH aborted "
                     "the job before hydra saw the kill: no banner of a signal (a race a loaded machine shows)")

@@ -2,6 +2,7 @@
 MPI library mpi4py uses, with its flags (run the way the tests and `refsgd bench` use it)."""
 
 import os
+import platform
 import stat
 import subprocess
 import sys
@@ -94,3 +95,18 @@ def test_the_line_after_hydras_banner_names_the_rank_that_ended_first():
                                                             "crash)" + tail)
     exited = BANNER.replace("EXIT CODE: 9", "EXIT CODE: 3").split("YOUR APPLICATION")[0]
     assert mpilib.killed_rank_line(exited, ranks, 1001) == ""
+
+
+def test_the_line_after_open_mpis_silence_reads_the_signal_from_mpiruns_exit_code():
+    """Open MPI's mpirun --quiet says nothing of a rank a signal ended and exits 128 + N: the line
+    names the rank seen to end first and N; refsgd's own stops (130, 143, 138) and plain exit
+    codes give no line."""
+    ranks = {1000: 0, 1001: 1}
+    tail = "; mpirun then ended every rank of the job"
+    assert mpilib.signalled_rank_line(137, ranks, 1001) == (
+        f"refsgd: rank 1 on {platform.node()} (pid 1001) ended first, by signal 9 (SIGKILL) as mpirun's exit code "
+        f"says{tail} (exit code 137)")
+    assert mpilib.signalled_rank_line(139, ranks, None) == \
+        f"refsgd: a rank was ended by signal 11 (SIGSEGV){tail} (exit code 139)"
+    for code in (0, 1, 2, 130, 138, 143, 255):
+        assert mpilib.signalled_rank_line(code, ranks, 1001) == "", code
