@@ -31,6 +31,10 @@ def main():
 
     def faulty(self, *args, **kwargs):
         if self.rank == rank and self.t == iteration:
+            # the node's MPICH shared-memory segments, which the abort must not leave behind
+            with open("/proc/self/maps") as f:
+                mapped = sorted({ln.split()[-1] for ln in f if "/dev/shm/mpich_shm_" in ln and "(deleted)" not in ln})
+            print("fault_inject: maps", " ".join(mapped), flush=True)
             if kind == "user":
                 raise RefsgdError(f"injected: a file only rank {rank} reads is damaged")
             if kind == "bug":
