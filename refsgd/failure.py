@@ -156,18 +156,25 @@ def unlink_shared_segments(maps="/proc/self/maps"):
     removes its name); the memory is freed when the abort has ended them. Returns the paths
     removed (Linux; none elsewhere)."""
     removed = []
-    try:
-        with open(maps) as f:
-            paths = {line.split(None, 5)[5].strip() for line in f if len(line.split(None, 5)) == 6}
-    except OSError:
-        return removed
-    for path in sorted(p for p in paths if p.startswith("/dev/shm/mpich_shm_") and not p.endswith("(deleted)")):
+    for path in shared_segments(maps):
         try:
             os.unlink(path)
             removed.append(path)
         except OSError:  # another rank of the node removed it first
             pass
     return removed
+
+
+def shared_segments(maps="/proc/self/maps"):
+    """The MPICH shared-memory segments (``/dev/shm/mpich_shm_*``) that the process whose
+    ``/proc/PID/maps`` is ``maps`` maps and that still have a name, sorted; [] where it cannot be
+    read (a process that ended, one not ours, no /proc)."""
+    try:
+        with open(maps) as f:
+            paths = {line.split(None, 5)[5].strip() for line in f if len(line.split(None, 5)) == 6}
+    except OSError:
+        return []
+    return sorted(p for p in paths if p.startswith("/dev/shm/mpich_shm_") and not p.endswith("(deleted)"))
 
 
 def end_now(code, line=None):

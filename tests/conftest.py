@@ -12,6 +12,8 @@ import glob
 import os
 import time
 
+from refsgd import failure
+
 _STARTED = []
 _IN_A_JOB = ("PMI_RANK", "PMIX_RANK", "OMPI_COMM_WORLD_RANK")  # a pytest that mpiexec started: not the outermost
 
@@ -23,13 +25,8 @@ def pytest_sessionstart(session):
 def pytest_sessionfinish(session, exitstatus):
     if not _STARTED or any(v in os.environ for v in _IN_A_JOB):
         return
-    now, mapped = time.time(), set()
-    for maps in glob.glob("/proc/[0-9]*/maps"):
-        try:
-            with open(maps) as f:
-                mapped.update(line.split()[-1] for line in f if "/dev/shm/mpich_shm_" in line)
-        except OSError:  # a process that ended meanwhile, or one not ours
-            continue
+    now = time.time()
+    mapped = {path for maps in glob.glob("/proc/[0-9]*/maps") for path in failure.shared_segments(maps)}
     for path in glob.glob("/dev/shm/mpich_shm_*"):
         try:
             created = os.stat(path).st_ctime

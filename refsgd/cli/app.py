@@ -78,8 +78,9 @@ def main(argv=None):
             return failure.abort_world(code, f"refsgd: error: rank {_rank()} exited on its own (code {e.code})")
         raise
     except Exception as e:
-        if _peer_failure(e):  # not a bug of refsgd's: one line, and the world ends (no traceback wall)
-            return failure.abort_world(failure.EXIT_FAILURE, _peer_failure(e))
+        line = _peer_failure(e)
+        if line:  # not a bug of refsgd's: one line, and the world ends (no traceback wall)
+            return failure.abort_world(failure.EXIT_FAILURE, line)
         # a bug on one rank must not leave the others waiting in a collective forever
         traceback.print_exc()
         return failure.abort_world(failure.EXIT_FAILURE, f"refsgd: internal error on rank {_rank()} (traceback above)"
@@ -107,8 +108,8 @@ def _peer_failure(exc):
     if len(lines) > 1:  # MPICH's stack ends in the cause: "...(...): Communication error with rank 1"
         said += ": " + lines[-1].rsplit("): ", 1)[-1]
     where = [f for f in traceback.extract_tb(exc.__traceback__) if f"{os.sep}refsgd{os.sep}" in f.filename]
-    at = (f" in {os.path.relpath(where[-1].filename, os.path.dirname(os.path.dirname(os.path.dirname(__file__))))}"
-          f" line {where[-1].lineno}") if where else ""
+    top = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # above refsgd/
+    at = f" in {os.path.relpath(where[-1].filename, top)} line {where[-1].lineno}" if where else ""
     return (f"refsgd: error: rank {_rank()}: an MPI call failed{at} ({said}): another rank most likely ended "
             "(killed, out of memory) or the link to it failed; every rank is ended")
 

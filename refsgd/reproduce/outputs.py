@@ -182,10 +182,13 @@ def figure(r, path):
         # would otherwise run out of matplotlib's 10 colours and repeat one
         methods = list(dict.fromkeys(label.split(", ")[0] for label in labels))
         by_method = bars and not split and len(methods) < len(labels)
+        groups = len(keys) if paired else len(methods) if by_method else len(labels)
         for i, label in enumerate(labels):
-            k = (keys.index(label.split(", ")[-1]) if paired else methods.index(label.split(", ")[0]) if by_method
-                 else i)
-            color = f"C{k % 10}" if len(labels) <= 10 or paired or by_method else plt.get_cmap("tab20")(k % 20)
+            if paired:
+                k = keys.index(label.split(", ")[-1])
+            else:
+                k = methods.index(label.split(", ")[0]) if by_method else i
+            color = f"C{k}" if groups <= 10 else plt.get_cmap("tab20")(k % 20)
             if split:  # Figure 4's third column: the measured split stacked, the model beside it
                 bottom = 0.0
                 for j, part in enumerate(("compute", "codec", "update", "communication")):

@@ -4,10 +4,12 @@
 
 At the gradient of iteration ITERATION, rank RANK raises (KIND = "user": a RefsgdError, an
 input problem found on that rank alone; "bug": a RuntimeError; "exit": SystemExit(3), a rank
-leaving on its own; "mpi-peer": the MPI error a surviving rank's call returns when a peer has died,
-MPI.Exception of class ERR_OTHER, as MPICH's "Communication error with rank 1"; "mpi-bug": an MPI
-error that is a caller's mistake, class ERR_COUNT). Every other rank goes on into its next collective: the point is that the
-failing rank ends them all, with one message and the right exit code.
+leaving on its own; "mpi-peer": the MPI error a surviving rank's call returns when a peer has
+died, MPI.Exception of class ERR_OTHER, as MPICH's "Communication error with rank 1"; "mpi-bug":
+an MPI error that is a caller's mistake, class ERR_COUNT). Every other rank goes on into its next
+collective: the point is that the failing rank ends them all, with one message and the right exit
+code. The failing rank first prints the MPICH shared-memory segments it maps ("fault_inject:
+maps ..."), which the abort must not leave behind.
 
 KIND = "enospc": the file write number ITERATION (from 0) of rank RANK fails with "No space left
 on device", as on a full disk (refsgd builds HDF5 files in memory and writes their bytes with
@@ -21,7 +23,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
-from refsgd import RefsgdError, cli  # noqa: E402
+from refsgd import RefsgdError, cli, failure  # noqa: E402
 from refsgd.run import Run  # noqa: E402
 
 
@@ -31,10 +33,7 @@ def main():
 
     def faulty(self, *args, **kwargs):
         if self.rank == rank and self.t == iteration:
-            # the node's MPICH shared-memory segments, which the abort must not leave behind
-            with open("/proc/self/maps") as f:
-                mapped = sorted({ln.split()[-1] for ln in f if "/dev/shm/mpich_shm_" in ln and "(deleted)" not in ln})
-            print("fault_inject: maps", " ".join(mapped), flush=True)
+            print("fault_inject: maps", " ".join(failure.shared_segments()), flush=True)
             if kind == "user":
                 raise RefsgdError(f"injected: a file only rank {rank} reads is damaged")
             if kind == "bug":
@@ -50,7 +49,7 @@ def main():
 
     Run.grad = faulty
     if kind == "enospc":
-        from refsgd import failure, files
+        from refsgd import files
         write, count = files.write_bytes, [0]
 
         def full(path, data):
