@@ -25,6 +25,7 @@ import datetime
 import difflib
 import json
 import os
+import re
 import tempfile
 import time
 
@@ -36,7 +37,7 @@ from refsgd.reproduce import claims as _claims
 from refsgd.reproduce import outputs
 from refsgd.reproduce.measure import fmt  # noqa: F401 -- what the markdown prints (the tests use it)
 from refsgd.reproduce.runner import QUICK_ITERATIONS, Runs, Setup, cores, load_average  # noqa: F401 -- Setup: the command line's
-from refsgd.reproduce.verdict import spread, verdict
+from refsgd.reproduce.verdict import NOT_TESTABLE, spread, verdict
 
 CLAIMS = _claims.CLAIMS
 
@@ -83,9 +84,10 @@ def warnings_for(setup, records=(), timing=True):
                    "(iteration times, idle, speed-ups) are not testable in this run; the accuracy checks hold")
     # the load when the command started (its own runs raise the load average for a minute after)
     load = setup.load_at_start if setup.load_at_start is not None else load_average()
-    if timing and load and load[0] >= cores():
+    if timing and busy_load(load):
         out.append(f"the machine is busy (1-minute load average {load[0]:g} on {cores()} cores) before this "
-                   "reproduce starts: the timing checks measure that load as much as the methods")
+                   "reproduce starts: its timing checks are not testable here (they would measure that load as "
+                   "much as the methods)")
     # (with more ranks than cores the first warning already covers every run)
     over = sorted({(r["variant"], r["ranks"]) for r in records if r["ranks"] > cores() >= setup.ranks})
     if over:
@@ -95,6 +97,54 @@ def warnings_for(setup, records=(), timing=True):
     if setup.quick:
         out.append(f"--quick: one seed, each run at most {QUICK_ITERATIONS} iterations: a smoke test, not a result")
     return out
+
+
+def busy_load(load):
+    """Why the machine was busy (a 1-minute load average at or above its cores), or None."""
+    return f"load {load[0]:g} on {cores()} cores when the runs began" if load and load[0] >= cores() else None
+
+
+def check_entries(checks, statuses, details):
+    """Each check as the result dictionary (and the JSON) holds it."""
+    return [{"number": c.key, "what": c.what, "lo": c.lo, "hi": c.hi, "partial": c.partial, "source": c.source,
+             "timing": c.timing, "needs": c.needs, "kind": c.kind, "powered": c.powered, "null": c.null,
+             "paper_value": c.paper_value, "status": st, **d} for c, st, d in zip(checks, statuses, details)]
+
+
+def judged(claim, per_seed, quick, over, untestable, busy, records):
+    """(word, why, checks) of ``claim`` on ``per_seed``: the verdict, its reasons and the checks'
+    entries; the runs that diverged are named in the reasons."""
+    # --quick runs a part of some sweeps (one ratio, one staleness, S = 27): the checks of the rest are left out
+    checks = [c for c in claim.checks if not quick or any(c.key in d for d in per_seed)] or claim.checks
+    word, why, statuses, details = verdict(checks, per_seed, oversubscribed=over, untestable=untestable, busy=busy)
+    if word == NOT_TESTABLE and not untestable:
+        why = ("no check with power against the null was tested (an equivalence, which the method equal to its "
+               "baseline passes too, cannot carry a verdict): " + why)
+    diverged = [r for r in records if r.get("diverged")]
+    if diverged:
+        why += "; diverged (recorded, the other runs kept): " + "; ".join(
+            f"{d['variant']} ({d['diverged']})" for d in diverged)
+    return word, why, check_entries(checks, statuses, details)
+
+
+def rejudge(r):
+    """A result written by an earlier reproduce, judged again from its numbers by the claim's
+    checks and this verdict code (no run): its verdict, reasons and checks replaced, the paper's
+    quotes, number and the claim's derivation taken from the claim as it is now, the run's own
+    regime kept."""
+    claim = _claims.BY_NAME[r["name"]]
+    seeds = max((len(v["seeds"]) for v in r["numbers"].values()), default=0)
+    per_seed = [{k: v["seeds"][i] for k, v in r["numbers"].items() if i < len(v["seeds"])} for i in range(seeds)]
+    busy = next((re.search(r"load average ([0-9.]+) on (\d+) cores", w) for w in r["warnings"]
+                 if w.startswith("the machine is busy")), None)
+    busy = f"load {busy[1]} on {busy[2]} cores when the runs began" if busy else None
+    word, why, checks = judged(claim, per_seed, r["quick"], r["oversubscribed"], r.get("untestable"), busy, r["runs"])
+    date = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    return dict(r, verdict=word, why=why, checks=checks, claim=claim.sentence, paper_number=claim.paper_number,
+                quotes=[list(q) for q in claim.quotes], paper_values=claim.paper_values,
+                derivation=claim.derivation, rejudged=date,
+                warnings=[w.replace("the timing checks measure that load as much as the methods",
+                                    "its timing checks are not testable here") for w in r["warnings"]])
 
 
 def oversubscribed(setup, records):
@@ -120,14 +170,11 @@ def run_claim(claim, setup, runs):
     numbers = spread(per_seed)
     means = {k: v["mean"] for k, v in numbers.items()}
     over = oversubscribed(s, runs.records)
-    # --quick runs a part of some sweeps (one ratio, one staleness, S = 27): the checks of the rest are left out
-    checks = [c for c in claim.checks if not s.quick or any(c.key in d for d in per_seed)] or claim.checks
-    word, why, statuses, details = verdict(checks, per_seed, oversubscribed=over, untestable=untestable)
+    has_timing = any(c.timing for c in claim.checks) and bool(per_seed)
+    busy = busy_load(s.load_at_start) if has_timing else None
+    word, why, checks = judged(claim, per_seed, s.quick, over, untestable, busy, runs.records)
     diverged = [{"command": r["command"], "variant": r["variant"], "diverged": r["diverged"]}
                 for r in runs.records if r.get("diverged")]
-    if diverged:
-        why += "; diverged (recorded, the other runs kept): " + "; ".join(
-            f"{d['variant']} ({d['diverged']})" for d in diverged)
     scale = None
     if claim.scale is not None:
         try:
@@ -135,20 +182,17 @@ def run_claim(claim, setup, runs):
         except RefsgdError as e:
             scale = [["not available", str(e), ""]]
     rows, common = outputs.variants(hp, runs.records)
-    timing = any(c.timing for c in checks) and bool(per_seed)  # a claim not run measured no time
     return {"name": claim.name, "paper": claim.paper, "where": claim.where, "claim": claim.sentence,
             "paper_number": claim.paper_number, "quotes": [list(q) for q in claim.quotes], "regime": claim.regime,
             "ours": claim.ours, "verdict": word, "why": why, "untestable": untestable, "diverged": diverged,
             "oversubscribed": over,
-            "checks": [{"number": c.key, "what": c.what, "lo": c.lo, "hi": c.hi, "partial": c.partial,
-                        "source": c.source, "timing": c.timing, "needs": c.needs, "status": st, **d}
-                       for c, st, d in zip(checks, statuses, details)],
+            "checks": checks, "derivation": claim.derivation,
             "hyperparameters": hp, "tuning": claim.tuning, "variants": rows, "same_for_all": common,
             "discussion": claim.discussion(hp, means) if claim.discussion and per_seed else None,
             "budget_s": claim.budget[0 if s.quick else 1],
             "ranks": s.ranks, "seeds": s.seeds, "quick": s.quick,
             "data": s.data or (f"{claim.data.upper()}, not here" if s.data_missing else "embedded digits"), "link": s.link,
-            "warnings": warnings_for(s, runs.records, timing), "at_scale": claim.at_scale, "scale_prediction": scale,
+            "warnings": warnings_for(s, runs.records, has_timing), "at_scale": claim.at_scale, "scale_prediction": scale,
             "numbers": numbers, "paper_values": claim.paper_values, "series": series,
             "runs": runs.records, "seconds": round(time.perf_counter() - t0, 2),
             "machine": dict(suite.machine()), "load_at_end": load_average(),

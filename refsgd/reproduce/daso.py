@@ -5,7 +5,7 @@ reported (the paper gives no number for it); the training time only where the re
 import numpy as np
 
 from refsgd.reproduce.measure import Claim, acc, curve, epochs, eval_every, run_seconds, scale_speedups
-from refsgd.reproduce.verdict import near
+from refsgd.reproduce.verdict import PAPER, near
 
 RANKS, G = 4, 2  # 2 (virtual) nodes of 2 ranks: DASO's node-local tier exists (with G = 1 it is empty)
 
@@ -56,7 +56,9 @@ def _measure(runs, setup, hp, seed):
     n = {"acc_ssgd": acc(r["ssgd"]), "acc_fp16": acc(r["ssgd+fp16"]), "acc_daso": acc(r["daso"]),
          "seconds_ssgd": secs["ssgd"], "seconds_fp16": secs["ssgd+fp16"], "seconds_daso": secs["daso"],
          "global_mb_ssgd": gb["ssgd"] / 1e6, "global_mb_fp16": gb["ssgd+fp16"] / 1e6,
-         "global_mb_daso": gb["daso"] / 1e6, "ranks_per_node": float(hp["ranks_per_node"]), "paper_regime": 0.0}
+         "global_mb_daso": gb["daso"] / 1e6, "ranks_per_node": float(hp["ranks_per_node"]),
+         # the share of the run in DASO's cycling phase (non-blocking global syncs): the rest is synchronous SGD
+         "cycling_share": (hp["epochs"] - hp["warmup_epochs"] - hp["cooldown_epochs"]) / hp["epochs"]}
     n["daso_minus_ssgd_acc"] = n["acc_daso"] - n["acc_ssgd"]
     n["daso_minus_fp16_acc"] = n["acc_daso"] - n["acc_fp16"]
     n["time_saved_vs_fp16_pct"] = 100 * (1 - secs["daso"] / secs["ssgd+fp16"])
@@ -75,14 +77,18 @@ CLAIMS = [
           "similar accuracy up to 128 GPUs; up to 25 % (ResNet-50) and about 35 % (CityScapes) less training time "
           "than Horovod; no number for the traffic",
           (near("daso_minus_fp16_acc", 0.0, 0.5, "DASO minus SSGD+fp16 final test accuracy (pp)",
-                "the paper's \"similar levels of accuracy\" (Figure 7), read as +-0.5 pp (ours)", partial_tol=1.5),
-           near("time_saved_vs_fp16_pct", 30.0, 10.0, "training time saved against SSGD+fp16 (%)",
-                "the paper's 25 % (ResNet-50) to 35 % (CityScapes), +-10 points (ours)", timing=True,
-                needs=("paper_regime", 1.0, 1.0),
-                needs_why="nodes of 4 A100 GPUs on HDR InfiniBand: this machine's 4 ranks share 2 cores")),
+                "the paper's \"similar levels of accuracy\" (Figure 7), +-0.5 pp (the seeds' spread of the committed "
+                "runs, 0.53 pp; 50 of MNIST's 10,000 test images): an equivalence", partial_tol=1.5, kind=PAPER,
+                null=0.0, needs=("cycling_share", 0.5, 1.0),
+                needs_why="DASO cycling (non-blocking global syncs) for most of the run, as the paper's 90 epochs "
+                          "after a 5-epoch warm-up: a run mostly in warm-up and cool-down is synchronous SGD"),
+           near("time_saved_vs_fp16_pct", 30.0, 5.0, "training time saved against SSGD+fp16 (%)",
+                "the paper's 25 % (ResNet-50) to 35 % (CityScapes): its own spread", timing=True, kind=PAPER,
+                null=0.0)),
           _hyper, _measure, "curves", quotes=(TIME_TEXT, ACC_TEXT, CITY_TEXT, SETUP_TEXT),
           regime=f"MNIST, MNIST-MLP, {RANKS} ranks as {RANKS // G} nodes x {G} (DASO's node-local tier), "
-                 "B = 4 as the paper; the training time is not testable here (4 ranks on 2 cores, no GPU nodes)",
+                 "B = 4 as the paper, 1 epoch of 3 cycling (the accuracy check needs most of the run: not testable in "
+                 "this regime); the training time is not testable here (4 ranks on 2 cores: time-slicing)",
           ours="the bands; the traffic numbers (between nodes, MB per rank) are reported, not checked: the paper "
                "gives none",
           paper_values={"time_saved_vs_fp16_pct": "25-35"},

@@ -7,7 +7,7 @@ import dataclasses
 from refsgd.bench import models, scale
 from refsgd.comm.link import Link
 from refsgd.reproduce.measure import Claim, acc, curve, epochs, eval_every, link_for, per_iteration_ms
-from refsgd.reproduce.verdict import Check, near
+from refsgd.reproduce.verdict import MODEL, PAPER, SANITY, Check, near
 
 TABLE_1 = """TABLE 1: ResNet-50 ImageNet Final Test Accuracy
 #Accumulations | SSGD | LAGA-SGDM | LAGA-SGDN
@@ -90,22 +90,69 @@ def _acc_measure(runs, setup, hp, seed):
     return n, {"test accuracy (%) against epochs": curves}
 
 
-#: T_comm / T_comp of the timing claims: at tau = 4, eq. 6 predicts idle for LAGA only where the ratio
-#: exceeds 4 (at 2, LAGA's model idle is 0 and "SSGD's idle over LAGA's" is unbounded whatever LAGA does)
-IDLE_RATIOS = (6.0, 8.0)
-SPEED_RATIOS = (2.0, 6.0)
+# ------------------------------------------------------------------ the regimes the paper's numbers imply
+#: section 5.1's idle reductions: network -> (SSGD's idle over LAGA's, SSGD-OPT's over LAGA's, tau)
+IDLE_PAPER = {"vgg16": (5.24, 4.54, 4), "wrn": (3.89, 2.67, 1), "resnet50": (2.3, 1.45, 1)}
+NETWORK = {"vgg16": "VGG-16", "wrn": "Wide ResNet-101-2", "resnet50": "ResNet-50"}
+SPEEDUP_PAPER = 2.96  # Figure 6: LAGA at tau = 4 over SSGD at tau = 1 (samples/s)
+T_BWD = 2 / 3  # our network's backward pass as a share of a forward + backward (as bench scale's per-layer model)
+#: the error to which a run holds T_comm / T_comp (SSGD's measured iteration is within 2-17 % of eq. 3's)
+RATIO_ERROR = 0.10
+#: the error of a measured idle or speed-up at a fixed ratio (the seeds' spread of the committed runs)
+MEASURE_ERROR = 0.10
+
+
+def derive_idle(x, y, tau):
+    """(r, b) = (T_comm / T_comp, T_bwd / T_comp) that eq. 3, 4 and 6 give for the paper's idle
+    reductions ``x`` (SSGD's idle over LAGA's) and ``y`` (SSGD-OPT's over LAGA's) at ``tau``:
+    eq. 3 / eq. 6 = T_comm / (T_comm - tau T_comp) = r / (r - tau) = x, so r = tau x / (x - 1);
+    eq. 4 / eq. 6 = (r - b) / (r - tau) = y, so b = r - y (r - tau)."""
+    r = tau * x / (x - 1)
+    return r, r - y * (r - tau)
+
+
+def derive_speedup(s, tau=4):
+    """r that eq. 3 and 6 give for LAGA's speed-up ``s`` at ``tau`` over SSGD at tau = 1, in samples
+    per second: tau (T_comp + T_comm) / max(tau T_comp, T_comm) = s. Where r < tau (LAGA hides the
+    whole all-reduce) s = 1 + r, so r = s - 1; above, s = tau (1 + r) / r < tau + 1 ... (r = tau / (s / tau - 1))."""
+    r = s - 1
+    return r if r <= tau else tau / (s / tau - 1)
+
+
+def tolerance(sensitivity):
+    """A relative tolerance: the model's number moves by ``sensitivity`` x a relative error of r
+    (d ln number / d ln r), RATIO_ERROR of it, with MEASURE_ERROR beside it."""
+    return ((RATIO_ERROR * sensitivity) ** 2 + MEASURE_ERROR ** 2) ** 0.5
+
+
+DERIVED = {net: derive_idle(*v) for net, v in IDLE_PAPER.items()}
+SPEED_RATIO = derive_speedup(SPEEDUP_PAPER)
+
+
+def derivations():
+    """The derivations in words, with the numbers the code uses (the pages print this)."""
+    lines = []
+    for net, (x, y, tau) in IDLE_PAPER.items():
+        r, b = DERIVED[net]
+        lines.append(f"{NETWORK[net]}, tau = {tau}: eq. 3 / eq. 6 = r / (r - tau) = {x:g} gives T_comm / T_comp = r "
+                     f"= {tau} x {x:g} / ({x:g} - 1) = {r:.3f}; eq. 4 / eq. 6 = (r - b) / (r - tau) = {y:g} gives "
+                     f"T_bwd / T_comp = b = r - {y:g} (r - {tau}) = {b:.3f}")
+    lines.append(f"Figure 6, tau = 4: eq. 3 and 6 give LAGA's speed-up 4 (1 + r) / max(4, r) = {SPEEDUP_PAPER:g}, so "
+                 f"(r < 4) 1 + r = {SPEEDUP_PAPER:g}, r = {SPEED_RATIO:.3f}; ResNet-50's r = "
+                 f"{DERIVED['resnet50'][0]:.3f} would give {1 + DERIVED['resnet50'][0]:.3f}")
+    return "; ".join(lines) + ". The runs set T_comm / T_comp = r on the emulated link; our network's T_bwd / T_comp " \
+        f"is {T_BWD:.3f} (as bench scale's), near VGG-16's and ResNet-50's derived b, not Wide ResNet's, whose " \
+        "SSGD-OPT number is shown, not checked."
 
 
 def _time_hyper(setup):
     return {"model": setup.model("timing"), "batch": 32, "iterations": 30 if setup.quick else 200, "lr": 0.01,
             "momentum": 0.0,
-            # --quick: one ratio each (the runs of laga-speedup's are laga-idle's)
-            "idle_ratios": IDLE_RATIOS[:1] if setup.quick else IDLE_RATIOS,
-            "speed_ratios": SPEED_RATIOS[1:] if setup.quick else SPEED_RATIOS,
-            "note": "laga-sgd (Algorithm 3) has no momentum: ssgd and ssgd-opt run without it too; eq. 4's T_bwd "
-                    "taken as 2/3 of T_comp (ours)",
-            "link": "EMULATED, one all-reduce of the gradient = ratio x T_comp (one micro-batch's compute, from an "
-                    "ssgd run without a link) unless --link"}
+            # --quick: VGG-16's regime only
+            "networks": ("vgg16",) if setup.quick else tuple(IDLE_PAPER),
+            "note": "laga-sgd (Algorithm 3) has no momentum: ssgd and ssgd-opt run without it too",
+            "link": "EMULATED, one all-reduce of the gradient = r x T_comp (one micro-batch's compute, from an "
+                    "ssgd run without a link), r derived from the paper's numbers (the page says how), unless --link"}
 
 
 def _timed(runs, setup, hp, seed, ratio, algo, tau):
@@ -116,57 +163,59 @@ def _timed(runs, setup, hp, seed, ratio, algo, tau):
     return run, t_c, t_comm
 
 
-#: Figure 4's sweep: tau = 1, 2, 4 at the first ratio, tau = 4 at the others
-IDLE_TAUS = (1, 2, 4)
-T_BWD = 2 / 3  # the backward pass as a share of a forward + backward (ours, as bench scale's per-layer model)
-
-
-def _idle_cases(ratios):
-    return [(rho, tau) for i, rho in enumerate(ratios) for tau in (IDLE_TAUS if i == 0 else (4,))]
+def _ratio(run, tau):
+    """T_comm / T_comp as a run of ssgd measured it: its idle (the blocking all-reduce) over one
+    micro-batch's compute."""
+    return per_iteration_ms(run, "idle") / (per_iteration_ms(run, "compute") / tau)
 
 
 def _idle_measure(runs, setup, hp, seed):
     n, bars = {}, {}
-    for rho, tau in _idle_cases(hp["idle_ratios"]):
-        g = f"_tau{tau}_r{rho:g}"
-        s, t_c, t_comm = _timed(runs, setup, hp, seed, rho, "ssgd", tau)
-        opt, _, _ = _timed(runs, setup, hp, seed, rho, "ssgd-opt", tau)
-        lg, _, _ = _timed(runs, setup, hp, seed, rho, "laga-sgd", tau)
+    for net in hp["networks"]:
+        (r, _), tau, g = DERIVED[net], IDLE_PAPER[net][2], f"_{net}"
+        s, t_c, t_comm = _timed(runs, setup, hp, seed, r, "ssgd", tau)
+        opt, _, _ = _timed(runs, setup, hp, seed, r, "ssgd-opt", tau)
+        lg, _, _ = _timed(runs, setup, hp, seed, r, "laga-sgd", tau)
         # eq. 3, 4 and 6 as idle per iteration: T_comm; max(0, T_comm - T_bwd); max(0, T_comm - tau T_comp)
         model = {"ssgd": t_comm, "ssgd-opt": max(0.0, t_comm - T_BWD * t_c), "laga": max(0.0, t_comm - tau * t_c)}
-        n.update({f"t_comp_ms{g}": 1e3 * t_c, f"t_comm_ms{g}": 1e3 * t_comm})
+        n.update({f"t_comp_ms{g}": 1e3 * t_c, f"t_comm_ms{g}": 1e3 * t_comm, f"ratio_derived{g}": r,
+                  f"ratio_measured{g}": _ratio(s, tau)})
         for name, run in (("ssgd", s), ("ssgd-opt", opt), ("laga", lg)):
             n[f"idle_{name}_ms{g}"] = per_iteration_ms(run, "idle")
             n[f"model_idle_{name}_ms{g}"] = 1e3 * model[name]
             n[f"idle_{name}_over_model{g}"] = (n[f"idle_{name}_ms{g}"] / n[f"model_idle_{name}_ms{g}"]
                                                if model[name] > 0 else float("inf"))
-            bars[f"{name}, tau {tau}, ratio {rho:g}"] = [n[f"idle_{name}_ms{g}"], n[f"model_idle_{name}_ms{g}"]]
+            bars[f"{name}, {NETWORK[net]}'s regime (tau {tau})"] = [n[f"idle_{name}_ms{g}"],
+                                                                    n[f"model_idle_{name}_ms{g}"]]
         n[f"idle_ratio{g}"] = n[f"idle_ssgd_ms{g}"] / max(n[f"idle_laga_ms{g}"], 1e-3)
         n[f"idle_ratio_opt{g}"] = n[f"idle_ssgd-opt_ms{g}"] / max(n[f"idle_laga_ms{g}"], 1e-3)
-    n["paper_regime"] = 0.0  # the paper's T_comm / T_comp (VGG-16, Figure 3) is not given in numbers
-    return n, {"idle per iteration: measured | model (eq. 3 SSGD, 4 SSGD-OPT, 6 LAGA) at T_comm / T_comp = ratio": bars}
+    return n, {"idle per iteration: measured | model (eq. 3 SSGD, 4 SSGD-OPT, 6 LAGA) at T_comm / T_comp derived "
+               "from the paper's numbers": bars}
+
+
+SPEED_TAUS = (1, 2, 4)
 
 
 def _speed_measure(runs, setup, hp, seed):
-    n, panel = {}, {}
-    for rho in hp["speed_ratios"]:
-        g = f"_r{rho:g}"
-        s, t_c, t_comm = _timed(runs, setup, hp, seed, rho, "ssgd", 1)
-        base = per_iteration_ms(s, "wall")
-        n.update({f"t_comp_ms{g}": 1e3 * t_c, f"t_comm_ms{g}": 1e3 * t_comm, f"ssgd_tau1_ms{g}": base})
-        xs, ys, model = [], [], []
-        for tau in (1, 2, 4):
-            wall = per_iteration_ms(_timed(runs, setup, hp, seed, rho, "laga-sgd", tau)[0], "wall")
-            n[f"laga_tau{tau}_ms{g}"] = wall
-            n[f"speedup_tau{tau}{g}"] = tau * base / wall  # samples per second against ssgd at tau = 1
-            # eq. 6's LAGA iteration max(tau T_comp, T_comm) against eq. 3's SSGD iteration T_comp + T_comm
-            n[f"model_speedup_tau{tau}{g}"] = tau * (t_c + t_comm) / max(tau * t_c, t_comm)
-            n[f"speedup_over_model_tau{tau}{g}"] = n[f"speedup_tau{tau}{g}"] / n[f"model_speedup_tau{tau}{g}"]
-            xs.append(tau), ys.append(n[f"speedup_tau{tau}{g}"]), model.append(n[f"model_speedup_tau{tau}{g}"])
-        panel[f"laga-sgd measured, ratio {rho:g}"] = [xs, ys]
-        panel[f"model (eq. 3, 6), ratio {rho:g}"] = [xs, model]
-    n["paper_regime"] = 0.0  # Figure 6's network and ratio are not given in numbers
-    return n, {"speed-up over SSGD (tau = 1) in samples/s against tau, at T_comm / T_comp = ratio": panel}
+    n, panel, rho, g = {}, {}, SPEED_RATIO, ""
+    s, t_c, t_comm = _timed(runs, setup, hp, seed, rho, "ssgd", 1)
+    base = per_iteration_ms(s, "wall")
+    n.update({"t_comp_ms": 1e3 * t_c, "t_comm_ms": 1e3 * t_comm, "ssgd_tau1_ms": base, "ratio_derived": rho,
+              "ratio_measured": _ratio(s, 1)})
+    xs, ys, model = [], [], []
+    for tau in SPEED_TAUS:
+        wall = per_iteration_ms(_timed(runs, setup, hp, seed, rho, "laga-sgd", tau)[0], "wall")
+        n[f"laga_tau{tau}_ms{g}"] = wall
+        n[f"speedup_tau{tau}{g}"] = tau * base / wall  # samples per second against ssgd at tau = 1
+        # eq. 6's LAGA iteration max(tau T_comp, T_comm) against eq. 3's SSGD iteration T_comp + T_comm
+        n[f"model_speedup_tau{tau}{g}"] = tau * (t_c + t_comm) / max(tau * t_c, t_comm)
+        n[f"speedup_over_model_tau{tau}{g}"] = n[f"speedup_tau{tau}{g}"] / n[f"model_speedup_tau{tau}{g}"]
+        xs.append(tau), ys.append(n[f"speedup_tau{tau}{g}"]), model.append(n[f"model_speedup_tau{tau}{g}"])
+    n["saturation_tau4_over_tau2"] = n["speedup_tau4"] / n["speedup_tau2"]
+    panel[f"laga-sgd measured, r = {rho:.3g}"] = [xs, ys]
+    panel[f"model (eq. 3, 6), r = {rho:.3g}"] = [xs, model]
+    return n, {"speed-up over SSGD (tau = 1) in samples/s against tau, at T_comm / T_comp = r derived from 2.96x":
+               panel}
 
 
 def _scale(setup, hp, numbers):
@@ -181,56 +230,85 @@ def _scale(setup, hp, numbers):
              paper[tau]) for tau in (1, 2, 4)]
 
 
-PAPER_REGIME = ("paper_regime", 1.0, 1.0)
+def _near_ratio(key, r):
+    """The regime a paper check needs: the run's measured T_comm / T_comp within 2 RATIO_ERROR of r."""
+    return dict(needs=(key, r / (1 + 2 * RATIO_ERROR), r * (1 + 2 * RATIO_ERROR)),
+                needs_why=f"T_comm / T_comp measured within {200 * RATIO_ERROR:.0f} % of the derived {r:.3f} "
+                          "(a --link of your own sets another)")
 
 
 def _idle_checks():
     out = []
-    for rho, tau in _idle_cases(IDLE_RATIOS):
-        g = f"_tau{tau}_r{rho:g}"
-        for name, eq in (("ssgd", "eq. 3"), ("ssgd-opt", "eq. 4"), ("laga", "eq. 6")):
-            out.append(near(f"idle_{name}_over_model{g}", 1.0, 0.25,
-                            f"{name}'s measured idle over {eq}'s, tau = {tau}, ratio {rho:g}",
-                            f"{eq} at the run's T_comm and T_comp, +-25 % (ours)", partial_tol=0.6, timing=True,
+    for net, (x, y, tau) in IDLE_PAPER.items():
+        (r, b), g = DERIVED[net], f"_{net}"
+        where = f"{NETWORK[net]}'s regime (tau = {tau}, r = {r:.3f})"
+        for name, eq in (("ssgd", "eq. 3"), ("ssgd-opt", "eq. 4")):
+            out.append(near(f"idle_{name}_over_model{g}", 1.0, 0.25, f"{name}'s measured idle over {eq}'s, {where}",
+                            f"{eq} at the run's T_comm and T_comp, +-25 % (the seeds' spread of the committed runs, "
+                            "up to 17 %): baseline sanity, shown", partial_tol=0.6, timing=True, kind=SANITY,
                             model=f"model_idle_{name}_ms{g}"))
-    g = f"_tau4_r{IDLE_RATIOS[0]:g}"
-    why = "VGG-16's T_comm / T_comp on the paper's 8 GPUs, shown in Figure 3 only as a plot"
-    out.append(near(f"idle_ratio{g}", 5.24, 0.25, "SSGD's idle over LAGA-SGD's at tau = 4",
-                    "the paper's 5.24 (VGG-16, section 5.1), +-25 % (ours)", timing=True, needs=PAPER_REGIME,
-                    needs_why=why))
-    out.append(near(f"idle_ratio_opt{g}", 4.54, 0.25, "SSGD-OPT's idle over LAGA-SGD's at tau = 4",
-                    "the paper's 4.54 (VGG-16, section 5.1), +-25 % (ours)", timing=True, needs=PAPER_REGIME,
-                    needs_why=why))
+        # null: LAGA idle as SSGD (T_comm), over eq. 6's T_comm - tau T_comp
+        out.append(near(f"idle_laga_over_model{g}", 1.0, 0.25, f"laga's measured idle over eq. 6's, {where}",
+                        "eq. 6 at the run's T_comm and T_comp, +-25 % (the seeds' spread of the committed runs, up to "
+                        "25 %): model conformance (the link charges no CPU)", partial_tol=0.4, timing=True,
+                        kind=MODEL, null=r / (r - tau), model=f"model_idle_laga_ms{g}"))
+        sens = tau / (r - tau)  # |d ln (r / (r - tau)) / d ln r|
+        out.append(near(f"idle_ratio{g}", x, tolerance(sens), f"SSGD's idle over LAGA-SGD's, {where}",
+                        f"the paper's {x:g} ({NETWORK[net]}, section 5.1), relative +-{100 * tolerance(sens):.0f} %: "
+                        f"eq. 3 / eq. 6 moves {sens:.2f}x a ratio's error, {100 * RATIO_ERROR:.0f} %, beside the "
+                        f"measurement's {100 * MEASURE_ERROR:.0f} %", relative=True, timing=True, kind=PAPER,
+                        null=1.0, **_near_ratio(f"ratio_measured{g}", r)))
+        if abs(b - T_BWD) < 0.1:  # SSGD-OPT's idle depends on T_bwd, which is our network's, not set by a link
+            sens = abs(r / (r - b) - r / (r - tau))
+            out.append(near(f"idle_ratio_opt{g}", y, tolerance(sens), f"SSGD-OPT's idle over LAGA-SGD's, {where}",
+                            f"the paper's {y:g} ({NETWORK[net]}, section 5.1), relative +-{100 * tolerance(sens):.0f} "
+                            f"%: eq. 4 / eq. 6 moves {sens:.2f}x a ratio's error, {100 * RATIO_ERROR:.0f} %, beside "
+                            f"the measurement's {100 * MEASURE_ERROR:.0f} %", relative=True, timing=True, kind=PAPER,
+                            null=(r - b) / r, **_near_ratio(f"ratio_measured{g}", r)))
     return tuple(out)
 
 
 def _speed_checks():
-    out = []
-    for rho in SPEED_RATIOS:
-        for tau in (2, 4):
-            out.append(near(f"speedup_over_model_tau{tau}_r{rho:g}", 1.0, 0.2,
-                            f"measured speed-up at tau = {tau} over the model's, ratio {rho:g}",
-                            "eq. 3 and 6 at the run's T_comm and T_comp, +-20 % (ours)", partial_tol=0.5, timing=True,
-                            model=f"model_speedup_tau{tau}_r{rho:g}"))
-    out.append(near("speedup_tau4_r6", 2.96, 0.2, "LAGA-SGD's speed-up at tau = 4",
-                    "the paper's 2.96 (Figure 6), +-20 % (ours)", timing=True, needs=PAPER_REGIME,
-                    needs_why="Figure 6's network and T_comm / T_comp, not given in numbers"))
+    r, out = SPEED_RATIO, []
+    for tau in (2, 4):
+        # null: LAGA no faster than SSGD at tau (tau T_comp + T_comm), over the model's max(tau T_comp, T_comm)
+        out.append(near(f"speedup_over_model_tau{tau}", 1.0, 0.2, f"measured speed-up at tau = {tau} over the "
+                        f"model's, r = {r:.3f}", "eq. 3 and 6 at the run's T_comm and T_comp, +-20 % (the seeds' "
+                        "spread of the committed runs, up to 10 %): model conformance (the link charges no CPU)",
+                        partial_tol=0.3, timing=True, kind=MODEL, null=max(tau, r) / (tau + r),
+                        model=f"model_speedup_tau{tau}"))
+    out.append(near("saturation_tau4_over_tau2", 1.0, 0.15, "the speed-up at tau = 4 over that at tau = 2",
+                    "eq. 3 and 6: saturated (1) once tau T_comp >= T_comm, the paper's \"start to saturate\" at "
+                    "tau = 4; +-15 % (the seeds' spread of two speed-ups): model conformance", timing=True,
+                    kind=MODEL, null=(4 * (1 + r) / (4 + r)) / (2 * (1 + r) / (2 + r))))
+    sens = r / (1 + r)  # d ln (1 + r) / d ln r
+    out.append(near("speedup_tau4", SPEEDUP_PAPER, tolerance(sens), "LAGA-SGD's speed-up at tau = 4",
+                    f"the paper's {SPEEDUP_PAPER:g} (Figure 6), relative +-{100 * tolerance(sens):.0f} %: eq. 3 and 6 "
+                    f"move it {sens:.2f}x a ratio's error, {100 * RATIO_ERROR:.0f} %, beside the measurement's "
+                    f"{100 * MEASURE_ERROR:.0f} %", relative=True, timing=True, kind=PAPER,
+                    null=4 * (1 + r) / (4 + r), **_near_ratio("ratio_measured", r)))
     return tuple(out)
 
 
-TIME_REGIME = ("a sweep of T_comm / T_comp (ratio) on an EMULATED link, 2 ranks, the digits CNN: the paper's "
-               "ratios (Figure 3, per network) are a plot without numbers, so its 5.24x and 2.96x are not testable "
-               "here; the check is the paper's model (eq. 3, 6) at each ratio. ")
+TIME_REGIME = ("T_comm / T_comp derived from the paper's own numbers through its own model (eq. 3, 4, 6; the "
+               "derivation below), set on an EMULATED link, 2 ranks, the digits CNN. The emulated link charges no "
+               "CPU for a transfer (on scripts/cluster's real link compute slows while a transfer runs, the README "
+               "shows 2.4-2.8x), so every overlap runs in its best case: the measured-over-model checks are model "
+               "conformance. ")
 
 CLAIMS = [
     Claim("laga-table1", "Hakimi et al. 2021 (LAGA)", "section 5.2, Table 1",
           "As tau grows to 4, LAGA-SGDM falls behind SSGD while LAGA-SGDN keeps SSGD's accuracy.",
           "ResNet-50 ImageNet at tau = 4: SSGD 76.23 %, LAGA-SGDM 75.63 %, LAGA-SGDN 76.28 % (Table 1, whole on the "
           "page)",
-          (near("ssgd_minus_sgdm_tau4", 0.60, 0.6, "SSGD minus LAGA-SGDM at tau = 4 (pp)",
-                "the paper's 0.60 pp (Table 1), +-0.6 pp (ours)", partial_tol=1.5),
+          (near("ssgd_minus_sgdm_tau4", 0.60, 0.5, "SSGD minus LAGA-SGDM at tau = 4 (pp)",
+                "the paper's 0.60 pp (Table 1: 76.23 - 75.63), +-0.5 pp (the seeds' spread of LAGA-SGDN's gap, "
+                "0.4 pp; 50 of MNIST's 10,000 test images)", kind=PAPER, null=0.0),
+           near("sgdm_drop_tau1_to_4", 0.81, 0.5, "LAGA-SGDM's accuracy at tau = 1 minus at tau = 4 (pp)",
+                "the paper's 0.81 pp (Table 1: 76.44 - 75.63), +-0.5 pp (as above)", kind=PAPER, null=0.0),
            near("sgdn_minus_ssgd_tau4", 0.05, 0.5, "LAGA-SGDN minus SSGD at tau = 4 (pp)",
-                "the paper's +0.05 pp (Table 1), +-0.5 pp (ours)", partial_tol=1.5)),
+                "the paper's +0.05 pp (Table 1: 76.28 - 76.23), +-0.5 pp (as above): an equivalence", partial_tol=1.0,
+                kind=PAPER, null=0.0)),
           _acc_hyper, _acc_measure, "curves",
           quotes=(("Table 1", "ResNet-50, ImageNet", TABLE_1), TABLE_TEXT, HYPER_TEXT),
           regime="MNIST, MNIST-MLP, 2 workers x 32 samples x tau, the paper's hyperparameters (lr 0.1 per 256 "
@@ -248,31 +326,36 @@ CLAIMS = [
           tuning="shared, as the paper (\"the same schedule and hyperparameters as [17]\" for every method, the "
                  "learning rate scaled linearly with tau)",
           data="mnist", axes=("epochs", "test accuracy (%)"), budget=(30, 180)),
-    Claim("laga-idle", "Hakimi et al. 2021 (LAGA)", "section 5.1 (Figure 4, eq. 3 and 6)",
-          "LAGA's idle time is what eq. 6 predicts, several times smaller than SSGD's (eq. 3) and SSGD-OPT's "
-          "(eq. 4), over tau = 1, 2, 4 (Figure 4).",
-          "5.24x less idle time than SSGD (4.54x less than SSGD-OPT), VGG-16 at tau = 4",
+    Claim("laga-idle", "Hakimi et al. 2021 (LAGA)", "section 5.1 (Figure 4, eq. 3, 4 and 6)",
+          "LAGA's idle time is several times smaller than SSGD's (eq. 3) and SSGD-OPT's (eq. 4), as eq. 6 predicts: "
+          "5.24x and 4.54x on VGG-16 at tau = 4, 3.89x (2.67x) on Wide ResNet-101-2 and 2.3x (1.45x) on ResNet-50 "
+          "at tau = 1.",
+          "5.24x less idle time than SSGD (4.54x less than SSGD-OPT), VGG-16 at tau = 4; 3.89x (2.67x) Wide "
+          "ResNet-101-2 and 2.3x (1.45x) ResNet-50 at tau = 1",
           _idle_checks(), _time_hyper, _idle_measure, "bars",
           quotes=(IDLE_TEXT, EQ_TEXT, EQ4_TEXT, FIG4_TEXT, FIG3_TEXT),
-          regime=TIME_REGIME + "At tau = 4 eq. 6 predicts idle for LAGA only above ratio 4, so the sweep is "
-                               "ratio 6 at tau = 1, 2, 4 and ratio 8 at tau = 4. " + LINK_NOTE,
-          ours="the tolerances; eq. 6 gives 5.24 at T_comm / T_comp = 4.95 (our arithmetic, not the paper's)",
-          paper_values={"idle_ratio_tau4_r6": "5.24 (VGG-16, its own ratio)",
-                        "idle_ratio_opt_tau4_r6": "4.54 (VGG-16, its own ratio)"},
-          at_scale="the paper's ratio is VGG-16's on 8 GPUs, shown only as a plot (Figure 3)",
+          regime=TIME_REGIME + "Each network's regime in turn: its T_comm / T_comp and tau.",
+          ours="the derivation of each network's T_comm / T_comp and T_bwd / T_comp from the paper's two numbers (our "
+               "arithmetic with the paper's equations); the tolerances (their basis beside each)",
+          paper_values={"idle_ratio_vgg16": "5.24", "idle_ratio_opt_vgg16": "4.54", "idle_ratio_wrn": "3.89",
+                        "idle_ratio_opt_wrn": "2.67 (not checked: WRN's derived T_bwd / T_comp is not ours)",
+                        "idle_ratio_resnet50": "2.3", "idle_ratio_opt_resnet50": "1.45"},
+          at_scale="the paper's 8 RTX 2080 Ti GPUs share one machine's PCIe: here the ratio they imply",
           tuning="a timing measurement: both methods share one set (no momentum: laga-sgd has none)",
-          axes=("", "idle ms per iteration"), budget=(30, 60)),
+          axes=("", "idle ms per iteration"), budget=(30, 45), derivation=derivations()),
     Claim("laga-speedup", "Hakimi et al. 2021 (LAGA)", "section 5.1 (Figure 6)",
-          "LAGA's speed-up over SSGD without accumulation grows with tau, as eq. 3 and 6 predict.",
+          "LAGA's speed-up over SSGD without accumulation grows with tau to 2.96x at tau = 4 and saturates, as eq. 3 "
+          "and 6 predict at the T_comm / T_comp that 2.96x implies.",
           "up to 2.96x at tau = 4 (ImageNet), saturating at tau = 4",
           _speed_checks(), _time_hyper, _speed_measure, "lines",
           quotes=(SPEED_TEXT, EQ_TEXT, FIG3_TEXT),
-          regime=TIME_REGIME + "Ratios 2 (the model saturates at tau = 2) and 6 (it grows to tau = 4). " + LINK_NOTE,
+          regime=TIME_REGIME + f"r = {SPEED_RATIO:.3f}, the ratio at which eq. 3 and 6 give 2.96x at tau = 4; tau = 1, "
+                               "2, 4.",
           ours="the model speed-up tau (T_comp + T_comm) / max(tau T_comp, T_comm) follows from eq. 3 and 6 (our "
-               "arithmetic); the tolerances",
-          paper_values={"speedup_tau4_r6": "2.96 (its own network and ratio)"},
-          at_scale="the paper's 8 GPUs share one machine's PCIe; Figure 6's ratio is not given in numbers", scale=_scale,
+               "arithmetic), and the ratio it gives for 2.96x; the tolerances (their basis beside each)",
+          paper_values={"speedup_tau4": "2.96"},
+          at_scale="the paper's 8 GPUs share one machine's PCIe; Figure 6 does not name its network", scale=_scale,
           tuning="a timing measurement: every run shares one set (no momentum: laga-sgd has none)",
           axes=("tau (micro-batches per iteration)", "speed-up over SSGD at tau = 1 (samples/s ratio)"),
-          budget=(3, 15)),
+          budget=(3, 8), derivation=derivations()),
 ]

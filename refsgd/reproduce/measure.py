@@ -53,6 +53,9 @@ class Claim:
     at_scale: str = None  # why a laptop cannot show the claim, where it cannot
     scale: object = None  # (setup, hp, numbers) -> [(what, predicted, the paper's number)]: bench scale
     discussion: object = None  # (hp, numbers) -> text: why the numbers are what they are, where that needs saying
+    #: how the regime follows from the paper's own numbers through its own model (equation numbers), in words
+    #: made by the code that sets the regime, so that page and code agree
+    derivation: str = ""
 
 
 def fmt(v):

@@ -13,7 +13,9 @@ from refsgd.report import save_figure
 from refsgd.reproduce import claims as _claims
 from refsgd.reproduce.measure import fmt
 
-INDEX_TITLE = "# The papers' claims, reproduced"
+INDEX_TITLE = "# The papers' claims, tested"
+#: the titles an index that reproduce wrote had before (kept up to date as its own)
+OLD_TITLES = ("# The papers' claims, reproduced",)
 
 
 def write(path, text):
@@ -70,7 +72,8 @@ def _quote_lines(r):
 
 def _check_lines(r):
     """Every check: both bounds, where they come from, each seed's number and status."""
-    lines = ["| check | band (partly) | from | per seed | seeds inside | status |", "|---|---|---|---|---|---|"]
+    lines = ["| check | kind | band (partly) | from | the null | per seed | seeds inside | status |",
+             "|---|---|---|---|---|---|---|---|"]
     for c in r["checks"]:
         band = f"[{c['lo']:.4g}, {c['hi']:.4g}]" + (f" ([{c['partial'][0]:.4g}, {c['partial'][1]:.4g}])"
                                                     if c.get("partial") else "")
@@ -78,8 +81,14 @@ def _check_lines(r):
         tested = [i for i, st in enumerate(c.get("seeds", [])) if st != "not testable here"]
         inside = (f"{', '.join(str(i) for i in c.get('passing', [])) or 'none'} of {len(tested)}"
                   if tested else "-")
-        lines.append(f"| {c['what']} ({c['number']}{', timing' if c.get('timing') else ''}) | {band} | "
-                     f"{c['source']} | {vals} | {inside} | {c['status']} |")
+        kind = c.get("kind", "")
+        if kind and kind != "baseline sanity" and not c.get("powered", True):
+            kind += " (an equivalence: the null passes it)"
+        elif kind == "baseline sanity":
+            kind += " (shown, not in the verdict)"
+        null = fmt(c["null"]) if c.get("null") is not None else "-"
+        lines.append(f"| {c['what']} ({c['number']}{', timing' if c.get('timing') else ''}) | {kind} | {band} | "
+                     f"{c['source']} | {null} | {vals} | {inside} | {c['status']} |")
     return lines
 
 
@@ -89,10 +98,22 @@ def markdown(r):
     lines += [f"**The paper's number.** {r['paper_number']}", ""]
     if r.get("regime"):
         lines += [f"**Regime.** {r['regime']}", ""]
+    if r.get("derivation"):
+        lines += [f"**The regime, derived from the paper's numbers.** {r['derivation']}", ""]
+        measured = [(k[len("ratio_measured"):], v) for k, v in r["numbers"].items() if k.startswith("ratio_measured")]
+        if measured:
+            lines += ["The ratio measured beside the derived one (per seed): " + "; ".join(
+                f"{tag.lstrip('_') or 'the run'}: derived {fmt(r['numbers'].get('ratio_derived' + tag, {}).get('mean'))}"
+                f", measured {', '.join(fmt(x) for x in v['seeds'])}" for tag, v in measured), ""]
+        elif r["numbers"]:
+            lines += ["The runs on this page were made before the derived regime: its checks are not measured "
+                      "here (`refsgd reproduce " + r["name"] + "` runs them).", ""]
     if r.get("ours"):
         lines += [f"**Ours (derived, not the paper's).** {r['ours']}", ""]
     smoke = " (--quick: a smoke test of the claim's path, not a result)" if r["quick"] else ""
-    lines += [f"**Verdict{smoke}: {r['verdict']}.** {r['why']}", ""]
+    again = (f" (re-judged {r['rejudged']} from the numbers of the run of {r['date']} by the verdict code of "
+             "issue 42: the checks' kinds, nulls and bands as the claim has them now)") if r.get("rejudged") else ""
+    lines += [f"**Verdict{smoke}{again}: {r['verdict']}.** {r['why']}", ""]
     lines += _check_lines(r) + [""]
     lines += [f"> {w}" for w in r["warnings"]] + ([""] if r["warnings"] else [])
     lines += [f"Run: `refsgd reproduce {r['name']}` with {r['ranks']} ranks, {r['seeds']} seed(s), data "
@@ -258,7 +279,7 @@ def index_paths(out_dir):
 def _is_index(path):
     try:
         with open(path, encoding="utf-8", errors="replace") as f:
-            return f.readline().rstrip("\n") == INDEX_TITLE
+            return f.readline().rstrip("\n") in (INDEX_TITLE,) + OLD_TITLES
     except OSError:
         return False
 
@@ -272,28 +293,36 @@ def check_index(out_dir, force):
 
 
 def _per_seed(r):
-    """Each check's number on every seed, with its band and status."""
+    """The tested paper-number checks' numbers on every seed, with their bands and statuses."""
     out = []
     for c in r["checks"]:
-        if c["status"] == "not testable here" and not any(v is not None for v in c.get("values", [])):
+        if c.get("kind") != "the paper's number" or c["status"] == "not testable here":
             continue
         vals = ", ".join(fmt(v) for v in c.get("values", []))
         out.append(f"{c['number']}: {vals} in [{fmt(c['lo'])}, {fmt(c['hi'])}]? {c['status']}")
-    return "; ".join(out) or "-"
+    return "; ".join(out) or "no paper number tested"
+
+
+def verdict_line(r):
+    """The verdict in one short line: the outcome and the paper number it rests on."""
+    rests = [f"{fmt(c['paper_value'])} ({c['number']})" for c in r["checks"]
+             if c.get("kind") == "the paper's number" and c.get("powered") and c["status"] != "not testable here"]
+    word = r["verdict"]
+    if word in ("reproduced", "partly reproduced", "not reproduced") and rests:
+        line = f"{word}: rests on the paper's " + ", ".join(rests)
+    elif word in ("partly reproduced", "not reproduced", "model conformance only"):
+        line = f"{word}: no paper number tested"
+    else:
+        line = f"{word}: the page says why"
+    return line + (" (--quick smoke test, not a result)" if r["quick"] else "")
 
 
 def index_line(r, folder):
     """A claim's row; ``folder`` is where its page is, relative to the index."""
     runs = f"{r['seeds']}" + (" quick" if r["quick"] else "")
-    verdict = r["verdict"] + (f": {r['untestable']}" if r.get("untestable") else "")
-    if r["quick"]:
-        verdict += " (--quick smoke test, not a result)"
-    if r["verdict"] == "not testable here" and r.get("scale_prediction"):
-        verdict += " (bench scale: " + "; ".join(f"{what}: {_value(v)} against the paper's {paper or '-'}"
-                                                 for what, v, paper in r["scale_prediction"]) + ")"
     regime = r.get("regime") or ""
     return (f"| [{r['name']}]({_link(folder, r['name'])}) | {r['paper_number']} | {regime} | {_per_seed(r)} | "
-            f"{verdict} | {runs} |")
+            f"{verdict_line(r)} | {runs} |")
 
 
 def _link(folder, name):
@@ -320,8 +349,13 @@ def index_text(out_dir, index=None):
             f"Written by `refsgd reproduce all --out-dir {shown}` (or NAME for one claim; each run rewrites this "
             f"index from {os.path.join(folder, '*.json')}). refsgd: each check's number on every seed, its band "
             "(both bounds) and its status; the claim's page quotes the paper, states the regime and gives every "
-            "number, the shared hyperparameters, the runs and the machine. A verdict is one of reproduced, "
-            "partly reproduced, not reproduced and not testable here.", ""]
+            "number, the shared hyperparameters, the runs and the machine. Each check is of one kind: the paper's "
+            "number (tested in the paper's regime, or one derived from its own numbers through its own model), model "
+            "conformance (the measurement against the paper's model), or baseline sanity (shown, never in the "
+            "verdict). A claim is reproduced only when a paper number with power against the null (the method "
+            "equal to its baseline) was tested and every tested check holds; model conformance only when every "
+            "tested check holds but no paper number was tested; not reproduced when every powered check fails; "
+            "partly reproduced in between; not testable here when no powered check could be tested.", ""]
     busy = [c.name for c in _claims.CLAIMS if c.name in found
             and any(w.startswith("the machine is busy") for w in found[c.name]["warnings"])]
     notes = sorted({w for r in results for w in r["warnings"] if not w.startswith("the machine is busy")})
@@ -331,7 +365,8 @@ def index_text(out_dir, index=None):
     head += [f"> {w}" for w in notes] + ([""] if notes else [])
     if not results:
         head += [f"No claim has been run into {shown} yet: every row below is the paper's number alone.", ""]
-    head += ["| claim | the paper | regime | refsgd (per seed) | verdict | seeds |", "|---|---|---|---|---|---|"]
+    head += ["| claim | the paper | regime | the paper's number, refsgd's per seed | verdict | seeds |",
+             "|---|---|---|---|---|---|"]
     rows = [index_line(found[c.name], folder) if c.name in found else
             f"| {c.name} | {c.paper_number} | {c.regime} | not run yet | - | 0 |"
             for c in _claims.CLAIMS]

@@ -5,9 +5,9 @@ iterations next to eq. 2 and eq. 4."""
 from refsgd.comm import codecs
 from refsgd.comm.link import Link, reduction_time
 from refsgd.nn import load_model
-from refsgd.reproduce.measure import (Claim, acc, curve, epochs, eval_every, per_iteration_ms, run_seconds,
+from refsgd.reproduce.measure import (Claim, acc, curve, epochs, eval_every, link_for, per_iteration_ms, run_seconds,
                                       scale_speedups)
-from refsgd.reproduce.verdict import Check, near
+from refsgd.reproduce.verdict import MODEL, PAPER, SANITY, Check, near
 
 
 VARIANTS = (("ps-sync", "ps-sync", "none"), ("d-sync", "d-sync", "none"), ("d-sync+T", "d-sync", "t16"),
@@ -101,7 +101,6 @@ def _measure(runs, setup, hp, seed):
         n[f"speedup_pipe{c}_vs_dsync"] = n["seconds_d-sync"] / n[f"seconds_pipe-sgd+{c}"]
         n[f"model_speedup_pipe{c}_vs_dsync"] = n["model_ms_d-sync"] / n[f"model_ms_pipe-sgd+{c}"]
         n[f"speedup_over_model_pipe{c}"] = n[f"speedup_pipe{c}_vs_dsync"] / n[f"model_speedup_pipe{c}_vs_dsync"]
-    n["paper_regime"] = 0.0  # the paper's l_comp (a Titan XP) and so its l_comm / l_comp are not ours
     return n, {"test accuracy (%) against seconds of training": curves,
                "ms per iteration, measured split | model (eq. 2 sync, eq. 4 pipe)": split}
 
@@ -116,21 +115,118 @@ def _scale(setup, hp, numbers):
 
 def _checks():
     out = []
-    for c in ("T", "Q"):
-        out.append(near(f"pipe{c}_minus_dsync_acc", 0.0, 0.3, f"Pipe-SGD+{c} minus D-Sync final accuracy (pp)",
-                        "Figure 4's MNIST-MLP labels: +0.01 / 0.00 pp; +-0.3 pp (ours: 30 of 10,000 test images "
-                        "and the seeds' noise)", partial_tol=1.0))
-    for label in ("d-sync", "d-sync+T", "d-sync+Q", "pipe-sgd", "pipe-sgd+T", "pipe-sgd+Q"):
-        out.append(near(f"measured_over_model_{label}", 1.0, 0.25, f"{label}'s iteration over its model",
-                        "eq. 2 (sync) or eq. 4 (pipe) at the run's own l_up, l_comp, l_comm, +-25 % (ours)",
-                        partial_tol=0.6, timing=True, model=f"model_ms_{label}"))
-    for c in ("T", "Q"):
-        out.append(near(f"speedup_over_model_pipe{c}", 1.0, 0.2, f"end-to-end speed-up of Pipe-SGD+{c} over D-Sync, "
-                        "measured over the model's", "eq. 2 / eq. 4, +-20 % (ours)", partial_tol=0.5, timing=True,
-                        model=f"model_speedup_pipe{c}_vs_dsync"))
-    out.append(Check("speedup_pipeT_vs_dsync", 2.0, 3.2, "end-to-end speed-up of Pipe-SGD+T over D-Sync",
-                     "the paper's 2.0-3.2 (four benchmarks)", timing=True, needs=("paper_regime", 1.0, 1.0),
-                     needs_why="the paper's l_comm / l_comp (Titan XP GPUs on 10GbE), not given in numbers"))
+    for c, paper in (("T", 0.03), ("Q", 0.0)):
+        out.append(near(f"pipe{c}_minus_dsync_acc", paper, 0.3, f"Pipe-SGD+{c} minus D-Sync final accuracy (pp)",
+                        f"Figure 4's MNIST-MLP labels: {paper:+.2f} pp ({'0.9836' if c == 'T' else '0.9833'} - 0.9833); "
+                        "+-0.3 pp (the seeds' spread of the committed runs, 0.18 pp; 30 of 10,000 test images): an "
+                        "equivalence", partial_tol=1.0, kind=PAPER, null=0.0))
+    out.append(near("measured_over_model_d-sync", 1.0, 0.25, "d-sync's iteration over eq. 2",
+                    "eq. 2 at the run's own l_up, l_comp, l_comm, +-25 % (the spread of the committed runs' "
+                    "measured over model, up to 21 %): baseline sanity, shown", partial_tol=0.6, timing=True,
+                    kind=SANITY, model="model_ms_d-sync"))
+    return tuple(out)
+
+
+# ------------------------------------------------------------------ the speed-up, at the ratio it implies
+#: the compression of each codec on the wire: t16 halves a float32, q8v quarters it (the paper's +T, +Q)
+SQUEEZE = {"T": 2.0, "Q": 4.0}
+PAPER_SPEEDUP = {"T": 2.0, "Q": 3.2}  # the ends of the paper's 2.0-3.2x, each given to the codec that can reach it
+
+
+def derive_ratio(s, k):
+    """rho = l_comm / (l_up + l_comp) at which eq. 2 (D-Sync, uncompressed: 1 + rho) over eq. 4
+    (Pipe-SGD with a codec squeezing the wire by k: max(1, rho / k)) is ``s``: where rho <= k the
+    pipeline hides the whole transfer, s = 1 + rho, so rho = s - 1 (s <= k + 1: +T reaches at most
+    3x, +Q 5x)."""
+    if s > k + 1:
+        raise ValueError(f"a speed-up of {s} needs a compression beyond {k}")
+    return s - 1
+
+
+RHO = {c: derive_ratio(PAPER_SPEEDUP[c], SQUEEZE[c]) for c in SQUEEZE}
+
+
+def speed_derivation():
+    return ("eq. 2 gives D-Sync's iteration l_up + l_comp + l_comm and eq. 4 Pipe-SGD's max(l_up + l_comp, l_comm'), "
+            "l_comm' = l_comm / k with a codec squeezing the wire by k (+T: k = 2, +Q: k = 4); with rho = l_comm / "
+            "(l_up + l_comp) the speed-up is (1 + rho) / max(1, rho / k), which is 1 + rho for rho <= k. The paper's "
+            f"2.0x (its low end) gives rho = {RHO['T']:g} (+T, and +Q alike); its 3.2x (its high end) rho = "
+            f"{RHO['Q']:g}, reachable by +Q only (+T tops out at 3x; at rho = {RHO['Q']:g} eq. 2/4 give +T "
+            f"{(1 + RHO['Q']) / max(1, RHO['Q'] / 2):.3g}x). The runs set l_comm = rho x the measured compute on "
+            "the emulated link")
+
+
+def _speed_hyper(setup):
+    return {"model": setup.model("timing"), "batch": 50, "iterations": 30 if setup.quick else 100, "lr": 0.01,
+            "momentum": 0.0, "dependency": 2, "ratios": dict(RHO),
+            "note": "D-Sync and Pipe-SGD (K = 2; K = 1 as the pipeline's null) with and without the codecs, no "
+                    "momentum (the paper's variants have none), batch 50 per worker (the paper's global 100 on 2)",
+            "link": "EMULATED: one float32 all-reduce = rho x t_C (t_C from an ssgd run without a link), rho derived "
+                    "from the paper's 2.0x and 3.2x (the page says how), unless --link"}
+
+
+SPEED_VARIANTS = (("d-sync", "d-sync", "none", 1), ("pipe-sgd K=1", "pipe-sgd", "none", 1),
+                  ("pipe-sgd", "pipe-sgd", "none", 2), ("pipe-sgd+T", "pipe-sgd", "t16", 2),
+                  ("pipe-sgd+Q", "pipe-sgd", "q8v", 2))
+
+
+def _speed_measure(runs, setup, hp, seed):
+    n, bars = {}, {}
+    for c, rho in hp["ratios"].items():
+        link, t_c, t_comm = link_for(runs, setup, hp, seed, ratio=rho)
+        g = f"_{c}"
+        ms, comp = {}, {}
+        for label, algo, codec, K in SPEED_VARIANTS:
+            if codec != "none" and codec != {"T": "t16", "Q": "q8v"}[c]:
+                continue
+            opts = dict(model=hp["model"], batch=hp["batch"], iterations=hp["iterations"], lr=hp["lr"], link=link,
+                        eval_every=f"{hp['iterations']}it")
+            if codec != "none":
+                opts["compress"] = codec
+            if algo == "pipe-sgd":
+                opts.update(dependency=K, warmup_epochs=0)
+            v = runs.train(algo, seed, variant=f"{label}, rho {rho:g}", **opts)
+            ms[label] = per_iteration_ms(v, "wall")
+            c_ms = comp[label] = sum(per_iteration_ms(v, part) for part in ("update", "compute", "codec"))
+            wire = SQUEEZE[c] if codec != "none" else 1.0
+            model = c_ms + 1e3 * t_comm / wire if algo == "d-sync" or K == 1 else max(c_ms, 1e3 * t_comm / wire)
+            n[f"over_model_{label}{g}"] = ms[label] / model
+            bars[f"{label}, rho {rho:g}"] = [ms[label], model]
+        n[f"ratio_derived{g}"] = rho
+        # l_comm / (l_up + l_comp) as D-Sync measured it: its iteration beyond its compute and update, over them
+        n[f"ratio_measured{g}"] = (ms["d-sync"] - comp["d-sync"]) / comp["d-sync"]
+        n[f"speedup_pipe{c}{g}"] = ms["d-sync"] / ms[f"pipe-sgd+{c}"]
+        n[f"K1_over_K2{g}"] = ms["pipe-sgd K=1"] / ms["pipe-sgd"]
+    return n, {"ms per iteration: measured | model (eq. 2 sync and K = 1, eq. 4 pipe) at rho derived from the "
+               "paper's speed-ups": bars}
+
+
+def _speed_checks():
+    out = []
+    for c, rho in RHO.items():
+        g, k = f"_{c}", SQUEEZE[c]
+        s = PAPER_SPEEDUP[c]
+        null_pipe = (1 + rho) / max(1.0, rho)  # Pipe-SGD as slow as D-Sync (eq. 2), over eq. 4
+        out.append(near(f"over_model_d-sync{g}", 1.0, 0.25, f"D-Sync's iteration over eq. 2, rho {rho:g}",
+                        "eq. 2 at the run's own l_up + l_comp and l_comm, +-25 % (the spread of the committed runs' "
+                        "measured over model, up to 21 %): baseline sanity, shown", timing=True, kind=SANITY))
+        out.append(near(f"over_model_pipe-sgd{g}", 1.0, 0.25, f"Pipe-SGD's (K = 2) iteration over eq. 4, rho {rho:g}",
+                        "eq. 4 at the run's own l_up + l_comp and l_comm, +-25 % (as above): model conformance (the "
+                        "link charges no CPU)", timing=True, kind=MODEL, null=null_pipe))
+        out.append(near(f"K1_over_K2{g}", 1 + min(rho, 1 / rho), 0.2, f"Pipe-SGD's iteration at K = 1 over K = 2, "
+                        f"rho {rho:g}", "eq. 2 over eq. 4: (1 + rho) / max(1, rho), +-20 % (the seeds' spread of two "
+                        "iteration times): model conformance (the link charges no CPU)", relative=True, timing=True,
+                        kind=MODEL, null=1.0))
+        # the paper's number: d ln (1 + rho) / d ln rho = rho / (1 + rho) x a 10 % error of rho, beside 10 %
+        sens = rho / (1 + rho)
+        tol = ((0.1 * sens) ** 2 + 0.1 ** 2) ** 0.5
+        out.append(near(f"speedup_pipe{c}{g}", s, tol, f"Pipe-SGD+{c} over D-Sync, per iteration, rho {rho:g}",
+                        f"the paper's {s:g} (the {'low' if c == 'T' else 'high'} end of its 2.0-3.2x, four "
+                        f"benchmarks), relative +-{100 * tol:.0f} %: eq. 2/4 move it {sens:.2f}x a ratio's error, 10 "
+                        "%, beside the measurement's 10 %", relative=True, timing=True, kind=PAPER, null=1.0,
+                        needs=(f"ratio_measured{g}", rho / 1.2, rho * 1.2),
+                        needs_why=f"l_comm / (l_up + l_comp) measured within 20 % of the derived {rho:g} (a --link "
+                                  "of your own sets another)"))
     return tuple(out)
 
 
@@ -161,26 +257,44 @@ CLAIMS = [
           quotes=(SETUP_TEXT, MLP_TEXT, SPEED_TEXT, ACC_TEXT, FIG4_LABELS, EQ_TEXT),
           regime="MNIST, the paper's MNIST-MLP at its global batch 100 over an EMULATED 10 Gbit/s link (the "
                  "paper's 10GbE), end-to-end time of the same iterations; 2 ranks, one per core, where the paper "
-                 "has 4 GPU nodes, so l_comp is a CPU's and the paper's 2.0-3.2x is not testable here; "
-                 "PS-Sync (3 processes on 2 cores) enters no timing check. The emulated link charges no CPU for "
-                 "a transfer: the overlap is at its best case",
+                 "has 4 GPU nodes, so l_comm / l_comp is about 0.15 here, where eq. 2/4 allow at most 1.15x: the "
+                 "paper's 2.0-3.2x is tested by pipesgd-speedup at the ratio it implies; here the accuracies (an "
+                 "equivalence: the null passes it, so it cannot carry a verdict) and D-Sync on eq. 2 (shown). "
+                 "PS-Sync (3 processes on 2 cores) enters no timing check",
           ours="the bands; reading Figure 4's MNIST-MLP labels in the legend's order (PS-Sync, D-Sync, D-Sync+T, "
                "D-Sync+Q, Pipe-SGD, Pipe-SGD+T, Pipe-SGD+Q) is ours",
-          paper_values={"pipeT_minus_dsync_acc": "+0.01 (0.9834 - 0.9833)", "pipeQ_minus_dsync_acc": "0.00",
-                        "speedup_pipeT_vs_dsync": "2.0-3.2 (four benchmarks)"},
+          paper_values={"pipeT_minus_dsync_acc": "+0.03 (0.9836 - 0.9833)", "pipeQ_minus_dsync_acc": "0.00 (0.9833 - "
+                        "0.9833)", "speedup_pipeT_vs_dsync": "2.0-3.2 (four benchmarks; pipesgd-speedup tests it)"},
           at_scale="the paper's 4 GPU nodes on 10GbE; here 2 CPU ranks on one machine", scale=_scale,
           tuning="shared: the paper's seven variants train the same network at the same global batch (100 for "
                  "MNIST-MLP) with the same rate; the paper does not say it tuned any variant",
           data="mnist", axes=("seconds of training", "test accuracy (%)"), budget=(30, 150)),
+    Claim("pipesgd-speedup", "Li et al. 2018 (Pipe-SGD)", "section 4, Timing Breakdown (eq. 2 and 4)",
+          "Pipe-SGD with truncation or quantisation is 2.0-3.2x faster than D-Sync, as eq. 2 and 4 predict at the "
+          "communication-to-computation ratio those speed-ups imply; K = 2 beats K = 1 as eq. 4 beats eq. 2.",
+          "Pipe-SGD+T/+Q 2.0-3.2x faster than D-Sync over four benchmarks (4 nodes, 10GbE)",
+          _speed_checks(), _speed_hyper, _speed_measure, "bars", quotes=(SPEED_TEXT, EQ_TEXT, SETUP_TEXT),
+          regime="l_comm / (l_up + l_comp) derived from the paper's 2.0x and 3.2x through eq. 2 and 4 (below), set on "
+                 "an EMULATED link, 2 ranks, the digits CNN, the same iterations for every variant. The emulated link "
+                 "charges no CPU for a transfer: the measured-over-model checks are model conformance",
+          ours="the derivation of rho from the paper's speed-ups (our arithmetic with its equations); each end of "
+               "2.0-3.2x given to the codec that can reach it; the tolerances (their basis beside each)",
+          paper_values={"speedup_pipeT_T": "2.0 (the low end of 2.0-3.2)",
+                        "speedup_pipeQ_Q": "3.2 (the high end of 2.0-3.2)"},
+          at_scale="the paper's 4 GPU nodes on 10GbE; here the ratio they imply, on 2 CPU ranks", scale=_scale,
+          tuning="a timing measurement: every variant shares one set (no momentum: the paper's variants have none)",
+          axes=("", "ms per iteration"), budget=(15, 35), derivation=speed_derivation()),
     Claim("pipesgd-k", "Li et al. 2018 (Pipe-SGD)", "section 3.1, eq. 4 (K = 2 is optimal)",
           "With limited resources the time of Pipe-SGD does not depend on K >= 2 (eq. 4), so K > 2 only adds "
           "staleness: K = 2 is optimal.",
           "\"the optimal value of K = 2\" (no measured number)",
           (near("seconds_K4_over_K2", 1.0, 0.15, "end-to-end time at K = 4 over K = 2",
-                "eq. 4: \"regardless of K (when K >= 2)\", +-15 % (ours)", partial_tol=0.4, timing=True),
-           Check("acc_K2_minus_K4", -0.1, 2.0, "final accuracy at K = 2 minus K = 4 (pp)",
-                 "\"increasing K > 2 only harms\": not below K = 4's beyond 0.1 pp of noise, nor 2 pp above it "
-                 "(ours)", partial=(-0.5, 5.0))),
+                "eq. 4: \"regardless of K (when K >= 2)\", +-15 % (the seeds' spread of two run times, up to 4 %, "
+                "and a shared machine's): an equivalence, shown", partial_tol=0.4, timing=True, kind=SANITY),
+           Check("acc_K2_minus_K4", 0.3, 2.0, "final accuracy at K = 2 minus K = 4 (pp)",
+                 "\"increasing K > 2 only harms\" (no number): K = 4 below K = 2 by more than the seeds' spread of "
+                 "such a gap (0.24 pp in the committed runs), at most 2 pp: model conformance with the paper's "
+                 "staleness argument", partial=(0.1, 5.0), kind=MODEL, null=0.0)),
           _hyper, _k_measure, "curves", quotes=(EQ_TEXT, K_TEXT),
           regime="pipesgd-fig4's: MNIST, MNIST-MLP at global batch 100 over an EMULATED 10 Gbit/s link, 2 ranks",
           ours="the bands (the paper gives no number)",

@@ -15,9 +15,33 @@ holds. A check is judged on **every seed**, never on the mean alone:
   paper's), or it is a timing check and a run of the claim had more processes than cores
   (time-slicing measures the machine, not the method).
 
-A claim is **reproduced** when every testable check holds, **not reproduced** when every
-testable check fails, **partly reproduced** in between, and **not testable here** when no check
-is testable (or the claim says why it cannot run here at all: the data missing, the scale).
+A check is of one of three **kinds** (``kind``), kept apart in the verdict:
+
+* **the paper's number** (:data:`PAPER`): the paper's headline, tested in the paper's regime or
+  in one derived from the paper's own numbers through its own model (the page states the
+  derivation); ``paper_value`` is the number, as the paper prints it;
+* **model conformance** (:data:`MODEL`): the measurement against the paper's model at a stated
+  regime (on the emulated link, which charges no CPU, this shows where the implementation puts
+  its calls, not that the overlap happens);
+* **baseline sanity** (:data:`SANITY`): a baseline against its model (SSGD on eq. 13): shown,
+  never part of the verdict.
+
+Every paper and model check states ``null``: the number when the method equals its baseline (no
+overlap, no effect). A check whose band excludes its null has **power**; one whose band contains
+it tests an equivalence (the paper's "keeps the accuracy"), which the null passes by construction,
+so it can hold a verdict down but never carry one. The claim is
+
+* **reproduced** when at least one powered paper check was tested and every tested check holds;
+* **model conformance only** when no powered paper check was tested and every tested check holds
+  (a distinct outcome: the paper's number was not tested);
+* **not reproduced** when every tested powered check (the paper's where one was tested, else the
+  model's) fails;
+* **partly reproduced** in between;
+* **not testable here** when no powered check is testable (or the claim says why it cannot run
+  here at all: the data missing, the scale). A timing check is not testable when a run had more
+  processes than cores or the machine was busy (load at or above its cores) when the runs began;
+  a check whose number no seed measured (a result written before the check existed) is not
+  testable either.
 
 The sentence that says why names every check with each seed's number, both bounds and the
 seeds that pass, so that a reader can redo the verdict by hand.
@@ -28,8 +52,11 @@ import math
 
 HOLDS, PARTLY, FAILS, UNTESTABLE = "holds", "partly", "fails", "not testable here"
 REPRODUCED, PARTLY_REPRODUCED, NOT_REPRODUCED = "reproduced", "partly reproduced", "not reproduced"
-NOT_TESTABLE = "not testable here"
-OUTCOMES = (REPRODUCED, PARTLY_REPRODUCED, NOT_REPRODUCED, NOT_TESTABLE)
+NOT_TESTABLE, MODEL_ONLY = "not testable here", "model conformance only"
+OUTCOMES = (REPRODUCED, MODEL_ONLY, PARTLY_REPRODUCED, NOT_REPRODUCED, NOT_TESTABLE)
+#: the kinds of check
+PAPER, MODEL, SANITY = "the paper's number", "model conformance", "baseline sanity"
+KINDS = (PAPER, MODEL, SANITY)
 
 
 def _finite(v):
@@ -52,10 +79,20 @@ class Check:
     #: the model value the number is measured against (a key of the numbers): where the regime makes
     #: it 0 or infinite, the ratio is unbounded whatever the method does, and the check is a defect
     model: str = None
+    kind: str = MODEL  # PAPER, MODEL or SANITY (shown, never part of the verdict)
+    #: the number when the method equals its baseline (no overlap, no effect): needed by PAPER and MODEL
+    null: float = None
+    paper_value: float = None  # PAPER: the paper's number, as it prints it (the band's centre)
 
     def __post_init__(self):
         if not (self.lo <= self.hi) or math.isinf(self.lo) or math.isinf(self.hi):
             raise ValueError(f"check {self.key}: a band needs two finite bounds, lo <= hi")
+        if self.kind not in KINDS:
+            raise ValueError(f"check {self.key}: kind must be one of {KINDS}")
+        if self.kind != SANITY and not _finite(self.null):
+            raise ValueError(f"check {self.key}: a {self.kind} check states its null (the number with no effect)")
+        if self.kind == PAPER and not (_finite(self.paper_value) and self.lo <= self.paper_value <= self.hi):
+            raise ValueError(f"check {self.key}: a paper check's band contains the paper's number")
         if self.partial is not None:
             plo, phi = self.partial
             if not (plo <= self.lo and self.hi <= phi):
@@ -75,6 +112,12 @@ class Check:
             return PARTLY
         return FAILS
 
+    @property
+    def powered(self):
+        """Whether the band (the wider one too) excludes the null: the null cannot pass the check."""
+        lo, hi = self.partial or (self.lo, self.hi)
+        return self.kind != SANITY and not (lo <= self.null <= hi)
+
     def band(self):
         part = f", partly [{self.partial[0]:g}, {self.partial[1]:g}]" if self.partial else ""
         return f"[{self.lo:g}, {self.hi:g}]{part}"
@@ -87,8 +130,9 @@ def defects(checks, numbers):
             and not (_finite(numbers[c.model]) and numbers[c.model] > 0)]
 
 
-def judge(check, per_seed, oversubscribed=False):
-    """(status, detail) of ``check`` on ``per_seed`` (a list of {key: number}, one per seed)."""
+def judge(check, per_seed, oversubscribed=False, busy=None):
+    """(status, detail) of ``check`` on ``per_seed`` (a list of {key: number}, one per seed);
+    ``busy``: why the machine was busy when the runs began (load at or above its cores), or None."""
     vals = [d.get(check.key) for d in per_seed]
     regimes = [d.get(check.needs[0]) for d in per_seed] if check.needs else [None] * len(per_seed)
     # a seed whose regime (e.g. a --link the user gave) makes the model value 0 tests nothing
@@ -100,9 +144,15 @@ def judge(check, per_seed, oversubscribed=False):
     if check.timing and oversubscribed:
         detail["why"] = "a run had more processes than cores: its times measure time-slicing, not the method"
         return UNTESTABLE, detail
+    if check.timing and busy is not None:
+        detail["why"] = f"the machine was busy: {busy}"
+        return UNTESTABLE, detail
     tested = [s for s in seeds if s != UNTESTABLE]
     if not per_seed:
         detail["why"] = "not run"
+        return UNTESTABLE, detail
+    if not any(check.key in d for d in per_seed):
+        detail["why"] = "not measured in this run (written before the check existed, or its regime not run)"
         return UNTESTABLE, detail
     if not tested and check.model and any(defects((check,), d) for d in per_seed):
         detail["why"] = f"the regime makes the model's value ({check.model}) 0: the ratio would be unbounded"
@@ -123,26 +173,46 @@ def judge(check, per_seed, oversubscribed=False):
     return status, detail
 
 
-def verdict(checks, per_seed, oversubscribed=False, untestable=None):
+def outcome(checks, statuses):
+    """The claim's outcome from its checks' statuses (the module's docstring says how)."""
+    counted = [(c, s) for c, s in zip(checks, statuses) if c.kind != SANITY and s != UNTESTABLE]
+    paper = [s for c, s in counted if c.kind == PAPER and c.powered]
+    model = [s for c, s in counted if c.kind == MODEL and c.powered]
+    deciding = paper or model
+    if not deciding:
+        return NOT_TESTABLE
+    if all(s == HOLDS for _, s in counted):
+        return REPRODUCED if paper else MODEL_ONLY
+    if all(s == FAILS for s in deciding):
+        return NOT_REPRODUCED
+    return PARTLY_REPRODUCED
+
+
+def _kind(check):
+    """The check's kind, and where its band holds the null, that it has no power of its own."""
+    return check.kind + ("" if check.kind == SANITY or check.powered else
+                         ", an equivalence: its band holds the null, so it cannot carry a verdict")
+
+
+def rests_on(checks, statuses):
+    """The powered paper checks that were tested, as "key (the paper's value)": what a verdict rests on."""
+    return [f"{c.key} (the paper's {c.paper_value:g})" for c, s in zip(checks, statuses)
+            if c.kind == PAPER and c.powered and s != UNTESTABLE]
+
+
+def verdict(checks, per_seed, oversubscribed=False, untestable=None, busy=None):
     """(verdict, why, statuses, details) of ``checks`` on ``per_seed``; ``untestable`` (a reason)
-    makes the whole claim not testable here."""
+    makes the whole claim not testable here; ``busy`` (the load, in words, where it was at or above
+    the cores when the runs began) makes its timing checks not testable."""
     if not checks:
         raise ValueError("a claim needs at least one check")
-    judged = [judge(c, per_seed, oversubscribed) for c in checks]
+    judged = [judge(c, per_seed, oversubscribed, busy) for c in checks]
     statuses = [s for s, _ in judged]
     details = [d for _, d in judged]
     if untestable:
         return NOT_TESTABLE, untestable, [UNTESTABLE] * len(checks), details
-    tested = [s for s in statuses if s != UNTESTABLE]
-    if not tested:
-        word = NOT_TESTABLE
-    elif all(s == HOLDS for s in tested):
-        word = REPRODUCED
-    elif all(s == FAILS for s in tested):
-        word = NOT_REPRODUCED
-    else:
-        word = PARTLY_REPRODUCED
-    why = "; ".join(f"{c.key}: {s} ({d['why']})" for c, s, d in zip(checks, statuses, details))
+    word = outcome(checks, statuses)
+    why = "; ".join(f"{c.key} [{_kind(c)}]: {s} ({d['why']})" for c, s, d in zip(checks, statuses, details))
     return word, why, statuses, details
 
 
@@ -151,6 +221,8 @@ def near(key, value, tol, what, source, partial_tol=None, relative=False, **kw):
     (1 + tol)]; ``partial_tol`` the wider one."""
     def bounds(t):
         return (value / (1 + t), value * (1 + t)) if relative else (value - t, value + t)
+    if kw.get("kind") == PAPER:
+        kw.setdefault("paper_value", value)
     return Check(key, *bounds(tol), what, source, partial=bounds(partial_tol) if partial_tol else None, **kw)
 
 

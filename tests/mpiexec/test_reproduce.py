@@ -10,7 +10,7 @@ from tests.helpers.launch import ROOT, cli, scaled
 
 from refsgd.reproduce import Setup, claims, fmt, outputs, warnings_for
 from refsgd.reproduce.runner import cores
-from refsgd.reproduce.verdict import NOT_REPRODUCED, NOT_TESTABLE, PARTLY_REPRODUCED, REPRODUCED, spread, verdict
+from refsgd.reproduce.verdict import NOT_REPRODUCED, NOT_TESTABLE, OUTCOMES, PARTLY_REPRODUCED, REPRODUCED, spread
 
 
 def test_list_names_every_claim_of_the_five_papers():
@@ -99,7 +99,7 @@ def test_quick_claim_end_to_end(tmp_path):
         assert (out / f"dcs3gd-iteration.{ext}").stat().st_size > 0, ext
     data = json.loads((out / "dcs3gd-iteration.json").read_text())
     md = (out / "dcs3gd-iteration.md").read_text()
-    assert data["verdict"] in (REPRODUCED, PARTLY_REPRODUCED, NOT_REPRODUCED, NOT_TESTABLE)
+    assert data["verdict"] in OUTCOMES
     assert f"**Verdict (--quick: a smoke test of the claim's path, not a result): {data['verdict']}.**" in md
     assert data["verdict"] in r.stdout and "--quick smoke test, not a result" in (out / "index.md").read_text()
     assert data["seeds"] == 1 and data["quick"] and len({run["command"] for run in data["runs"]}) == 7
@@ -110,10 +110,9 @@ def test_quick_claim_end_to_end(tmp_path):
         cells = [c.strip() for c in row.strip("|").split("|")]
         assert cells[2:4] == [fmt(v["seeds"][0]), fmt(v["mean"])], key
     assert {k.key for k in claims.BY_NAME["dcs3gd-iteration"].checks} <= set(data["numbers"])
-    # the verdict is the one the numbers give, seed by seed
-    c = claims.BY_NAME["dcs3gd-iteration"]
-    per_seed = [{k: v["seeds"][0] for k, v in data["numbers"].items()}]
-    assert verdict(c.checks, per_seed, oversubscribed=data["oversubscribed"])[0] == data["verdict"]
+    # the verdict is the one the numbers give, seed by seed (re-judged from the JSON alone)
+    from refsgd.reproduce import rejudge
+    assert rejudge(data)["verdict"] == data["verdict"]
     assert "> " in md and "Rigazzi" in md and "(13)" in md  # the paper quoted
     assert (out / "index.md").read_text().startswith(outputs.INDEX_TITLE)
     assert not (tmp_path / "res.md").exists()  # nothing written beside the folder
@@ -258,8 +257,9 @@ def test_every_claim_gives_its_variants_one_shared_set_explicitly(tmp_path, name
         assert algo not in WITH_MOMENTUM or "momentum" in options, (name, algo)
     # on runs whose every part takes 1 ms per iteration, the timing claims' ratios are 1
     expect = {"dcs3gd-iteration": {"speedup_r1": 1.0, "dcs3gd_over_eq14_r1": None},
-              "laga-idle": {"idle_ratio_tau4_r6": 1.0, "idle_ssgd_ms_tau1_r6": 1.0, "idle_laga_ms_tau4_r8": 1.0},
-              "laga-speedup": {"speedup_tau1_r2": 1.0, "speedup_tau4_r6": 4.0},
+              "laga-idle": {"idle_ratio_vgg16": 1.0, "idle_ssgd_ms_wrn": 1.0, "idle_laga_ms_resnet50": 1.0},
+              "laga-speedup": {"speedup_tau1": 1.0, "speedup_tau4": 4.0},
+              "pipesgd-speedup": {"speedup_pipeT_T": 1.0, "K1_over_K2_Q": 1.0},
               "pipesgd-fig4": {"pipeT_minus_dsync_acc": 0.0, "speedup_pipeQ_vs_dsync": 1.0},
               "daso": {"daso_minus_fp16_acc": 0.0, "traffic_ratio_vs_fp16": 1.0}}.get(name, {})
     for key, value in expect.items():
@@ -273,6 +273,7 @@ def _result(**over):
          "regime": "a sweep. More", "ours": "the band", "untestable": None, "diverged": [],
          "checks": [{"number": "idle_ratio", "what": "w", "lo": 4.0, "hi": 6.5, "partial": [1.5, 9.0],
                      "source": "the paper's 5.24", "timing": True, "status": "partly", "seeds": ["holds", "partly"],
+                     "kind": "the paper's number", "powered": True, "null": 1.0, "paper_value": 5.24,
                      "values": [5.0, 2.0], "passing": [0]}],
          "hyperparameters": {"model": "digits_cnn", "batch": 32, "momentum": 0.0, "lr": 0.01},
          "same_for_all": {"link": "50,0.2"}, "tuning": "shared, as the paper",
@@ -294,7 +295,8 @@ def test_markdown_prints_the_quote_the_regime_every_check_and_the_paper_beside_t
     assert "section 5.1 (VGG-16, ImageNet):\n\n> LAGA has 5.24x\n> less idle" in md  # verbatim, with where and what
     assert "**Regime.** a sweep. More" in md and "**Ours (derived, not the paper's).** the band" in md
     # the check with both bounds, where they come from, each seed and the seeds inside
-    assert "| w (idle_ratio, timing) | [4, 6.5] ([1.5, 9]) | the paper's 5.24 | 5, 2 | 0 of 2 | partly |" in md
+    assert ("| w (idle_ratio, timing) | the paper's number | [4, 6.5] ([1.5, 9]) | the paper's 5.24 | 1 | 5, 2 | "
+            "0 of 2 | partly |") in md  # its kind and its null too
     assert "Hyperparameters shared by every variant:\n\n- model: digits_cnn\n- batch: 32\n- momentum: 0.0\n" in md
     assert "- set at run time, the same for every variant: link=50,0.2" in md
     assert "How the paper chose them: shared, as the paper." in md
@@ -335,7 +337,8 @@ def test_index_rows_from_the_folder_and_not_run_yet(tmp_path):
     rows = [line for line in text.splitlines() if line.startswith("| ") and not line.startswith("| claim")]
     assert len(rows) == len(claims.CLAIMS)
     daso = next(row for row in rows if row.startswith("| [daso](daso.md)"))
-    assert daso.endswith("| 5.24x | a sweep. More | idle_ratio: 5, 2 in [4, 6.5]? partly | partly reproduced | 2 |")
+    assert daso.endswith("| 5.24x | a sweep. More | idle_ratio: 5, 2 in [4, 6.5]? partly | partly reproduced: rests on "
+                         "the paper's 5.24 (idle_ratio) | 2 |")
     # a claim not run has no link (its page does not exist)
     assert sum("not run yet" in row for row in rows) == len(claims.CLAIMS) - 1
     assert all("](" not in row for row in rows if "not run yet" in row)
