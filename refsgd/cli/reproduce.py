@@ -37,6 +37,10 @@ def add(sub):
                         "as each claim says); dcs3gd-iteration-cluster limits its real link to this bandwidth")
     r.add_argument("--out-dir", default="reproduce", metavar="D", help="output folder (default ./reproduce)")
     r.add_argument("--force", action="store_true", help="replace existing outputs in --out-dir")
+    r.add_argument("--rejudge", action="store_true",
+                   help="run nothing: judge the results already in --out-dir (NAME.json, or every claim's with all) "
+                        "again with this version's checks and verdict, and rewrite their pages, figures and the "
+                        "index (needs --force: it replaces them)")
 
 
 
@@ -49,6 +53,11 @@ def run(args, parser):
     if not args.name:
         parser._innermost(args).error("give a claim's NAME, all, or --list")
     reproduce.names(args.name)  # an unknown name before anything runs
+    if args.rejudge:
+        for r in reproduce.rejudge_folder(args.name, args.out_dir, args.force,
+                                          log=lambda line: failure.say(f"reproduce: {line}")):
+            print(f"{r['name']:<18} {r['verdict']:<18} {r['why']}")
+        return 0
     if args.link:
         Link.parse(args.link)
     setup = reproduce.Setup(ranks=args.ranks, data=args.data, link=args.link, quick=args.quick,

@@ -118,8 +118,8 @@ def judged(claim, per_seed, quick, over, untestable, busy, records):
     checks = [c for c in claim.checks if not quick or any(c.key in d for d in per_seed)] or claim.checks
     word, why, statuses, details = verdict(checks, per_seed, oversubscribed=over, untestable=untestable, busy=busy)
     if word == NOT_TESTABLE and not untestable:
-        why = ("no check with power against the null was tested (an equivalence, which the method equal to its "
-               "baseline passes too, cannot carry a verdict): " + why)
+        why = ("no check with power against the null (the method equal to its baseline) could be tested here; "
+               "each check's reason: " + why)
     diverged = [r for r in records if r.get("diverged")]
     if diverged:
         why += "; diverged (recorded, the other runs kept): " + "; ".join(
@@ -197,6 +197,36 @@ def run_claim(claim, setup, runs):
             "runs": runs.records, "seconds": round(time.perf_counter() - t0, 2),
             "machine": dict(suite.machine()), "load_at_end": load_average(),
             "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}
+
+
+def rejudge_folder(name, out_dir, force=False, log=None):
+    """Judge again (:func:`rejudge`) the results of the claims ``name`` names in ``out_dir`` and
+    rewrite their outputs and the index; a claim without a result there is left as it is."""
+    say = log or (lambda line: None)
+    found = [(c, os.path.join(out_dir, f"{c.name}.json")) for c in names(name)]
+    found = [(c, p) for c, p in found if os.path.exists(p)]
+    if not found:
+        raise RefsgdError(f"--rejudge: no result of {name} in {out_dir} (NAME.json): run it first")
+    for c, path in found:
+        for ext in ("md", "json", "png"):
+            check_output(os.path.join(out_dir, f"{c.name}.{ext}"), "--out-dir", force)
+    _claims.check_matplotlib()
+    results = []
+    for c, path in found:
+        try:
+            with open(path) as f:
+                r = rejudge(json.load(f))
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            raise RefsgdError(f"--rejudge: {path} is not a result that refsgd reproduce wrote ({e})") from None
+        base = os.path.join(out_dir, c.name)
+        outputs.write(base + ".json", json.dumps(r, indent=1, default=float) + "\n")
+        outputs.write(base + ".md", outputs.markdown(r))
+        outputs.figure(r, base + ".png")
+        say(f"{c.name}: {r['verdict']} (re-judged): {base}.md")
+        results.append(r)
+    for path in outputs.index_paths(out_dir):
+        outputs.write(path, outputs.index_text(out_dir, path))
+    return results
 
 
 def reproduce(name, setup, out_dir, force=False, log=None):

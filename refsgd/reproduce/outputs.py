@@ -303,17 +303,29 @@ def _per_seed(r):
     return "; ".join(out) or "no paper number tested"
 
 
+def _short(why):
+    """A check's reason cut to its first clause (the page has the rest)."""
+    return why.split(" (")[0].split("; ")[0]
+
+
 def verdict_line(r):
-    """The verdict in one short line: the outcome and the paper number it rests on."""
-    rests = [f"{fmt(c['paper_value'])} ({c['number']})" for c in r["checks"]
-             if c.get("kind") == "the paper's number" and c.get("powered") and c["status"] != "not testable here"]
+    """The verdict in one short line: the outcome and the paper number it rests on, or, where none
+    was tested, the first reason why."""
+    powered = [c for c in r["checks"] if c.get("powered")]
+    rests = [f"{fmt(c['paper_value'])} ({c['number']})" for c in powered
+             if c.get("kind") == "the paper's number" and c["status"] != "not testable here"]
     word = r["verdict"]
-    if word in ("reproduced", "partly reproduced", "not reproduced") and rests:
+    if rests:
         line = f"{word}: rests on the paper's " + ", ".join(rests)
-    elif word in ("partly reproduced", "not reproduced", "model conformance only"):
+    elif word == "model conformance only":
         line = f"{word}: no paper number tested"
+    elif word != "not testable here":
+        line = f"{word}: the paper's model (model conformance); no paper number tested"
+    elif r.get("untestable"):
+        line = f"{word}: {r['untestable'].split(', ')[0].split('; ')[0]}"
     else:
-        line = f"{word}: the page says why"
+        first = sorted(powered, key=lambda c: c.get("kind") != "the paper's number")
+        line = f"{word}: " + (_short(first[0].get("why", "")) if first else "no check with power against the null")
     return line + (" (--quick smoke test, not a result)" if r["quick"] else "")
 
 

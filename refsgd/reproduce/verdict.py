@@ -152,7 +152,8 @@ def judge(check, per_seed, oversubscribed=False, busy=None):
         detail["why"] = "not run"
         return UNTESTABLE, detail
     if not any(check.key in d for d in per_seed):
-        detail["why"] = "not measured in this run (written before the check existed, or its regime not run)"
+        detail.update(seeds=[UNTESTABLE] * len(per_seed), passing=[],
+                      why="not measured in this run (written before the check existed, or its regime not run)")
         return UNTESTABLE, detail
     if not tested and check.model and any(defects((check,), d) for d in per_seed):
         detail["why"] = f"the regime makes the model's value ({check.model}) 0: the ratio would be unbounded"
