@@ -499,3 +499,20 @@ def test_a_log_axis_under_a_decade_prints_plain_numbers_that_do_not_collide(monk
         shown = [t.get_text() for t in ax.get_xticklabels(minor=True) + ax.get_xticklabels() if t.get_text()]
         assert shown and all(s.isdigit() for s in shown), shown
         assert set(shown) >= {"200", "500", "1000"}, shown
+
+
+# ---------------------------------------------------------------- the committed results, judged by this code
+RESULTS = os.path.join(os.path.dirname(__file__), "..", "docs", "results")
+
+
+@pytest.mark.parametrize("name", sorted(f[:-5] for f in os.listdir(RESULTS) if f.endswith(".json")))
+def test_the_committed_results_carry_the_verdict_this_code_gives(name):
+    """docs/results/NAME.json judged again from its own numbers (`reproduce --rejudge`) gives the
+    verdict and the checks it holds: a change of a claim's checks must re-judge (or rerun) it."""
+    from refsgd.reproduce import rejudge
+    with open(os.path.join(RESULTS, f"{name}.json")) as f:
+        r = json.load(f)
+    again = rejudge(r)
+    assert again["verdict"] == r["verdict"], (name, again["why"])
+    assert [(c["number"], c["kind"], c["status"]) for c in again["checks"]] == \
+        [(c["number"], c.get("kind"), c["status"]) for c in r["checks"]]

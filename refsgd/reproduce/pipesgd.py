@@ -158,7 +158,9 @@ def speed_derivation():
 
 def _speed_hyper(setup):
     return {"model": setup.model("timing"), "batch": 50, "iterations": 30 if setup.quick else 100, "lr": 0.01,
-            "momentum": 0.0, "dependency": 2, "ratios": dict(RHO),
+            "momentum": 0.0, "dependency": 2,
+            # --quick: the low end's ratio only
+            "ratios": {"T": RHO["T"]} if setup.quick else dict(RHO),
             "note": "D-Sync and Pipe-SGD (K = 2; K = 1 as the pipeline's null) with and without the codecs, no "
                     "momentum (the paper's variants have none), batch 50 per worker (the paper's global 100 on 2)",
             "link": "EMULATED: one float32 all-reduce = rho x t_C (t_C from an ssgd run without a link), rho derived "

@@ -426,3 +426,26 @@ def test_index_of_the_current_folder_is_inside_it(tmp_path, monkeypatch):
     assert outputs.index_path(".") == str(tmp_path / "index.md")
     assert outputs.index_path("res") == str(tmp_path / "res" / "index.md")
     assert "| daso |" in outputs.index_text(".")  # not run: no link
+
+
+def test_rejudge_runs_nothing_and_rewrites_only_with_force(tmp_path):
+    """--rejudge: the committed pipesgd-k result judged again from its JSON, no run: without --force
+    one line and exit 2, nothing written; with it the page says it was re-judged and the verdict is
+    the one the numbers give; a folder without the result is one line too."""
+    out = tmp_path / "res"
+    out.mkdir()
+    with open(os.path.join(ROOT, "docs", "results", "pipesgd-k.json")) as f:
+        r = json.load(f)
+    r["verdict"] = "reproduced"  # as the code before issue 42 had it
+    (out / "pipesgd-k.json").write_text(json.dumps(r))
+    refused = cli("reproduce", "pipesgd-k", "--rejudge", "--out-dir", str(out))
+    assert refused.returncode == 2 and "--force" in refused.stderr and len(refused.stderr.splitlines()) == 1
+    assert not (out / "pipesgd-k.md").exists()
+    done = cli("reproduce", "pipesgd-k", "--rejudge", "--force", "--out-dir", str(out))
+    assert done.returncode == 0, done.stderr
+    data = json.loads((out / "pipesgd-k.json").read_text())
+    assert data["verdict"] == "model conformance only" and "running" not in done.stderr  # nothing launched
+    assert "re-judged" in (out / "pipesgd-k.md").read_text() and (out / "index.md").exists()
+    empty = cli("reproduce", "laga-idle", "--rejudge", "--force", "--out-dir", str(out))
+    assert empty.returncode == 2 and "no result of laga-idle" in empty.stderr
+    assert "Traceback" not in empty.stderr and len(empty.stderr.splitlines()) == 1
