@@ -135,12 +135,18 @@ def rejudge(r):
     claim = _claims.BY_NAME[r["name"]]
     seeds = max((len(v["seeds"]) for v in r["numbers"].values()), default=0)
     per_seed = [{k: v["seeds"][i] for k, v in r["numbers"].items() if i < len(v["seeds"])} for i in range(seeds)]
+    if claim.from_series and len(r["series"]) == len(per_seed):  # numbers the curves alone give, where missing
+        for numbers, series in zip(per_seed, r["series"]):
+            for k, v in claim.from_series(series, r["hyperparameters"]).items():
+                numbers.setdefault(k, v)
+    numbers = spread(per_seed)
     busy = next((re.search(r"load average ([0-9.]+) on (\d+) cores", w) for w in r["warnings"]
                  if w.startswith("the machine is busy")), None)
     busy = f"load {busy[1]} on {busy[2]} cores when the runs began" if busy else None
     word, why, checks = judged(claim, per_seed, r["quick"], r["oversubscribed"], r.get("untestable"), busy, r["runs"])
     date = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
-    return dict(r, verdict=word, why=why, checks=checks, claim=claim.sentence, paper_number=claim.paper_number,
+    return dict(r, verdict=word, why=why, checks=checks, numbers=numbers, claim=claim.sentence,
+                paper_number=claim.paper_number,
                 quotes=[list(q) for q in claim.quotes], paper_values=claim.paper_values,
                 derivation=claim.derivation, rejudged=date,
                 warnings=[w.replace("the timing checks measure that load as much as the methods",

@@ -56,6 +56,9 @@ class Claim:
     #: how the regime follows from the paper's own numbers through its own model (equation numbers), in words
     #: made by the code that sets the regime, so that page and code agree
     derivation: str = ""
+    #: (series of one seed, hp) -> numbers the claim computes from its curves alone: a result written before
+    #: these numbers existed is judged again (reproduce --rejudge) from the curves it holds
+    from_series: object = None
 
 
 def fmt(v):

@@ -113,10 +113,28 @@ def _left_measure(runs, setup, hp, seed):
                        lr=hp["lr"], momentum=hp["momentum"], iterations=hp["iterations"], schedule="constant",
                        eval_every=every) for a in ("pp-asgd", "asgd")}
     curves = {a: [curve(v, x="seconds")[0], error_curve(v)[1]] for a, v in r.items()}
+    series = {f"test error (%) against seconds (target {hp['target_error_pct']:g} %)": curves}
+    n = {"S_bar": float(np.asarray(r["pp-asgd"].rec["S_bar"])[0, -1]) if "S_bar" in r["pp-asgd"].rec else math.nan}
+    n.update(_left_numbers(series, hp))
+    return n, series
+
+
+#: the targets the time ratio is reported over: the ratio depends on the target chosen
+TARGETS = (10.0, 15.0, 20.0, 25.0, 30.0)
+
+
+def _left_numbers(series, hp):
+    """The times to the target error and their ratio, from the curves alone (so that a result
+    written before these numbers existed can be judged again from its curves), at the target fixed
+    before the runs and over TARGETS, with the smallest ratio over them."""
+    curves = next(iter(series.values()))
     t = {a: first_reach(*c, hp["target_error_pct"], higher=False) for a, c in curves.items()}
-    n = {"S_bar": float(np.asarray(r["pp-asgd"].rec["S_bar"])[0, -1]) if "S_bar" in r["pp-asgd"].rec else math.nan,
-         "seconds_ppasgd": t["pp-asgd"], "seconds_asgd": t["asgd"], "time_ratio": t["asgd"] / t["pp-asgd"]}
-    return n, {f"test error (%) against seconds (target {hp['target_error_pct']:g} %)": curves}
+    n = {"seconds_ppasgd": t["pp-asgd"], "seconds_asgd": t["asgd"], "time_ratio": t["asgd"] / t["pp-asgd"]}
+    for target in TARGETS:
+        t = {a: first_reach(*c, target, higher=False) for a, c in curves.items()}
+        n[f"time_ratio_err{target:g}"] = t["asgd"] / t["pp-asgd"]
+    n["time_ratio_min"] = min(n[f"time_ratio_err{target:g}"] for target in TARGETS)
+    return n
 
 
 def _no_runs(runs, setup, hp, seed):
@@ -207,8 +225,13 @@ CLAIMS = [
           (near("time_ratio", 2.0, 0.25, "ASGD's time to the target error over PP-ASGD's",
                 "the paper's \"approximately by a factor of two\", relative +-25 % (the ratio's spread over "
                 "targets 10-15 % error in the committed runs, 1.67-1.89)", relative=True, kind=PAPER, null=1.0,
-                timing=True, needs=("S_bar", 4.0, 13.0), needs_why="a measured staleness near the paper's 8.5"),),
-          _left_hyper, _left_measure, "curves", quotes=(FIG3_CAPTION, FIG3_LEFT),
+                timing=True, needs=("S_bar", 4.0, 13.0), needs_why="a measured staleness near the paper's 8.5"),
+           near("time_ratio_min", 2.0, 0.25, "the smallest of the same ratios at the target errors "
+                + ", ".join(f"{t:g}" for t in TARGETS) + " %", "the paper's \"approximately by a factor of two\" "
+                "(its one target, top-5 error 0.2), relative +-25 % as above: the factor must not hang on the target "
+                "chosen", relative=True, kind=PAPER, null=1.0, timing=True, needs=("S_bar", 4.0, 13.0),
+                needs_why="a measured staleness near the paper's 8.5")),
+          _left_hyper, _left_measure, "curves", quotes=(FIG3_CAPTION, FIG3_LEFT), from_series=_left_numbers,
           regime="MNIST, the CNN of ppasgd-fig3, one process of 8 gradient threads (the staleness measured, "
                  "compared only within 4-13 around the paper's 8.5); the time to a target error fixed before the runs",
           ours="the target error 10 % and the band",
