@@ -32,15 +32,20 @@ RESNET50 = ("section IV-C 1)", "ResNet-50, ImageNet-1k",
             "we can see that employing a larger batch size on 128 nodes results in a large loss of accuracy.")
 
 
+#: Table I's 16k as a share of ImageNet-1k's 1,281,167 training images, applied to MNIST's 60,000 (as BATCHES)
+BATCH_16K = 768
+
+
 def _acc_hyper(setup):
-    e = epochs(setup, (1, 3), (1, 3))
-    return {"model": setup.model("accuracy"), "batch": 32, "epochs": e, "lr": round(0.1 * setup.ranks * 32 / 256, 6),
-            "momentum": 0.9,
-            "weight_decay": 0.0,
-            "schedule": f"warmup-linear:warmup_epochs={e / 2:g},warmup_stop_epochs={e / 6:.4g},total_epochs={e}",
-            "note": "the schedule is the paper's section IV-A (a warm-up planned over half the run, stopped after "
-                    "a sixth of it, then linear decay); lr 0.1 per 256 samples at the global batch (the paper's "
-                    "reference for ResNet, eq. 16), momentum 0.9"}
+    e = epochs(setup, (1, 6), (1, 6))
+    return {"model": setup.model("accuracy"), "batch": BATCH_16K // setup.ranks, "epochs": e,
+            "lr": round(0.02 * BATCH_16K / 256, 6), "momentum": 0.9, "weight_decay": 0.0,
+            "schedule": f"warmup-linear:warmup_epochs={e / 2:g},warmup_stop_epochs={e * 15 / 90:.4g},total_epochs={e}",
+            "note": f"Table I's 16k as the same share of the training set: a global batch of {BATCH_16K} (split over "
+                    "the workers), 6 epochs (78 updates an epoch: 468 in all, where the paper's 16k run has 90 x 78 = 7,000); lr 0.02 "
+                    "per 256 samples at the global batch (eq. 16 with VGG-16's base, as dcs3gd-batch: MNIST-MLP has "
+                    "no batch normalisation), momentum 0.9, the paper's schedule (section IV-A: a warm-up planned "
+                    "over half the run, stopped after 15/90 of it, then linear decay), both methods alike"}
 
 
 def _acc_measure(runs, setup, hp, seed):
@@ -271,9 +276,10 @@ CLAIMS = [
                  "batch far below the paper's, shown", kind=SANITY)),
           _acc_hyper, _acc_measure, "curves",
           quotes=(("Table I", "ResNet-50/101/152, VGG-16 on ImageNet-1k, 32-128 CPU nodes", TABLE_I), RESNET50),
-          regime="MNIST, MNIST-MLP (784-500-500-10), 2 workers x 32 = 64 samples: the paper's regime (global "
-                 "batch up to 32k, where it matches SSGD) is far off; the check is the small-batch end of its "
-                 "Table I, equal accuracy at equal epochs",
+          regime=f"MNIST, MNIST-MLP (784-500-500-10), a global batch of {BATCH_16K}: Table I's 16k as the same "
+                 "share of the training set (dcs3gd-batch maps 32k-128k alike), 6 epochs, both methods with the same "
+                 "settings; the check is Table I's +1.8 to +2.2 pp at 16k-32k. Results before issue 42 ran a global "
+                 "batch of 64, where the gap cannot appear: not testable",
           ours="the band (equal within 0.5 pp); the paper compares with SSGD numbers from other papers ([23], [9]) "
                "at the same batch, we run SSGD with the same settings",
           paper_values={"dcs3gd_minus_ssgd": "+2.2 (16k), +2.0 and +1.8 (32k); -0.6 and -1.1 (64k); -5.3 against K-FAC "
