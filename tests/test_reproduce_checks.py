@@ -516,3 +516,20 @@ def test_the_committed_results_carry_the_verdict_this_code_gives(name):
     assert again["verdict"] == r["verdict"], (name, again["why"])
     assert [(c["number"], c["kind"], c["status"]) for c in again["checks"]] == \
         [(c["number"], c.get("kind"), c["status"]) for c in r["checks"]]
+
+
+def test_a_busy_machine_makes_the_timing_checks_not_testable(tmp_path, monkeypatch):
+    """A 1-minute load at or above the cores when reproduce begins: every timing check of
+    laga-speedup is "not testable here (the machine was busy: load L ...)", not a verdict; on an
+    idle machine the same runs are judged."""
+    import refsgd.reproduce as rep
+    monkeypatch.setattr(rep, "Runs", lambda setup: _FakeRuns(tmp_path))
+    monkeypatch.setattr(rep, "load_average", lambda: [rep.cores() + 3.0, 1.0, 1.0])
+    (busy,) = rep.reproduce("laga-speedup", Setup(seeds=1), str(tmp_path / "busy"))
+    assert busy["verdict"] == NOT_TESTABLE and all(c["timing"] for c in busy["checks"])
+    assert all(c["status"] == UNTESTABLE and c["why"].startswith("the machine was busy: load") for c in busy["checks"])
+    monkeypatch.setattr(rep, "load_average", lambda: [0.0, 0.0, 0.0])
+    (idle,) = rep.reproduce("laga-speedup", Setup(seeds=1), str(tmp_path / "idle"))
+    assert not any("busy" in c["why"] for c in idle["checks"])
+    # the runs (every part 1 ms) fail eq. 3/6's model: judged, not excused
+    assert any(c["status"] == FAILS for c in idle["checks"]) and idle["verdict"] != NOT_TESTABLE
