@@ -57,9 +57,6 @@ FIG3_TEXT = ("section 3 (Figure 3 caption)", "8 workers, micro-batch 32",
              "Figure 3: The computation and communications wall clock time of SSGD. For each of these neural "
              "architectures we ran 5000 iterations on eight workers with a micro-batch size of 32.")
 
-LINK_NOTE = ("The emulated link charges no CPU for a transfer (on scripts/cluster's real link compute slows while "
-             "a transfer runs, the README shows 2.4-2.8x), so every overlap runs in its best case")
-
 
 def _acc_hyper(setup):
     e = epochs(setup, (1, 4), (1, 4))
@@ -113,10 +110,12 @@ def derive_idle(x, y, tau):
 
 def derive_speedup(s, tau=4):
     """r that eq. 3 and 6 give for LAGA's speed-up ``s`` at ``tau`` over SSGD at tau = 1, in samples
-    per second: tau (T_comp + T_comm) / max(tau T_comp, T_comm) = s. Where r < tau (LAGA hides the
-    whole all-reduce) s = 1 + r, so r = s - 1; above, s = tau (1 + r) / r < tau + 1 ... (r = tau / (s / tau - 1))."""
-    r = s - 1
-    return r if r <= tau else tau / (s / tau - 1)
+    per second: tau (T_comp + T_comm) / max(tau T_comp, T_comm) = s. Where T_comm <= tau T_comp
+    (LAGA hides the whole all-reduce) s = 1 + r, so r = s - 1: the only root where s <= tau (above,
+    s = tau (1 + r) / r lies between tau and tau + 1)."""
+    if s > tau:
+        raise ValueError(f"a speed-up of {s} at tau = {tau} has two ratios: give it with one of them")
+    return s - 1
 
 
 def tolerance(sensitivity):
