@@ -137,7 +137,7 @@ def rejudge(r):
     per_seed = [{k: v["seeds"][i] for k, v in r["numbers"].items() if i < len(v["seeds"])} for i in range(seeds)]
     if claim.from_series and len(r["series"]) == len(per_seed):  # numbers the curves alone give, where missing
         for numbers, series in zip(per_seed, r["series"]):
-            for k, v in claim.from_series(series, r["hyperparameters"]).items():
+            for k, v in claim.from_series(series, r["hyperparameters"], numbers).items():
                 numbers.setdefault(k, v)
     numbers = spread(per_seed)
     busy = next((re.search(r"load average ([0-9.]+) on (\d+) cores", w) for w in r["warnings"]
@@ -148,7 +148,7 @@ def rejudge(r):
     return dict(r, verdict=word, why=why, checks=checks, numbers=numbers, claim=claim.sentence,
                 paper_number=claim.paper_number,
                 quotes=[list(q) for q in claim.quotes], paper_values=claim.paper_values,
-                derivation=claim.derivation, rejudged=date,
+                derivation=claim.derivation, untested=[list(u) for u in claim.untested], rejudged=date,
                 warnings=[w.replace("the timing checks measure that load as much as the methods",
                                     "its timing checks are not testable here") for w in r["warnings"]])
 
@@ -192,7 +192,7 @@ def run_claim(claim, setup, runs):
             "paper_number": claim.paper_number, "quotes": [list(q) for q in claim.quotes], "regime": claim.regime,
             "ours": claim.ours, "verdict": word, "why": why, "untestable": untestable, "diverged": diverged,
             "oversubscribed": over,
-            "checks": checks, "derivation": claim.derivation,
+            "checks": checks, "derivation": claim.derivation, "untested": [list(u) for u in claim.untested],
             "hyperparameters": hp, "tuning": claim.tuning, "variants": rows, "same_for_all": common,
             "discussion": claim.discussion(hp, means) if claim.discussion and per_seed else None,
             "budget_s": claim.budget[0 if s.quick else 1],

@@ -56,9 +56,13 @@ class Claim:
     #: how the regime follows from the paper's own numbers through its own model (equation numbers), in words
     #: made by the code that sets the regime, so that page and code agree
     derivation: str = ""
-    #: (series of one seed, hp) -> numbers the claim computes from its curves alone: a result written before
-    #: these numbers existed is judged again (reproduce --rejudge) from the curves it holds
+    #: (series of one seed, hp, that seed's numbers) -> numbers the claim computes from its curves, its
+    #: hyperparameters and its other numbers alone: a result written before these numbers existed is judged
+    #: again (reproduce --rejudge) from what it holds
     from_series: object = None
+    #: the paper's headlines that the claim's runs do not test, each (headline as the paper prints it, the
+    #: kind of check it can be here and why not more, refsgd's model prediction at the paper's scale or "")
+    untested: tuple = ()
 
 
 def fmt(v):

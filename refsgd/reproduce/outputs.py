@@ -141,6 +141,12 @@ def markdown(r):
         lines += _split_tables(r["series"][0])
     if r.get("discussion"):
         lines += ["", f"**Why the numbers are what they are.** {r['discussion']}"]
+    if r.get("untested"):
+        lines += ["", "**The paper's further headlines**, each as the kind of check it can be here, and why not "
+                      "more (a model prediction is refsgd's model at the paper's scale, not a measurement):", "",
+                  "| the paper's headline | here | model prediction at the paper's scale |",
+                  "|---|---|---|"]
+        lines += [f"| {what} | {why} | {pred or '-'} |" for what, why, pred in r["untested"]]
     if r["at_scale"]:
         lines += ["", f"**At small scale.** {r['at_scale']}."]
     if r["scale_prediction"]:
