@@ -8,6 +8,7 @@ import os
 
 import pytest
 
+from refsgd.comm.link import Link
 from refsgd.reproduce import claims, daso, laga, pipesgd, ppasgd, rejudge
 from refsgd.reproduce.outputs import markdown
 from refsgd.reproduce.verdict import FAILS, HOLDS, MODEL_ONLY, judge
@@ -98,7 +99,6 @@ def test_lagas_figure5_prediction_gives_back_the_papers_idle_ratio():
 
 def test_pipesgds_halved_communication_prediction_is_the_link_models():
     """D-Sync's all-reduce over PS-Sync's two directions, by refsgd's own link model without latency."""
-    from refsgd.comm.link import Link
     link, nbytes = Link.parse("0,10"), 4e6
     for p in (2, 4, 8):
         assert pipesgd.dsync_over_ps_comm(p) == pytest.approx(link.time(nbytes, p) / (2 * link.ps_time(nbytes, p)))
@@ -115,3 +115,14 @@ def test_every_further_headline_says_what_it_is_here_and_reaches_the_page():
         assert why.startswith(("not testable here:", "model conformance", "measured")), (name, why)
     md = markdown(rejudge(_committed("daso")))
     assert "The paper's further headlines" in md and "not testable here: the loss comes from the global batch" in md
+
+
+def test_pipesgds_prediction_over_ps_sync_reduces_to_its_speedup_over_dsync():
+    """With PS-Sync's communication equal to D-Sync's, eq. 2 and 4 at the derived ratios give back
+    the paper's 2.0x (+T) and 3.2x (+Q) over D-Sync; more communication, more speed-up; at the
+    paper's own 50 % reduction (2x), +Q's prediction is its printed 5.4x."""
+    assert pipesgd.over_ps_sync("T", 1.0) == pytest.approx(2.0)
+    assert pipesgd.over_ps_sync("Q", 1.0) == pytest.approx(3.2)
+    assert pipesgd.over_ps_sync("T", 4.0) > pipesgd.over_ps_sync("T", 2.0) > 2.0
+    assert pipesgd.over_ps_sync("Q", 2.0) == pytest.approx(5.4)
+    assert "a model prediction" in pipesgd.PS_SYNC[0][2]
