@@ -83,10 +83,14 @@ def _traffic_numbers(series, hp, numbers):
     """The design's ratio at the run's own G, B and phases, the measured one over it, and the share
     of the run cycling: from the hyperparameters and the measured bytes alone (so --rejudge fills
     them for an earlier result)."""
-    design = design_traffic(hp)
-    return {"traffic_design_vs_fp16": design, "traffic_over_design": numbers["traffic_ratio_vs_fp16"] / design,
-            # the share of the run in the cycling phase (non-blocking global syncs): the rest is synchronous SGD
-            "cycling_share": (hp["epochs"] - hp["warmup_epochs"] - hp["cooldown_epochs"]) / hp["epochs"]}
+    if not {"warmup_epochs", "cooldown_epochs", "epochs", "ranks_per_node", "sync_every"} <= set(hp):
+        return {}  # a result written before DASO's phases were hyperparameters: its checks are not measured
+    # the share of the run in the cycling phase (non-blocking global syncs): the rest is synchronous SGD
+    out = {"cycling_share": (hp["epochs"] - hp["warmup_epochs"] - hp["cooldown_epochs"]) / hp["epochs"]}
+    if "traffic_ratio_vs_fp16" in numbers:  # (a result written before the bytes were counted has none)
+        design = design_traffic(hp)
+        out.update(traffic_design_vs_fp16=design, traffic_over_design=numbers["traffic_ratio_vs_fp16"] / design)
+    return out
 
 
 #: the claim's regime: 2 of 3 epochs cycling, G = 2, B = 4 (a cut of 3x against SSGD+fp16)
