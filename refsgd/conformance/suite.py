@@ -69,6 +69,42 @@ def _name(method, file, workers, codec=None):
     return stem
 
 
+#: the configurations beyond the golden files that cover every option that changes a trajectory
+#: (refsgd.conformance.coverage checks it): (the golden file it varies, its name, workers, steps,
+#: the options changed). Short runs, a world size that is not a power of two where the method's sums
+#: allow it, and a schedule that changes the rate within the steps.
+VARIANTS = (
+    ("ssgd-n2.h5", "ssgd-nesterov-wd-n3", 3, 6, dict(nesterov=True, weight_decay=0.01,
+                                                     schedule="warmup-step:warmup_iters=2,milestones=4")),
+    ("ssgd-n2.h5", "ssgd-mxnet-wd-n2", 2, 6, dict(momentum_form="mxnet", weight_decay=0.01,
+                                                  schedule="warmup-constant:warmup_iters=3")),
+    ("ssgd-opt-n2.h5", "ssgd-opt-mxnet-wd-n3", 3, 6, dict(nesterov=False, momentum_form="mxnet", weight_decay=0.01,
+                                                          schedule="warmup-constant:warmup_iters=3")),
+    ("ssgd-nag-n2.h5", "ssgd-nag-g2-n3", 3, 6, dict(threads=2, tau=None, schedule="warmup-step:warmup_iters=2,milestones=4")),
+    ("dcs3gd-n4.h5", "dcs3gd-m05-n3", 3, 6, dict(momentum=0.5, wd_k=1.0, lambda0=0.5, weight_decay=0.01)),
+    ("dcasgd-n3.h5", "dcasgd-adaptive-wd-n4", 4, 6, dict(dc_adaptive=True, dc_ms_decay=0.9, dc_lambda=2.0,
+                                                         weight_decay=0.01)),
+    ("dcasgd-n3.h5", "dcasgd-l01-n4", 4, 6, dict(dc_lambda=0.1, schedule="warmup-step:warmup_iters=2,milestones=4")),
+    ("laga-sgd-n2.h5", "laga-sgd-n3", 3, 6, dict(schedule="warmup-step:warmup_iters=2,milestones=4")),
+    ("laga-sgdm-n2.h5", "laga-sgdm-m05-wd-n3", 3, 6, dict(momentum=0.5, weight_decay=0.01, schedule="warmup-step:warmup_iters=2,milestones=4")),
+    ("laga-sgdn-n4.h5", "laga-sgdn-m05-n3", 3, 6, dict(momentum=0.5, schedule="warmup-constant:warmup_iters=3")),
+    ("pipe-sgd-k2-n4.h5", "pipe-sgd-k3-warmup-n3", 3, 8, dict(dependency=3, warmup_epochs=1, batch=128,
+                                                                schedule="warmup-step:warmup_iters=2,milestones=4")),
+    ("d-sync-n2.h5", "d-sync-n3", 3, 6, dict(schedule="warmup-constant:warmup_iters=3")),
+    ("ps-sync-n3.h5", "ps-sync-n4", 4, 6, dict(schedule="warmup-step:warmup_iters=2,milestones=4")),
+    ("daso-2x2-n4.h5", "daso-nesterov-wd-3x2-n6", 6, 12, dict(nesterov=True, weight_decay=0.01, warmup_epochs=0,
+                                                              cooldown_epochs=1, sync_every=4,
+                                                              schedule="warmup-step:warmup_iters=2,milestones=8")),
+    ("daso-2x2-n4.h5", "daso-mxnet-3x1-n3", 3, 14, dict(ranks_per_node=1, momentum_form="mxnet", warmup_epochs=1,
+                                                        cooldown_epochs=0, sync_every=2)),
+    ("pp-asgd-s3-n2.h5", "pp-asgd-g3-s1-n3", 3, 6, dict(threads=3, staleness=1, schedule="warmup-constant:warmup_iters=3")),
+    ("asgd-s3-n2.h5", "asgd-g3-s1-n3", 3, 6, dict(threads=3, staleness=1, schedule="warmup-step:warmup_iters=2,milestones=4")),
+    ("local-sgd-n2.h5", "local-sgd-nesterov-wd-n3", 3, 8, dict(nesterov=True, weight_decay=0.01, sync_every=2)),
+    ("local-sgd-n2.h5", "local-sgd-mxnet-n2", 2, 8, dict(momentum_form="mxnet",
+                                                         schedule="warmup-step:warmup_iters=2,milestones=5")),
+)
+
+
 @functools.lru_cache(maxsize=None)
 def _all():
     codecs = [c for c in options.BY_NAME["compress"].kind.choices if c != "none"]
@@ -78,7 +114,13 @@ def _all():
         opts.setdefault("dtype", "float64")              # refsgd golden's default (refsgd train's is float32)
         bases.append(Configuration(_name(method, file, workers), method, workers, steps, opts["dtype"],
                                    opts.get("compress") or "none", opts, file))
-    out = list(bases)
+    by_file = {c.golden: c for c in bases}
+    variants = []
+    for file, name, workers, steps, changes in VARIANTS:
+        base = by_file[file]
+        opts = {k: v for k, v in dict(base.options, **changes).items() if v is not None}
+        variants.append(dataclasses.replace(base, name=name, workers=workers, steps=steps, options=opts, golden=None))
+    out = bases + variants
     covered = {(c.method, c.workers, c.codec) for c in bases}
     for c in bases:
         if c.codec == "none" and not trace.compressed(c.method, c.options):
