@@ -21,9 +21,9 @@ import traceback
 import numpy as np
 
 from refsgd import golden, options, trace
-from refsgd.errors import RefsgdError
+from refsgd.errors import RefsgdError, Stopped, did_you_mean
 from refsgd.registry import METHODS
-from refsgd.conformance.backend import Setup
+from refsgd.conformance.backend import Setup, declared, instantiate
 
 PASS, FAIL, NOT_DECLARED = "pass", "fail", "not declared"
 
@@ -146,10 +146,11 @@ def configurations(include=(), exclude=(), methods=()):
         inc, exc = [re.compile(p) for p in include], [re.compile(p) for p in exclude]
     except re.error as e:
         raise RefsgdError(f"a pattern of --include/--exclude is not a regular expression ({e})") from None
-    unknown = sorted(set(methods) - {c.method for c in _all()})
+    known = list(dict.fromkeys(c.method for c in _all()))
+    unknown = [m for m in methods if m not in known]
     if unknown:
-        raise RefsgdError(f"no configuration of {', '.join(unknown)}; the methods: "
-                          f"{', '.join(sorted({c.method for c in _all()}))}")
+        raise RefsgdError(f"no configuration of {unknown[0]}{did_you_mean(unknown[0], known)}; the methods: "
+                          f"{', '.join(sorted(known))}")
     return [c for c in _all() if (not inc or any(p.search(c.name) for p in inc))
             and not any(p.search(c.name) for p in exc) and (not methods or c.method in methods)]
 
@@ -207,17 +208,20 @@ class Outcome:
 def run(backend, configuration, references, out_path, name=None):
     """Run ``backend`` (a class, or any callable returning a backend) through ``configuration``,
     write its trace to ``out_path`` and compare it with the expected one: an :class:`Outcome`."""
-    instance = backend()
-    if not instance.supports(configuration):
+    name = name or _name_of(backend)
+    instance = instantiate(backend, name)
+    if not declared(instance, name, [configuration], METHODS):
         return Outcome(configuration, NOT_DECLARED)
     s = references.setup(configuration)
     start, t = time.perf_counter(), None
     try:
         instance.setup(s)
-        with trace.Writer(out_path, like=references.path(configuration), source=name or _name_of(backend)) as w:
+        with trace.Writer(out_path, like=references.path(configuration), source=name) as w:
             for t in range(s.steps):
                 losses = instance.step(t, float(w.lr[t]), w.batches[t].copy())
                 w.step(loss=losses, states=_numpy(instance.state()))
+    except (Stopped, KeyboardInterrupt):  # Ctrl-C, SIGTERM: the run is interrupted, the backend did not fail
+        raise
     except Exception as e:  # the backend's own error, or an array of the wrong shape or dtype
         at = "setup" if t is None else f"step {t}"
         return Outcome(configuration, FAIL, f"{at}: {type(e).__name__}: {e}",
