@@ -88,7 +88,8 @@ def test_a_bug_in_the_numpy_example_is_caught_and_located(tmp_path, references, 
     with h5py.File(tmp_path / "bad.h5") as f, h5py.File(references.path(c)) as g:   # both values, as read
         t, i, j = o.where["step"], o.where["worker"], o.where["index"]
         assert (o.where["a"], o.where["b"]) == (f[f"state/{where[2]}"][t, i, j], g[f"state/{where[2]}"][t, i, j])
-    assert o.message.startswith(f"step {where[0]}, worker {where[1]}, {where[2]}[{j}]: got ")
+    assert o.message.startswith(f"step {where[0]}, worker {where[1]}, {where[2]}[{j}] (fc")
+    assert f": got {o.where['a']!r}, expected {o.where['b']!r}" in o.message
 
 
 def test_the_numpy_example_passes_with_one_command(tmp_path):
@@ -235,7 +236,8 @@ def test_export_and_check_round_trip(tmp_path):
     np.save(folder / "result" / "M.npy", w)
     r = cli("conformance", "check", str(suite), "--report", "-")
     assert r.returncode == 1
-    assert f"FAIL step 7, worker 1, M[300]: got {float(w[7, 1, 300])!r}, expected " in r.stdout, r.stdout
+    assert f"FAIL step 7, worker 1, M[300] (fc1.weight[4, 44]): got {float(w[7, 1, 300])!r}, expected " in r.stdout, \
+        r.stdout
     os.remove(folder / "result" / "M.npy")
     r = cli("conformance", "check", str(suite), "--report", "-")
     assert r.returncode == 1 and "result: M.npy is missing" in r.stdout

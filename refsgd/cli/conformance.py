@@ -134,7 +134,8 @@ def _suite(args, target):
             if o.status != NOT_DECLARED:
                 print(f"  {c.name}: {o.status}" + (f" {o.message}" if o.status == FAIL else ""), flush=True)
             if o.status == FAIL:                     # the diagnosis, verify's report, or the traceback
-                print("\n".join("      " + line for line in o.lines), flush=True)
+                kept = o.lines if args.traces else [line.replace(folder + os.sep, "") for line in o.lines]
+                print("\n".join("      " + line for line in kept), flush=True)
             outcomes.append(o)
     seconds = time.perf_counter() - start
     if any(o.status == FAIL for o in outcomes):

@@ -11,7 +11,7 @@ import tempfile
 import numpy as np
 
 from refsgd import trace
-from refsgd.conformance.suite import FAIL, PASS, Configuration, Outcome, References, _first, configurations
+from refsgd.conformance.suite import FAIL, PASS, Configuration, Outcome, References, configurations, failed
 from refsgd.errors import RefsgdError
 from refsgd.files import atomic_path, h5_written
 from refsgd.version import __version__
@@ -181,9 +181,9 @@ def _check_one(path, c, suite, references):
             comparison = trace.compare(mine, expected, rtol=rtol, atol=atol)
         except (RefsgdError, OSError, ValueError, KeyError) as e:
             return Outcome(c, FAIL, f"{mine}: {e}")
-    if comparison.ok:
-        return Outcome(c, PASS, lines=comparison.lines)
-    return Outcome(c, FAIL, _first(comparison), comparison.where, comparison.lines)
+        if comparison.ok:
+            return Outcome(c, PASS, lines=comparison.lines)
+        return failed(c, comparison, mine, expected)
 
 
 def _assemble(result, expected, out, s):

@@ -23,6 +23,7 @@ import numpy as np
 from refsgd import golden, options, trace
 from refsgd.errors import RefsgdError, Stopped, did_you_mean
 from refsgd.registry import METHODS
+from refsgd.conformance import diagnose
 from refsgd.conformance.backend import Setup, declared, instantiate
 
 PASS, FAIL, NOT_DECLARED = "pass", "fail", "not declared"
@@ -231,7 +232,18 @@ def run(backend, configuration, references, out_path, name=None):
     c = trace.compare(out_path, references.path(configuration), rtol=rtol, atol=atol)
     if c.ok:
         return Outcome(configuration, PASS, lines=c.lines, seconds=seconds)
-    return Outcome(configuration, FAIL, _first(c), c.where, c.lines, seconds)
+    return failed(configuration, c, out_path, references.path(configuration), seconds)
+
+
+def failed(configuration, comparison, mine, expected, seconds=0.0):
+    """The Outcome of a failed comparison of the trace ``mine`` with ``expected``: the first
+    difference named by layer and element, with what refsgd.conformance.diagnose adds."""
+    try:
+        summary, extra = diagnose.lines(mine, expected, *configuration.tolerances, comparison.where)
+    except (OSError, ValueError, KeyError, TypeError, RefsgdError):  # a trace too damaged to say more of
+        summary, extra = None, []
+    return Outcome(configuration, FAIL, summary or _first(comparison), comparison.where, extra + comparison.lines,
+                   seconds)
 
 
 def _name_of(backend):
