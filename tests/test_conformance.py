@@ -304,8 +304,8 @@ def test_the_page_check_your_implementation_is_right(tmp_path):
     pytest.importorskip("torch")
     text = open(os.path.join(ROOT, "docs", "conformance.md")).read()
     (tmp_path / "my_backend.py").write_text(re.findall(r"```python\n(.*?)```", text, re.S)[0])
-    assert "refsgd conformance my_backend.py:MyBackend\n" in text
-    r = cli("conformance", "my_backend.py:MyBackend", cwd=tmp_path, timeout=900)
+    assert "refsgd conformance run my_backend.py:MyBackend\n" in text
+    r = cli("conformance", "run", "my_backend.py:MyBackend", cwd=tmp_path, timeout=900)
     assert r.returncode == 0, r.stdout + r.stderr
     n = len(configurations())
     assert f"my_backend.py:MyBackend: 2 of 2 declared configurations pass; {n - 2} not declared ({n} in all)" \

@@ -77,3 +77,13 @@ def test_removed_traces_are_not_cited_and_kept_ones_are(tmp_path):
             "--traces", str(tmp_path / "traces"))
     assert r.returncode == 1 and f"A: {tmp_path / 'traces' / 'pp-asgd-s3-n2.h5'} (" in r.stdout
     assert f"kept in {tmp_path / 'traces'}" in r.stdout and (tmp_path / "traces" / "pp-asgd-s3-n2.h5").is_file()
+
+
+def test_the_page_documents_every_field_of_setup():
+    import dataclasses  # noqa: PLC0415
+    import re  # noqa: PLC0415
+
+    from refsgd.conformance import Setup  # noqa: PLC0415
+    page = open(os.path.join(ROOT, "docs", "conformance.md")).read()
+    table = page.split("`Setup`, field by field")[1].split("\n\n")[1]
+    assert re.findall(r"^\| `(\w+)` \|", table, re.M) == [f.name for f in dataclasses.fields(Setup)]

@@ -1,6 +1,6 @@
 """refsgd's asynchronous methods in plain NumPy, checked against refsgd's golden trajectories:
 
-    refsgd conformance examples/conformance/numpy_backend.py:Backend
+    refsgd conformance run examples/conformance/numpy_backend.py:Backend
 
 Written as an outside implementation would be, from docs/implementers.md: it imports nothing of
 refsgd but the interface. PP-ASGD and ASGD in their deterministic mode (every gradient thread of

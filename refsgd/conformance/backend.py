@@ -32,7 +32,7 @@ class Setup:
 
 class Backend:
     """Subclass this (or write a class with the same methods) to check an implementation with
-    ``refsgd conformance module:Class`` or ``pytest --pyargs refsgd.conformance --backend
+    ``refsgd conformance run module:Class`` or ``pytest --pyargs refsgd.conformance --backend
     module:Class``. The suite makes one instance per configuration and calls, in this order::
 
         setup(s)                       s: a Setup

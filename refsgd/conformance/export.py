@@ -22,8 +22,8 @@ README = """# refsgd conformance: {name}
 
 {method} with {workers} workers (world size, servers included), {steps} steps, {dtype}, codec {codec}.
 Reproduce the expected states from the inputs below; the computation is the section of
-`{method}` in refsgd's implementer's guide, docs/implementers.md (installed with refsgd as
-refsgd/docs/implementers.md), which states the order of every operation.
+`{method}` in refsgd's implementer's guide, implementers.md (installed with refsgd: `refsgd train
+--list` prints where; docs/implementers.md in its repository), which states the order of every operation.
 
 ## Inputs
 
@@ -50,8 +50,9 @@ whole trace), then
 
     refsgd conformance check {parent}
 
-compares them with the expected states at rtol {rtol:g}, atol {atol:g} and names the first step, worker,
-array and index that differ.
+renders the expected states itself and compares them at rtol {rtol:g}, atol {atol:g} (the suite's: editing
+`tolerances` or `expected/` here changes nothing), names the first step, worker, array and element
+that differ, and exits 1 when a result is missing.
 """
 
 
