@@ -35,7 +35,7 @@ def test_the_catalogue_is_large_and_each_mutant_is_a_small_patch():
     assert len(mutants.MUTANTS) >= 40 and len({m[0] for m in mutants.MUTANTS}) == len(mutants.MUTANTS)
     for name, _, old, new in mutants.MUTANTS:
         assert SOURCE.count(old) == 1 and old != new, name
-        assert max(old.count("\n"), new.count("\n")) <= 2, name
+        assert max(old.count("\n"), new.count("\n")) < 5, name            # a few lines at most
 
 
 def test_the_suite_catches_every_mutant(caught):

@@ -108,6 +108,51 @@ MUTANTS = (
     ("ps-first-worker-dropped", "the server summing workers 2..N-1 only",
      "            losses.append(loss)\n            total =",
      "            losses.append(loss)\n            g = g if m > 1 else 0 * g\n            total ="),
+    # -- SSGD and SSGD-OPT, their local optimizer U (PyTorch's or MXNet's momentum, Nesterov, weight decay)
+    ("ssgd-sum-not-mean", "the workers' gradients summed where SSGD averages them",
+     "self.w = self.U.step(self.w, total / self.N, lr)", "self.w = self.U.step(self.w, total, lr)"),
+    ("ssgd-tau-sum", "the tau micro-batches' gradients summed, not averaged",
+     "total = g_i / len(rows) if total is None else total + g_i / len(rows)",
+     "total = g_i if total is None else total + g_i"),
+    ("ssgd-first-micro-batch", "only the first micro-batch of the tau",
+     "for idx in rows:\n                lg, g = self.grad(self.w, idx)",
+     "for idx in rows[:1]:\n                lg, g = self.grad(self.w, idx)"),
+    ("u-momentum-dampened", "PyTorch's momentum with dampening, b = mu b + (1 - mu) g",
+     "* self.mu + g\n", "* self.mu + (1 - self.mu) * g\n"),
+    ("u-nesterov-ignored", "--nesterov ignored", "g = b * self.mu + g if self.nesterov else b", "g = b"),
+    ("u-nesterov-lookahead", "Nesterov's look-ahead on the old buffer, d = mu b_old + g",
+     "            b = self.state[\"U.momentum_buffer\"] = self.state[\"U.momentum_buffer\"] * self.mu + g\n"
+     "            g = b * self.mu + g if self.nesterov else b",
+     "            old = self.state[\"U.momentum_buffer\"]\n"
+     "            b = self.state[\"U.momentum_buffer\"] = old * self.mu + g\n"
+     "            g = old * self.mu + g if self.nesterov else b"),
+    ("u-mxnet-as-pytorch", "--momentum-form mxnet ignored (PyTorch's form, which differs once the rate changes)",
+     "self.mxnet = c.get(\"nesterov\", False), c.get(\"momentum_form\", \"pytorch\") == \"mxnet\"",
+     "self.mxnet = c.get(\"nesterov\", False), False"),
+    ("u-mxnet-rate-outside", "MXNet's form with the rate outside the buffer, v = mu v - g, w += lr v",
+     "v = self.state[\"U.v\"] = self.state[\"U.v\"] * self.mu - g * lr if self.mu > 0 else -(g * lr)\n"
+     "            return w + v",
+     "v = self.state[\"U.v\"] = self.state[\"U.v\"] * self.mu - g if self.mu > 0 else -g\n"
+     "            return w + lr * v"),
+    ("u-wd-decoupled", "decoupled weight decay (AdamW's), w -= lr wd w after the momentum step",
+     "        g = self.wd * w + g\n", "        w = w - lr * self.wd * w\n"),
+    ("u-wd-missing", "the weight decay left out of U", "        g = self.wd * w + g\n", ""),
+    # -- D-Sync and local SGD
+    ("d-sync-mean", "D-Sync's sum of the gradients averaged", "self.w = self.w - lr * S",
+     "self.w = self.w - lr * S / self.N"),
+    ("local-sync-early", "local SGD's average after steps H-1, 2H-1, ... (t % H == 0)",
+     "if (t + 1) % self.c[\"sync_every\"] == 0:", "if t % self.c[\"sync_every\"] == 0:"),
+    ("local-never-sync", "local SGD's models never averaged", "if (t + 1) % self.c[\"sync_every\"] == 0:",
+     "if False:"),
+    ("local-average-momentum", "local SGD averaging the momentum buffers too",
+     "            self.X = [mean.copy() for _ in range(self.N)]",
+     "            self.X = [mean.copy() for _ in range(self.N)]\n"
+     "            for k in self.Us[0].state:\n"
+     "                m = sum(u.state[k] for u in self.Us) / self.N\n"
+     "                for u in self.Us:\n"
+     "                    u.state[k] = m.copy()"),
+    ("local-one-optimizer", "local SGD's workers sharing one U (one momentum buffer)",
+     "self.Us = [U(self.c, self.w) for _ in range(self.N)]", "self.Us = [U(self.c, self.w)] * self.N"),
 )
 
 
@@ -125,12 +170,28 @@ def catch(source, mutant, folder, references, configurations):
     with open(path, "w") as f:
         f.write(source.replace(old, new))
     backend = load_backend(f"{path}:Backend")
-    for c in configurations:
+    first = _methods_of(source, source.index(old))      # the configurations of the code patched, first
+    for c in sorted(configurations, key=lambda c: c.method not in first):
         o = run(backend, c, references, os.path.join(folder, f"{name}-{c.name}.h5"))
         if not o.ok:
             step = o.where["step"] if o.where else o.message.split(":")[0]
             return c.name, step, o.message
     return None
+
+
+#: the NumPy example's code -> the methods that run it: (class, function) -> methods
+_RUN_BY = {("U", None): ("ssgd", "ssgd-opt", "local-sgd"), ("Backend", "pp_asgd"): ("pp-asgd", "asgd"),
+           ("Backend", "ssgd"): ("ssgd", "ssgd-opt")}
+
+
+def _methods_of(source, position):
+    """The methods whose step runs the code at ``position`` of the example (none: every method)."""
+    import re  # noqa: PLC0415
+
+    cls = re.findall(r"^class (\w+)", source[:position], re.M)[-1]
+    fn = re.findall(r"^    def (\w+)", source[:position], re.M)
+    fn = fn[-1] if fn and source[:position].rfind(f"def {fn[-1]}") > source[:position].rfind(f"class {cls}") else None
+    return _RUN_BY.get((cls, None)) or _RUN_BY.get((cls, fn)) or ((fn.replace("_", "-"),) if fn else ())
 
 
 def markdown(caught):
