@@ -60,6 +60,7 @@ def add(sub):
 
 
 def run(args, parser):
+    # i45: a one-process command; the shared mpiexec refusal of issue 45 goes here (one line) once it lands
     for key in ("action", "folder", "report", "traces", *[k for k in ("include", "exclude", "algo")]):
         values = getattr(args, key)
         for v in values if isinstance(values, list) else [values]:
