@@ -216,17 +216,20 @@ def test_an_interrupt_is_not_the_backends_failure(tmp_path):
     assert FAIL != PASS
 
 
-def test_ctrl_c_ends_the_command_as_interrupted(tmp_path):
-    """A real SIGINT at step 2 of the first configuration: exit 130, no `fail`, no report."""
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_ctrl_c_ends_the_command_as_interrupted(tmp_path, sig):
+    """A real SIGINT (SIGTERM) at step 2 of the first configuration: exit 130 (143), no `fail`, no
+    report."""
     (tmp_path / "slow.py").write_text(
         "import os, signal\nfrom numpy_backend import Backend as Base\n"
         "class Backend(Base):\n    def step(self, t, lr, b):\n        if t == 2:\n"
-        "            os.kill(os.getpid(), signal.SIGINT)\n        return super().step(t, lr, b)\n")
+        f"            os.kill(os.getpid(), {int(sig)})\n        return super().step(t, lr, b)\n")
     shutil.copy(NUMPY, tmp_path / "numpy_backend.py")
     r = cli("conformance", "run", f"{tmp_path / 'slow.py'}:Backend", "--report", str(tmp_path / "report"),
             "--include", "^ps-sync")
-    assert r.returncode == 128 + signal.SIGINT, r.stdout + r.stderr
-    assert "fail" not in r.stdout and "interrupted" in r.stderr and not (tmp_path / "report.json").exists()
+    assert r.returncode == 128 + sig, r.stdout + r.stderr
+    said = "refsgd: interrupted" if sig == signal.SIGINT else "refsgd: terminated (SIGTERM)"
+    assert "fail" not in r.stdout and said in r.stderr and not (tmp_path / "report.json").exists()
 
 
 # ---------------------------------------------------------------------------- the command line
