@@ -1,9 +1,10 @@
 """refsgd's asynchronous methods in plain NumPy, checked against refsgd's golden trajectories:
 
-    refsgd conformance examples/conformance/numpy_backend.py:Backend
+    refsgd conformance run examples/conformance/numpy_backend.py:Backend
 
 Written as an outside implementation would be, from docs/implementers.md: it imports nothing of
-refsgd but the interface. PP-ASGD and ASGD in their deterministic mode (every gradient thread of
+refsgd but the interface. SSGD and SSGD-OPT (PyTorch's or MXNet's momentum, Nesterov, weight decay),
+D-Sync and local SGD, uncompressed; PP-ASGD and ASGD in their deterministic mode (every gradient thread of
 update t computes at the w^ published S + 1 updates before), DC-ASGD and PS-Sync on a parameter
 server (rank 0) that serves its workers in turn; the network is a multilayer perceptron (flatten,
 dense, relu, leaky_relu) with its gradient written out.
@@ -65,8 +66,29 @@ class MLP:
         return float(loss), g
 
 
+class U:
+    """The local optimizer of docs/implementers.md, "The local optimizer U": PyTorch's momentum
+    (with Nesterov) or MXNet's, and coupled weight decay, on one flat weight vector."""
+
+    def __init__(self, c, w):
+        self.mu, self.wd = c.get("momentum", 0.0), c.get("weight_decay", 0.0)
+        self.nesterov, self.mxnet = c.get("nesterov", False), c.get("momentum_form", "pytorch") == "mxnet"
+        self.state = {"U.v": np.zeros_like(w)} if self.mxnet else \
+            {"U.momentum_buffer": np.zeros_like(w)} if self.mu > 0 else {}
+
+    def step(self, w, g, lr):
+        g = self.wd * w + g
+        if self.mxnet:
+            v = self.state["U.v"] = self.state["U.v"] * self.mu - g * lr if self.mu > 0 else -(g * lr)
+            return w + v
+        if self.mu > 0:
+            b = self.state["U.momentum_buffer"] = self.state["U.momentum_buffer"] * self.mu + g
+            g = b * self.mu + g if self.nesterov else b
+        return w - g * lr
+
+
 class Backend(Interface):
-    methods = ("pp-asgd", "asgd", "dcasgd", "ps-sync")
+    methods = ("pp-asgd", "asgd", "dcasgd", "ps-sync", "ssgd", "ssgd-opt", "d-sync", "local-sgd")
     dtypes = ("float64", "float32")
 
     def setup(self, s):
@@ -81,6 +103,11 @@ class Backend(Interface):
         elif s.method == "dcasgd":
             self.backup = [s.w0.copy() for _ in range(self.N)]   # w_bak(m): what worker m last received
             self.mean_square = np.zeros_like(self.w)
+        elif s.method in ("ssgd", "ssgd-opt"):
+            self.U = U(self.c, self.w)
+        elif s.method == "local-sgd":
+            self.X = [s.w0.copy() for _ in range(self.N)]        # every worker its own model and U
+            self.Us = [U(self.c, self.w) for _ in range(self.N)]
 
     def grad(self, w, idx):
         return self.net.loss_and_grad(w, self.s.x_train[idx], self.s.y_train[idx])
@@ -133,10 +160,54 @@ class Backend(Interface):
         self.w = self.w - lr * total
         return losses
 
+    def ssgd(self, t, lr, batches):
+        """LAGA Algorithms 1-2: every worker's mean over its tau micro-batches, their mean over workers, U."""
+        losses, total = [], None
+        for rows in batches:
+            loss, g_i = 0.0, None
+            for idx in rows:
+                lg, g = self.grad(self.w, idx)
+                loss += lg
+                g_i = g if g_i is None else g_i + g
+            losses.append(loss / len(rows))
+            total = g_i / len(rows) if total is None else total + g_i / len(rows)
+        self.w = self.U.step(self.w, total / self.N, lr)
+        return losses
+
+    ssgd_opt = ssgd
+
+    def d_sync(self, t, lr, batches):
+        """Pipe-SGD's D-Sync: S_t, the sum of the workers' gradients, w = w - lr S_t."""
+        losses, S = [], None
+        for rows in batches:
+            loss, g = self.grad(self.w, rows[0])
+            losses.append(loss)
+            S = g if S is None else S + g
+        self.w = self.w - lr * S
+        return losses
+
+    def local_sgd(self, t, lr, batches):
+        """Lin et al. 2020 Algorithm 1: H local steps of every worker's U, then the models averaged."""
+        losses = []
+        for i, rows in enumerate(batches):
+            loss, g = self.grad(self.X[i], rows[0])
+            losses.append(loss)
+            self.X[i] = self.Us[i].step(self.X[i], g, lr)
+        if (t + 1) % self.c["sync_every"] == 0:
+            mean = sum(self.X[1:], self.X[0]) / self.N
+            self.X = [mean.copy() for _ in range(self.N)]
+        return losses
+
     def state(self):
+        if self.s.method == "local-sgd":
+            rows = {"x": np.stack(self.X)}
+            rows.update((k, np.stack([u.state[k] for u in self.Us])) for k in self.Us[0].state)
+            return {name: rows[name] for name in self.s.state_names}
         if self.s.method == "dcasgd":
             return {"w": np.stack([self.w] + self.backup[1:])}
-        rows = {"w": self.w}
+        rows = {"w": self.w, "x": self.w}
+        if self.s.method in ("ssgd", "ssgd-opt"):
+            rows.update(self.U.state)
         if self.s.method in ("pp-asgd", "asgd"):
             rows.update(M=self.M, w_hat=self.published[max(self.published)])   # the last one published
         return {name: np.tile(rows[name], (self.N, 1)) for name in self.s.state_names}

@@ -1,6 +1,6 @@
 """refsgd's synchronous methods in PyTorch, checked against refsgd's golden trajectories:
 
-    refsgd conformance examples/conformance/torch_backend.py:Backend
+    refsgd conformance run examples/conformance/torch_backend.py:Backend
     pytest --pyargs refsgd.conformance --backend examples/conformance/torch_backend.py:Backend
 
 Written as an outside implementation would be, from docs/implementers.md: it imports nothing of

@@ -6,7 +6,7 @@ weights and the hyperparameters; one step given every worker's batch indices; re
 arrays the trace names). refsgd owns the data, the batches, the seeds, the loop over steps, the
 writing of the trace and the comparison::
 
-    refsgd conformance mypkg.mymodule:MyBackend          # a table: pass / fail (first difference) / not declared
+    refsgd conformance run mypkg.mymodule:MyBackend      # a table: pass / fail (first difference) / not declared
     pytest --pyargs refsgd.conformance --backend mypkg.mymodule:MyBackend     # one test per configuration
     refsgd conformance export DIR --algo ssgd            # the inputs and expected states as HDF5 and NPY files
     refsgd conformance check DIR                         # compare the states another language wrote back

@@ -7,7 +7,7 @@ import importlib.util
 import os
 import sys
 
-from refsgd.errors import RefsgdError
+from refsgd.errors import RefsgdError, Stopped, did_you_mean
 
 
 @dataclasses.dataclass(frozen=True)
@@ -32,7 +32,7 @@ class Setup:
 
 class Backend:
     """Subclass this (or write a class with the same methods) to check an implementation with
-    ``refsgd conformance module:Class`` or ``pytest --pyargs refsgd.conformance --backend
+    ``refsgd conformance run module:Class`` or ``pytest --pyargs refsgd.conformance --backend
     module:Class``. The suite makes one instance per configuration and calls, in this order::
 
         setup(s)                       s: a Setup
@@ -105,3 +105,55 @@ def load_backend(text):
     if not callable(cls):
         raise RefsgdError(f"backend {text!r}: {name} is not a class")
     return cls
+
+
+#: what a backend must have: the suite calls them in this order
+INTERFACE = ("supports", "setup", "step", "state")
+
+
+def instantiate(backend, name):
+    """One instance of ``backend`` (a class, or any callable returning a backend), checked for the
+    interface: RefsgdError naming what is wrong (its constructor raised, it returned None, a method
+    of :data:`INTERFACE` is missing or is Backend's own, which raises NotImplementedError)."""
+    try:
+        instance = backend()
+    except (Stopped, KeyboardInterrupt, SystemExit):  # an interrupt is the run's end, not the backend's failure
+        raise
+    except Exception as e:  # the implementer's constructor
+        raise RefsgdError(f"backend {name}: making an instance raised {type(e).__name__}: {e}") from None
+    if instance is None:
+        raise RefsgdError(f"backend {name}: calling it returned None, not a backend (a class with "
+                          f"{', '.join(INTERFACE)})")
+    missing = [m for m in INTERFACE if not callable(getattr(instance, m, None))]
+    if missing:
+        raise RefsgdError(f"backend {name}: {type(instance).__name__} has no {', '.join(f'{m}()' for m in missing)} "
+                          "(subclass refsgd.conformance.Backend, or write them)")
+    inherited = [m for m in ("setup", "step", "state") if getattr(type(instance), m, None) is getattr(Backend, m)]
+    if inherited:
+        raise RefsgdError(f"backend {name}: {type(instance).__name__} does not implement "
+                          f"{', '.join(f'{m}()' for m in inherited)} (Backend's own raise NotImplementedError)")
+    return instance
+
+
+def declared(instance, name, configurations, methods):
+    """The configurations of ``configurations`` that ``instance`` declares (its ``supports()``);
+    RefsgdError when its ``methods`` names a method that does not exist (with a did-you-mean) or
+    ``supports()`` raises. ``methods``: the names of every method."""
+    own = getattr(instance, "methods", ())
+    if isinstance(own, str):
+        raise RefsgdError(f"backend {name}: methods = {own!r} is a string; give a tuple of --algo names, "
+                          f"e.g. ({own!r},)")
+    for m in own or ():
+        if m not in methods:
+            raise RefsgdError(f"backend {name}: its methods name {m!r}, which is no method of refsgd"
+                              f"{did_you_mean(str(m), methods)}; the methods: {', '.join(methods)}")
+    out = []
+    for c in configurations:
+        try:
+            if instance.supports(c):
+                out.append(c)
+        except (Stopped, KeyboardInterrupt, SystemExit):
+            raise
+        except Exception as e:  # the implementer's supports()
+            raise RefsgdError(f"backend {name}: supports({c.name}) raised {type(e).__name__}: {e}") from None
+    return out

@@ -11,7 +11,7 @@ import tempfile
 import numpy as np
 
 from refsgd import trace
-from refsgd.conformance.suite import FAIL, PASS, Configuration, Outcome, References, _first
+from refsgd.conformance.suite import FAIL, PASS, Configuration, Outcome, References, configurations, failed
 from refsgd.errors import RefsgdError
 from refsgd.files import atomic_path, h5_written
 from refsgd.version import __version__
@@ -22,8 +22,8 @@ README = """# refsgd conformance: {name}
 
 {method} with {workers} workers (world size, servers included), {steps} steps, {dtype}, codec {codec}.
 Reproduce the expected states from the inputs below; the computation is the section of
-`{method}` in refsgd's implementer's guide, docs/implementers.md (installed with refsgd as
-refsgd/docs/implementers.md), which states the order of every operation.
+`{method}` in refsgd's implementer's guide, implementers.md (installed with refsgd: `refsgd train
+--list` prints where; docs/implementers.md in its repository), which states the order of every operation.
 
 ## Inputs
 
@@ -50,8 +50,9 @@ whole trace), then
 
     refsgd conformance check {parent}
 
-compares them with the expected states at rtol {rtol:g}, atol {atol:g} and names the first step, worker,
-array and index that differ.
+renders the expected states itself and compares them at rtol {rtol:g}, atol {atol:g} (the suite's: editing
+`tolerances` or `expected/` here changes nothing), names the first step, worker, array and element
+that differ, and exits 1 when a result is missing.
 """
 
 
@@ -117,58 +118,90 @@ def _write(staging, c, s, expected_path, parent):
                               rtol=rtol, atol=atol))
 
 
-def check(folder):
-    """Compare the results written back into every configuration folder of ``folder``: a list
-    of Outcomes (status pass, fail, or no result)."""
+def check(folder, log=print):
+    """Compare the results written back into every configuration folder of ``folder`` with the
+    suite's own expected states, rendered afresh at the suite's tolerances (nothing of what the
+    folder holds is trusted but the results: an edited ``expected.h5`` or ``tolerances`` changes
+    nothing): a list of Outcomes, pass, fail (a wrong, unreadable or damaged folder: one line
+    each) or no result, in the suite's order."""
     if not os.path.isdir(folder):
         raise RefsgdError(f"{folder}: no such folder (made by refsgd conformance export)")
-    names = sorted(n for n in os.listdir(folder) if os.path.isfile(os.path.join(folder, n, "config.json")))
+    suite = {c.name: c for c in configurations()}
+    names = sorted(n for n in os.listdir(folder) if not n.startswith(".") and os.path.isdir(os.path.join(folder, n))
+                   and (n in suite or os.path.lexists(os.path.join(folder, n, "config.json"))))
     if not names:
         raise RefsgdError(f"{folder}: no configuration folder in it (refsgd conformance export {folder} writes them)")
-    return [_check_one(os.path.join(folder, n)) for n in names]
+    order = {name: k for k, name in enumerate(suite)}
+    with tempfile.TemporaryDirectory(prefix="refsgd-check-") as tmp:
+        references = References(tmp)
+        outcomes = []
+        for n in sorted(names, key=lambda n: order.get(n, len(order))):
+            c = suite.get(n) or Configuration(n, "?", 0, 0, "?", "?", {})
+            try:
+                outcomes.append(_check_one(os.path.join(folder, n), c, suite, references))
+            except RefsgdError as e:
+                outcomes.append(Outcome(c, FAIL, str(e)))
+            log(f"  {n}: {outcomes[-1].status}" + (f" {outcomes[-1].message}" if outcomes[-1].status == FAIL else ""))
+    return outcomes
 
 
-def _check_one(path):
+def _check_one(path, c, suite, references):
+    name = os.path.basename(path)
+    if name not in suite:
+        raise RefsgdError(f"{path}: not a configuration of this suite (refsgd {__version__}; "
+                          f"`refsgd conformance --list` names them): export it again")
+    where = os.path.join(path, "config.json")
     try:
-        with open(os.path.join(path, "config.json")) as f:
+        with open(where) as f:
             meta = json.load(f)
-        c = Configuration(meta["name"], meta["method"], meta["workers"], meta["steps"], meta["dtype"], meta["codec"],
-                          meta["hyperparameters"])
-        rtol, atol = meta["tolerances"]["rtol"], meta["tolerances"]["atol"]
+        for key in ("name", "method", "workers", "steps", "dtype", "state_names", "state_shapes"):
+            meta[key]  # noqa: B018 -- the keys an export writes: one missing is a damaged folder
+    except FileNotFoundError:
+        raise RefsgdError(f"{path}: damaged, config.json is missing (export it again with --force)") from None
     except (OSError, ValueError, KeyError, TypeError) as e:
-        raise RefsgdError(f"{path}/config.json: not a configuration of refsgd conformance export ({e})") from None
-    expected = os.path.join(path, "expected.h5")
+        what = f"has no {e}" if isinstance(e, KeyError) else f"does not read ({e})"
+        raise RefsgdError(f"{where}: damaged, {what} (export it again with --force)") from None
+    ident = {k: getattr(c, k) for k in ("name", "method", "workers", "steps", "dtype")}
+    if {k: meta[k] for k in ident} != ident:
+        raise RefsgdError(f"{where}: damaged, it describes {meta['name']} ({meta['method']}, {meta['workers']} "
+                          f"workers, {meta['steps']} steps, {meta['dtype']}), not {c.name}")
+    s = references.setup(c)
+    expected = references.path(c)
     mine = os.path.join(path, "result.h5")
+    rtol, atol = c.tolerances                  # the suite's, whatever config.json says
     with tempfile.TemporaryDirectory() as tmp:
         if not os.path.isfile(mine):
             if not os.path.isdir(os.path.join(path, "result")):
-                return Outcome(c, NO_RESULT)
+                return Outcome(c, NO_RESULT, f"{path}: neither result/ nor result.h5")
             mine = os.path.join(tmp, "result.h5")
             try:
-                _assemble(os.path.join(path, "result"), expected, mine, meta)
-            except (RefsgdError, OSError, ValueError) as e:
+                _assemble(os.path.join(path, "result"), expected, mine, s)
+            except (RefsgdError, OSError, ValueError, EOFError) as e:
                 return Outcome(c, FAIL, f"{os.path.join(path, 'result')}: {e}")
         try:
             comparison = trace.compare(mine, expected, rtol=rtol, atol=atol)
-        except RefsgdError as e:
-            return Outcome(c, FAIL, str(e))
-    if comparison.ok:
-        return Outcome(c, PASS, lines=comparison.lines)
-    return Outcome(c, FAIL, _first(comparison), comparison.where, comparison.lines)
+        except (RefsgdError, OSError, ValueError, KeyError) as e:
+            return Outcome(c, FAIL, f"{mine}: {e}")
+        if comparison.ok:
+            return Outcome(c, PASS, lines=comparison.lines)
+        return failed(c, comparison, mine, expected)
 
 
-def _assemble(result, expected, out, meta):
+def _assemble(result, expected, out, s):
     """A trace of the arrays written back in ``result/`` (the identification, w0, batches and lr
-    of the expected trace)."""
+    of the expected trace; the names and shapes of the suite's Setup ``s``)."""
     arrays = {}
-    for name in ["loss"] + meta["state_names"]:
+    for name in ["loss"] + s.state_names:
         p = os.path.join(result, f"{name}.npy")
         if not os.path.isfile(p):
             raise RefsgdError(f"{name}.npy is missing")
-        arrays[name] = np.load(p, allow_pickle=False)
-        want = [meta["steps"], meta["workers"]] + (meta["state_shapes"][name][2:] if name != "loss" else [])
-        if list(arrays[name].shape) != want:
-            raise RefsgdError(f"{name}.npy is {arrays[name].shape}, expected {tuple(want)}")
+        try:
+            arrays[name] = np.load(p, allow_pickle=False)
+        except (OSError, ValueError, EOFError) as e:
+            raise RefsgdError(f"{name}.npy is not a NumPy array file ({e or type(e).__name__})") from None
+        want = (s.steps, s.workers) + (tuple(s.state_shapes[name]) if name != "loss" else ())
+        if arrays[name].shape != want:
+            raise RefsgdError(f"{name}.npy is {arrays[name].shape}, expected {want}")
     with trace.Writer(out, like=expected, source="result") as w:
-        for t in range(meta["steps"]):
-            w.step(loss=arrays["loss"][t], states={k: arrays[k][t] for k in meta["state_names"]})
+        for t in range(s.steps):
+            w.step(loss=arrays["loss"][t], states={k: arrays[k][t] for k in s.state_names})

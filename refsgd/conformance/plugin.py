@@ -37,10 +37,22 @@ def pytest_configure(config):
     if text:
         from refsgd.conformance.backend import load_backend  # noqa: PLC0415 start-up: the plugin loads with every pytest run; NumPy and h5py only with --backend
         from refsgd.errors import RefsgdError  # noqa: PLC0415 start-up: the plugin loads with every pytest run; NumPy and h5py only with --backend
-        try:
-            config._refsgd_backend = (text, load_backend(text))
+        from refsgd.conformance.backend import declared, instantiate  # noqa: PLC0415 start-up: the plugin loads with every pytest run; NumPy and h5py only with --backend
+        from refsgd.conformance.suite import configurations  # noqa: PLC0415 start-up: the plugin loads with every pytest run; NumPy and h5py only with --backend
+        from refsgd.registry import METHODS  # noqa: PLC0415 start-up: the plugin loads with every pytest run; NumPy and h5py only with --backend
+        try:   # every bad input here, as one line (a UsageError), not as a collection error
+            keep = config.getoption("conformance_traces")
+            if keep is not None and (not keep.strip() or os.path.lexists(keep) and not os.path.isdir(keep)):
+                raise RefsgdError(f"--conformance-traces {keep!r}: not a folder")
+            chosen = configurations(config.getoption("conformance_include"), config.getoption("conformance_exclude"))
+            backend = load_backend(text)
+            ours = declared(instantiate(backend, text), text, chosen, METHODS)
+            if not ours:   # all skipped would be a green run that checked nothing
+                raise RefsgdError(f"{text} declares none of the {len(chosen)} configurations chosen (its methods, "
+                                  "dtypes, codecs and world_sizes, or supports())")
         except RefsgdError as e:
             raise pytest.UsageError(str(e)) from None
+        config._refsgd_backend = (text, backend, chosen, {c.name for c in ours})
 
 
 def pytest_generate_tests(metafunc):
@@ -51,16 +63,9 @@ def pytest_generate_tests(metafunc):
         metafunc.parametrize("conformance_configuration", [pytest.param(None, marks=pytest.mark.skip(
             reason="give the backend to check: --backend module:Class"))])
         return
-    from refsgd.conformance import suite  # noqa: PLC0415 start-up: the plugin loads with every pytest run; NumPy and h5py only with --backend
-    from refsgd.errors import RefsgdError  # noqa: PLC0415 start-up: the plugin loads with every pytest run; NumPy and h5py only with --backend
-    try:
-        chosen = suite.configurations(metafunc.config.getoption("conformance_include"),
-                                      metafunc.config.getoption("conformance_exclude"))
-    except RefsgdError as e:
-        raise pytest.UsageError(str(e)) from None
-    backend = loaded[1]()
-    params = [pytest.param(c, id=c.name, marks=() if backend.supports(c) else pytest.mark.skip(
-        reason=f"not declared by {loaded[0]}")) for c in chosen]
+    text, _, chosen, ours = loaded
+    params = [pytest.param(c, id=c.name, marks=() if c.name in ours else pytest.mark.skip(
+        reason=f"not declared by {text}")) for c in chosen]
     metafunc.parametrize("conformance_configuration", params)
 
 
@@ -81,9 +86,13 @@ def conformance_folders(request, tmp_path_factory):
 def conformance_run(request, conformance_folders):
     """run(configuration) -> Outcome: the backend given with --backend through one configuration."""
     from refsgd.conformance.suite import run  # noqa: PLC0415 start-up: the plugin loads with every pytest run; NumPy and h5py only with --backend
-    text, backend = request.config._refsgd_backend
+    from refsgd.errors import Stopped  # noqa: PLC0415 start-up: the plugin loads with every pytest run; NumPy and h5py only with --backend
+    text, backend = request.config._refsgd_backend[:2]
     folder, references = conformance_folders
 
     def run_one(configuration):
-        return run(backend, configuration, references, os.path.join(folder, f"{configuration.name}.h5"), name=text)
+        try:
+            return run(backend, configuration, references, os.path.join(folder, f"{configuration.name}.h5"), name=text)
+        except Stopped as e:   # SIGTERM: the session ends interrupted, no test failed
+            raise KeyboardInterrupt(str(e)) from None
     return run_one

@@ -21,9 +21,10 @@ import traceback
 import numpy as np
 
 from refsgd import golden, options, trace
-from refsgd.errors import RefsgdError
+from refsgd.errors import RefsgdError, Stopped, did_you_mean
 from refsgd.registry import METHODS
-from refsgd.conformance.backend import Setup
+from refsgd.conformance import diagnose
+from refsgd.conformance.backend import Setup, declared, instantiate
 
 PASS, FAIL, NOT_DECLARED = "pass", "fail", "not declared"
 
@@ -69,6 +70,42 @@ def _name(method, file, workers, codec=None):
     return stem
 
 
+#: the configurations beyond the golden files that cover every option that changes a trajectory
+#: (refsgd.conformance.coverage checks it): (the golden file it varies, its name, workers, steps,
+#: the options changed). Short runs, a world size that is not a power of two where the method's sums
+#: allow it, and a schedule that changes the rate within the steps.
+VARIANTS = (
+    ("ssgd-n2.h5", "ssgd-nesterov-wd-n3", 3, 6, dict(nesterov=True, weight_decay=0.01,
+                                                     schedule="warmup-step:warmup_iters=2,milestones=4")),
+    ("ssgd-n2.h5", "ssgd-mxnet-wd-n2", 2, 6, dict(momentum_form="mxnet", weight_decay=0.01,
+                                                  schedule="warmup-constant:warmup_iters=3")),
+    ("ssgd-opt-n2.h5", "ssgd-opt-mxnet-wd-n3", 3, 6, dict(nesterov=False, momentum_form="mxnet", weight_decay=0.01,
+                                                          schedule="warmup-constant:warmup_iters=3")),
+    ("ssgd-nag-n2.h5", "ssgd-nag-g2-n3", 3, 6, dict(threads=2, tau=None, schedule="warmup-step:warmup_iters=2,milestones=4")),
+    ("dcs3gd-n4.h5", "dcs3gd-m05-n3", 3, 6, dict(momentum=0.5, wd_k=1.0, lambda0=0.5, weight_decay=0.01)),
+    ("dcasgd-n3.h5", "dcasgd-adaptive-wd-n4", 4, 6, dict(dc_adaptive=True, dc_ms_decay=0.9, dc_lambda=2.0,
+                                                         weight_decay=0.01)),
+    ("dcasgd-n3.h5", "dcasgd-l01-n4", 4, 6, dict(dc_lambda=0.1, schedule="warmup-step:warmup_iters=2,milestones=4")),
+    ("laga-sgd-n2.h5", "laga-sgd-n3", 3, 6, dict(schedule="warmup-step:warmup_iters=2,milestones=4")),
+    ("laga-sgdm-n2.h5", "laga-sgdm-m05-wd-n3", 3, 6, dict(momentum=0.5, weight_decay=0.01, schedule="warmup-step:warmup_iters=2,milestones=4")),
+    ("laga-sgdn-n4.h5", "laga-sgdn-m05-n3", 3, 6, dict(momentum=0.5, schedule="warmup-constant:warmup_iters=3")),
+    ("pipe-sgd-k2-n4.h5", "pipe-sgd-k3-warmup-n3", 3, 8, dict(dependency=3, warmup_epochs=1, batch=128,
+                                                                schedule="warmup-step:warmup_iters=2,milestones=4")),
+    ("d-sync-n2.h5", "d-sync-n3", 3, 6, dict(schedule="warmup-constant:warmup_iters=3")),
+    ("ps-sync-n3.h5", "ps-sync-n4", 4, 6, dict(schedule="warmup-step:warmup_iters=2,milestones=4")),
+    ("daso-2x2-n4.h5", "daso-nesterov-wd-3x2-n6", 6, 12, dict(nesterov=True, weight_decay=0.01, warmup_epochs=0,
+                                                              cooldown_epochs=1, sync_every=4,
+                                                              schedule="warmup-step:warmup_iters=2,milestones=8")),
+    ("daso-2x2-n4.h5", "daso-mxnet-3x1-n3", 3, 14, dict(ranks_per_node=1, momentum_form="mxnet", warmup_epochs=1,
+                                                        cooldown_epochs=0, sync_every=2)),
+    ("pp-asgd-s3-n2.h5", "pp-asgd-g3-s1-n3", 3, 6, dict(threads=3, staleness=1, schedule="warmup-constant:warmup_iters=3")),
+    ("asgd-s3-n2.h5", "asgd-g3-s1-n3", 3, 6, dict(threads=3, staleness=1, schedule="warmup-step:warmup_iters=2,milestones=4")),
+    ("local-sgd-n2.h5", "local-sgd-nesterov-wd-n3", 3, 8, dict(nesterov=True, weight_decay=0.01, sync_every=2)),
+    ("local-sgd-n2.h5", "local-sgd-mxnet-n2", 2, 8, dict(momentum_form="mxnet",
+                                                         schedule="warmup-step:warmup_iters=2,milestones=5")),
+)
+
+
 @functools.lru_cache(maxsize=None)
 def _all():
     codecs = [c for c in options.BY_NAME["compress"].kind.choices if c != "none"]
@@ -78,7 +115,13 @@ def _all():
         opts.setdefault("dtype", "float64")              # refsgd golden's default (refsgd train's is float32)
         bases.append(Configuration(_name(method, file, workers), method, workers, steps, opts["dtype"],
                                    opts.get("compress") or "none", opts, file))
-    out = list(bases)
+    by_file = {c.golden: c for c in bases}
+    variants = []
+    for file, name, workers, steps, changes in VARIANTS:
+        base = by_file[file]
+        opts = {k: v for k, v in dict(base.options, **changes).items() if v is not None}
+        variants.append(dataclasses.replace(base, name=name, workers=workers, steps=steps, options=opts, golden=None))
+    out = bases + variants
     covered = {(c.method, c.workers, c.codec) for c in bases}
     for c in bases:
         if c.codec == "none" and not trace.compressed(c.method, c.options):
@@ -104,10 +147,11 @@ def configurations(include=(), exclude=(), methods=()):
         inc, exc = [re.compile(p) for p in include], [re.compile(p) for p in exclude]
     except re.error as e:
         raise RefsgdError(f"a pattern of --include/--exclude is not a regular expression ({e})") from None
-    unknown = sorted(set(methods) - {c.method for c in _all()})
+    known = list(dict.fromkeys(c.method for c in _all()))
+    unknown = [m for m in methods if m not in known]
     if unknown:
-        raise RefsgdError(f"no configuration of {', '.join(unknown)}; the methods: "
-                          f"{', '.join(sorted({c.method for c in _all()}))}")
+        raise RefsgdError(f"no configuration of {unknown[0]}{did_you_mean(unknown[0], known)}; the methods: "
+                          f"{', '.join(sorted(known))}")
     return [c for c in _all() if (not inc or any(p.search(c.name) for p in inc))
             and not any(p.search(c.name) for p in exc) and (not methods or c.method in methods)]
 
@@ -165,17 +209,20 @@ class Outcome:
 def run(backend, configuration, references, out_path, name=None):
     """Run ``backend`` (a class, or any callable returning a backend) through ``configuration``,
     write its trace to ``out_path`` and compare it with the expected one: an :class:`Outcome`."""
-    instance = backend()
-    if not instance.supports(configuration):
+    name = name or _name_of(backend)
+    instance = instantiate(backend, name)
+    if not declared(instance, name, [configuration], METHODS):
         return Outcome(configuration, NOT_DECLARED)
     s = references.setup(configuration)
     start, t = time.perf_counter(), None
     try:
         instance.setup(s)
-        with trace.Writer(out_path, like=references.path(configuration), source=name or _name_of(backend)) as w:
+        with trace.Writer(out_path, like=references.path(configuration), source=name) as w:
             for t in range(s.steps):
                 losses = instance.step(t, float(w.lr[t]), w.batches[t].copy())
                 w.step(loss=losses, states=_numpy(instance.state()))
+    except (Stopped, KeyboardInterrupt):  # Ctrl-C, SIGTERM: the run is interrupted, the backend did not fail
+        raise
     except Exception as e:  # the backend's own error, or an array of the wrong shape or dtype
         at = "setup" if t is None else f"step {t}"
         return Outcome(configuration, FAIL, f"{at}: {type(e).__name__}: {e}",
@@ -185,7 +232,18 @@ def run(backend, configuration, references, out_path, name=None):
     c = trace.compare(out_path, references.path(configuration), rtol=rtol, atol=atol)
     if c.ok:
         return Outcome(configuration, PASS, lines=c.lines, seconds=seconds)
-    return Outcome(configuration, FAIL, _first(c), c.where, c.lines, seconds)
+    return failed(configuration, c, out_path, references.path(configuration), seconds)
+
+
+def failed(configuration, comparison, mine, expected, seconds=0.0):
+    """The Outcome of a failed comparison of the trace ``mine`` with ``expected``: the first
+    difference named by layer and element, with what refsgd.conformance.diagnose adds."""
+    try:
+        summary, extra = diagnose.lines(mine, expected, *configuration.tolerances, comparison.where)
+    except (OSError, ValueError, KeyError, TypeError, RefsgdError):  # a trace too damaged to say more of
+        summary, extra = None, []
+    return Outcome(configuration, FAIL, summary or _first(comparison), comparison.where, extra + comparison.lines,
+                   seconds)
 
 
 def _name_of(backend):
