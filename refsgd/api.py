@@ -33,6 +33,7 @@ from refsgd.busy import ranks_on_node, set_threads
 from refsgd.comm.link import Link
 from refsgd.files import check_distinct, check_folder, check_output, same_path
 from refsgd.nn import load_model
+from refsgd.options import checks
 from refsgd.optim import parse_schedule  # noqa: F401 -- refsgd golden and the tests call api.parse_schedule
 from refsgd.trace import dataset_sha256
 
@@ -209,7 +210,6 @@ def link_text(cfg, link):
 def method(given, world):
     """The configuration ``given`` resolved (refsgd.options.resolve: the method's defaults) and
     checked (the method's own check); returns it."""
-    from refsgd.algorithms import check  # noqa: PLC0415 mpi4py
     registry.method(given.algo)  # an unknown name: one error with a did-you-mean
     cfg = options.resolve(given)
     if cfg.momentum >= 1:
@@ -217,7 +217,7 @@ def method(given, world):
     if cfg.nesterov and not cfg.momentum:  # checked here, before the first collective
         raise RefsgdError(f"--nesterov needs --momentum > 0 (Nesterov's look-ahead is along the momentum), got "
                           f"momentum {cfg.momentum:g}")
-    check(cfg.algo, cfg, world)
+    checks.check(cfg, world)   # MPI-free: refsgd golden calls this too
     return cfg
 
 
@@ -225,10 +225,11 @@ def prepare(given, comm):
     """Everything that can fail on bad input, done identically on every rank before any
     collective: (the resolved configuration, the method's train function, link, net, data,
     schedule, restorer)."""
-    from refsgd.algorithms import check_sizes, train_of  # noqa: PLC0415 mpi4py
+    from refsgd.algorithms import check_mpi, check_sizes, train_of  # noqa: PLC0415 mpi4py
 
     world = comm.Get_size()
     cfg = method(given, world)
+    check_mpi(cfg.algo, cfg, world)
     m = registry.method(cfg.algo)
     link = None
     if cfg.link is not None:  # --link '' is refused, not taken for no link

@@ -2,9 +2,9 @@
 about a method is here, and every table keyed by a method's name derives from :data:`METHODS`.
 
 A method is its ``--algo`` name, its paper and listing (a section of docs/algorithms.md), its
-``train(run)`` entry point and its serial rendering (dotted paths ``module:function``, so that this
-module imports neither MPI nor NumPy), how many parameter servers it takes, what makes up its
-micro-batches, the options that apply to it, what ``--lr`` multiplies, whether its backward pass
+``train(run)`` entry point, its serial rendering and its own checks of its options (dotted paths
+``module:function``, so that this module imports neither MPI nor NumPy), how many parameter
+servers it takes, what makes up its micro-batches, the options that apply to it, what ``--lr`` multiplies, whether its backward pass
 polls a request in flight, the paper's defaults, its timing model (refsgd.bench.models), its
 timeline schedule (refsgd.timeline.gantt), its colour in figures, and its golden configurations
 (tests/golden). A method that has no timing model or no timeline schedule says why in ``lacks``.
@@ -55,6 +55,7 @@ class Method:
     train: str                      # "module:function", the MPI loop train(run)
     serial: str                     # "module:function", the serial rendering f(net, data, cfg, schedule, N, T)
     colour: str                     # its colour in figures (refsgd report --plot)
+    check: str = None               # "module:function", its own checks of its options f(cfg, world), MPI-free
     servers: int = 0                # leading ranks that are parameter servers (no data)
     micro_batches: str = TAU        # TAU, ONE or THREADS (see above)
     by_gradients: bool = False      # unless --staleness: its iterations consume the gradients that arrived
@@ -159,7 +160,8 @@ _LIST = [
            goldens=(_golden("ssgd-nag-n2.h5", 2, steps=10, tau=1, momentum=0.9, lr=0.002, batch=16,
                             model="digits_tiny", seed=3),)),
     Method("dcs3gd", "DC-S3GD, Rigazzi 2019 Algorithm 1 (eq. 7-12, 17)", "Rigazzi 2019", (_DC, "Algorithm 1"),
-           "refsgd.algorithms.dcs3gd:train", "refsgd.serial.dc:dcs3gd", "#ff7f0e", micro_batches=ONE,
+           "refsgd.algorithms.dcs3gd:train", "refsgd.serial.dc:dcs3gd", "#ff7f0e",
+           check="refsgd.options.checks:dcs3gd", micro_batches=ONE,
            optimizer=("momentum", "weight_decay"), options=("wd_k", "lambda0", "lambda_norm") + _SUMS, polled=True,
            defaults=dict(momentum=0.9),   # Rigazzi 2019: MXNet momentum 0.9
            hint=": its U is MXNet's momentum SGD, v = mu*v - eta*(g + wd*w), as in the paper",
@@ -172,7 +174,8 @@ _LIST = [
                          for tag, norm in (("", {}), ("-tensor", dict(lambda_norm="tensor"))))),
     Method("dcasgd", "DC-ASGD, Zheng et al. 2017, parameter server on rank 0 (the baseline of Rigazzi 2019)",
            "Zheng et al. 2017", (_DC, "DC-ASGD (server S1-S4, workers W1-W3)"),
-           "refsgd.algorithms.dcasgd:train", "refsgd.serial.dc:dcasgd", "#d62728", servers=1, micro_batches=ONE,
+           "refsgd.algorithms.dcasgd:train", "refsgd.serial.dc:dcasgd", "#d62728",
+           check="refsgd.options.checks:dcasgd", servers=1, micro_batches=ONE,
            optimizer=("weight_decay",), options=("dc_lambda", "dc_adaptive", "dc_ms_decay", "ps_order"),
            lr_meaning="eta, times one worker's mean gradient per push (Zheng et al. 2017)",
            no_allreduce="its server applies each worker's gradient in turn, nothing is summed over ranks",
@@ -211,6 +214,7 @@ _LIST = [
     Method("pipe-sgd", "Pipe-SGD, pipelined all-reduce with iteration dependency K and a communication thread, "
            "Li et al. 2018 Algorithm 1", "Li et al. 2018", ("Pipe-SGD", "Algorithm 1"),
            "refsgd.algorithms.pipesgd:train_pipe_sgd", "refsgd.serial.pipesgd:pipe_sgd", "#9467bd",
+           check="refsgd.options.checks:pipe_sgd",
            micro_batches=ONE, options=("dependency", "warmup_epochs", "compress") + _SUMS,
            lr_meaning=_PIPE_LR.format(", Alg. 1"),
            update="fused", 
@@ -225,7 +229,8 @@ _LIST = [
                             model="digits_tiny", seed=9))),
     Method("d-sync", "D-Sync, decentralized synchronous SGD with the summed gradient (Pipe-SGD's baseline)",
            "Li et al. 2018", (_SSGD, "D-Sync (Pipe-SGD's baseline)"),
-           "refsgd.algorithms.pipesgd:train_d_sync", "refsgd.serial.pipesgd:d_sync", "#e377c2", micro_batches=ONE,
+           "refsgd.algorithms.pipesgd:train_d_sync", "refsgd.serial.pipesgd:d_sync", "#e377c2",
+           check="refsgd.options.checks:pipe_sgd", micro_batches=ONE,
            options=("compress",) + _SUMS, lr_meaning=_PIPE_LR.format(""),
            update="fused", 
            timing_model="sequential", timing_text="t_C + T_AR + t_up (Pipe-SGD eq. 2, 5)", schedule="blocking",
@@ -233,7 +238,8 @@ _LIST = [
            goldens=(_golden("d-sync-n2.h5", 2, steps=10, lr=0.05, batch=16, model="digits_tiny", seed=10),)),
     Method("ps-sync", "PS-Sync, synchronous SGD through a parameter server on rank 0 (Pipe-SGD's baseline)",
            "Li et al. 2018", ("Pipe-SGD", "PS-Sync (server S1-S4, workers W1-W3)"),
-           "refsgd.algorithms.pipesgd:train_ps_sync", "refsgd.serial.pipesgd:ps_sync", "#7f7f7f", servers=1,
+           "refsgd.algorithms.pipesgd:train_ps_sync", "refsgd.serial.pipesgd:ps_sync", "#7f7f7f",
+           check="refsgd.options.checks:pipe_sgd", servers=1,
            micro_batches=ONE, lr_meaning=_PIPE_LR.format(""),
            no_allreduce="its server sums the gathered gradients itself, in rank order (the same bits under any "
                         "MPI library)",
@@ -244,7 +250,8 @@ _LIST = [
            goldens=(_golden("ps-sync-n3.h5", 3, steps=10, lr=0.05, batch=16, model="digits_tiny", seed=17),)),
     Method("daso", "DASO, hierarchical syncs with rotating groups, bf16 blocking and eq.-1 stale syncs, "
            "Coquelin et al. 2022 section 3", "Coquelin et al. 2022", ("DASO", "section 3 (no listing)"),
-           "refsgd.algorithms.daso:train", "refsgd.serial.daso:daso", "#8c564b", micro_batches=ONE,
+           "refsgd.algorithms.daso:train", "refsgd.serial.daso:daso", "#8c564b",
+           check="refsgd.options.checks:daso", micro_batches=ONE,
            optimizer=MOMENTUM_U,
            options=("warmup_epochs", "cooldown_epochs", "sync_every", "plateau_patience", "plateau_threshold",
                     "ranks_per_node", "local_link") + _SUMS, polled=True, compressed=True,
@@ -262,6 +269,7 @@ _LIST = [
     Method("pp-asgd", "PP-ASGD, gradient threads and an update thread, parameter prediction (eq. 2), Sato et al. "
            "2017 Algorithms 1-3", "Sato et al. 2017", ("PP-ASGD", "Algorithms 1-3"),
            "refsgd.algorithms.ppasgd:train_pp_asgd", "refsgd.serial.ppasgd:pp_asgd", "#c51b7d",
+           check="refsgd.options.checks:pp_asgd",
            micro_batches=THREADS, by_gradients=True, optimizer=("momentum",),
            options=("threads", "staleness") + _SUMS, lr_of_sum=True, lr_meaning=_SATO_LR, defaults=_SATO,
            lacks={"timing_model": _ASYNC, "schedule": _NO_DRAWING}, example=("--threads", "2"),
@@ -270,6 +278,7 @@ _LIST = [
     Method("asgd", "naive ASGD, PP-ASGD without the prediction (w^ <- w), Sato et al. 2017's baseline",
            "Sato et al. 2017", ("PP-ASGD", "Algorithms 1-3 without eq. 2"),
            "refsgd.algorithms.ppasgd:train_asgd", "refsgd.serial.ppasgd:asgd", "#f0a030",
+           check="refsgd.options.checks:pp_asgd",
            micro_batches=THREADS, by_gradients=True, optimizer=("momentum",),
            options=("threads", "staleness") + _SUMS, lr_of_sum=True, lr_meaning=_SATO_LR, defaults=_SATO,
            lacks={"timing_model": _ASYNC, "schedule": _NO_DRAWING}, example=("--threads", "2"),
@@ -277,7 +286,8 @@ _LIST = [
                             model="digits_tiny", seed=14),)),
     Method("local-sgd", "Local SGD, H local steps per worker, then the models averaged by one all-reduce, "
            "Lin et al. 2020 Algorithm 1", "Lin et al. 2020", ("Local SGD", "Algorithm 1"),
-           "refsgd.algorithms.localsgd:train", "refsgd.serial.localsgd:local_sgd", "#6b8e23", micro_batches=ONE,
+           "refsgd.algorithms.localsgd:train", "refsgd.serial.localsgd:local_sgd", "#6b8e23",
+           check="refsgd.options.checks:local_sgd", micro_batches=ONE,
            optimizer=MOMENTUM_U, options=("sync_every",) + _SUMS,
            option_help=dict(sync_every="H, the local steps of each worker between two averages of the models "
                                        "(default 4)"),

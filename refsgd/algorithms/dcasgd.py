@@ -48,18 +48,6 @@ PUSH, PULL = 11, 12
 EPS = 1e-7
 
 
-def check(args, world):
-    if world < 2:
-        raise RefsgdError("dcasgd needs a server and at least one worker: run it with mpiexec -n 2 or more")
-    if args.tau != 1:
-        raise RefsgdError("dcasgd pushes one micro-batch's gradient per iteration (--tau 1)")
-    if args.momentum or args.nesterov:
-        raise RefsgdError("dcasgd's update has no momentum (--momentum 0)")
-    decay = args.dc_ms_decay
-    if not 0 <= decay < 1:
-        raise RefsgdError(f"--dc-ms-decay is the decay m of MeanSquare and must be in [0, 1), got {decay:g}")
-
-
 def train(run):
     comm, c = run.comm, run.cfg
     M = run.world - 1                                     # workers

@@ -63,13 +63,6 @@ from refsgd.errors import RefsgdError
 from refsgd.optim import decay_mask
 
 
-def check(args, world):
-    if args.tau != 1:
-        raise RefsgdError("dcs3gd takes one micro-batch per iteration (--tau 1): the paper does not accumulate")
-    if args.nesterov:
-        raise RefsgdError("dcs3gd uses momentum SGD in MXNet's form; --nesterov does not apply")
-
-
 def train(run):
     comm, N = run.comm, run.world
     lambda0, mu = run.cfg.lambda0, run.cfg.momentum

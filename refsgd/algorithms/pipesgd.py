@@ -124,18 +124,9 @@ from refsgd.optim import fused_step
 
 
 def check(args, world):
-    """The options of pipe-sgd, d-sync and ps-sync beyond those refsgd.options refuses (every rank,
-    before the first collective)."""
-    algo = args.algo
-    if args.tau != 1:
-        raise RefsgdError(f"--algo {algo} takes one batch per iteration (--tau 1), as the paper's listing")
-    if algo == "ps-sync":
-        if world < 2:
-            raise RefsgdError("ps-sync needs a server and at least one worker: run it with mpiexec -n 2 or more")
-        if args.compress != "none":
-            raise RefsgdError("--compress applies to the all-reduce of pipe-sgd and d-sync; ps-sync sends "
-                              "uncompressed gradients, as in the paper")
-    if algo == "pipe-sgd" and MPI.Is_initialized() and MPI.Query_thread() < MPI.THREAD_MULTIPLE:
+    """What only an MPI run can check (every rank, before the first collective); the options'
+    checks are refsgd.options.checks.pipe_sgd."""
+    if args.algo == "pipe-sgd" and MPI.Is_initialized() and MPI.Query_thread() < MPI.THREAD_MULTIPLE:
         levels = {MPI.THREAD_SINGLE: "single", MPI.THREAD_FUNNELED: "funneled", MPI.THREAD_SERIALIZED: "serialized"}
         raise RefsgdError("pipe-sgd calls MPI from two threads and needs MPI_THREAD_MULTIPLE, but the MPI library "
                           f"provides only MPI_THREAD_{levels.get(MPI.Query_thread(), '?').upper()} (unset "

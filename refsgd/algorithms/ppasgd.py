@@ -109,19 +109,16 @@ from mpi4py import MPI
 
 from refsgd.errors import RankFailure, RefsgdError
 from refsgd.nn.network import model_copies
-from refsgd.optim import momentum_predict
+from refsgd.datasets.sampler import thread_randpick as randpick
+from refsgd.optim import horizon, momentum_predict
 from refsgd.run import prompt_handover
 
 
 def check(args, world):
-    """The options of pp-asgd and asgd beyond those refsgd.options refuses (every rank, before
-    the first collective)."""
-    algo = args.algo
-    if args.tau != 1:
-        raise RefsgdError(f"--algo {algo}: each gradient thread takes sub-batches of --batch samples; "
-                          "--tau does not apply (use --threads)")
+    """What only an MPI run can check (every rank, before the first collective); the options'
+    checks are refsgd.options.checks.pp_asgd."""
     if MPI.Is_initialized() and MPI.Query_thread() < MPI.THREAD_FUNNELED:
-        raise RefsgdError(f"{algo} runs gradient threads beside the thread that calls MPI and needs at least "
+        raise RefsgdError(f"{args.algo} runs gradient threads beside the thread that calls MPI and needs at least "
                           "MPI_THREAD_FUNNELED (unset MPI4PY_RC_THREAD_LEVEL)")
 
 
@@ -163,16 +160,6 @@ def train_pp_asgd(run):
 
 def train_asgd(run):
     return train(run, predict=False)
-
-
-def randpick(seed, rank, thread, j, n, b):
-    """Sub-batch j of gradient thread ``thread`` of ``rank``: b indices in [0, n), with replacement."""
-    return np.random.default_rng([seed, rank, thread, j]).integers(0, n, b)
-
-
-def horizon(mu, S):
-    """sum_{s=1}^{S+1} mu^s, the coefficient of M in f_S (eq. 2)."""
-    return float(sum(mu ** s for s in range(1, S + 2)))
 
 
 def _update(run, t, w, M, w_hat, D_L, D_A, mu, S, predict):

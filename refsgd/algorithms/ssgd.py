@@ -53,7 +53,7 @@ Deviations and readings:
   synchronous method uses (:func:`refsgd.datasets.epoch_batches`: each epoch one permutation
   of the training set, split into disjoint shards of the ranks; without replacement), not
   Algorithm 3's randpick (each sample drawn at random, with replacement; PP-ASGD's
-  :func:`refsgd.algorithms.ppasgd.randpick`), so that SSGD-NAG sees the data SSGD sees; an
+  :func:`refsgd.datasets.sampler.thread_randpick`), so that SSGD-NAG sees the data SSGD sees; an
   epoch is every sample once.
 * SSGD-NAG's lambda (``--lr``) multiplies a *sum* over all samples of all workers, as in the
   paper; lambda = eta / (N * tau * batch) gives the step of mean-gradient SGD with rate eta.

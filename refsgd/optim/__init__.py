@@ -56,6 +56,7 @@ from .sgd import (  # noqa: F401
     decay_mask,
     SGD,
     momentum_predict,
+    horizon,
     fused_step,
 )
 from .schedules import (  # noqa: F401

@@ -276,6 +276,11 @@ def momentum_predict(w, M, w_hat, D, lam, mu, h=None):
     _momentum_predict(w, M, w_hat, D, t(lam), t(mu), t(0 if h is None else h), h is not None)
 
 
+def horizon(mu, S):
+    """sum_{s=1}^{S+1} mu^s, the coefficient of M in PP-ASGD's f_S (Sato et al. 2017, eq. 2)."""
+    return float(sum(mu ** s for s in range(1, S + 2)))
+
+
 @nb.njit(cache=True, nogil=True)
 def _momentum_predict(w, M, w_hat, D, lam, mu, h, predict):
     for j in range(w.size):
