@@ -76,6 +76,7 @@ def _run(given, comm, log):
     from mpi4py import MPI  # noqa: PLC0415 mpi4py
 
     from refsgd.comm.linkcomm import Traffic, wrap  # noqa: PLC0415 mpi4py
+    from refsgd.algorithms import warm_of  # noqa: PLC0415 mpi4py
     from refsgd.run import build_run  # noqa: PLC0415 mpi4py
 
     world_comm = MPI.COMM_WORLD if comm is None else comm
@@ -97,7 +98,8 @@ def _run(given, comm, log):
     comm = wrap(world_comm, link, traffic=Traffic())  # delayed by --link if given, its payload counted
     recorded = options.config(cfg)
     ckpt = (cfg.checkpoint, cfg.checkpoint_every, recorded, cfg.keep_checkpoints) if cfg.checkpoint else None
-    r = build_run(cfg, comm, net=net, data=data, schedule=schedule, log=say, restorer=restorer, checkpoint=ckpt)
+    r = build_run(cfg, comm, net=net, data=data, schedule=schedule, log=say, restorer=restorer, checkpoint=ckpt,
+                  warm=warm_of(cfg.algo))
     for line in header(cfg, r, net, data, schedule, link, threads):
         r.log(line)
     crowded = busy.note(load_before, ranks_on_node(world_comm), threads, world=world_comm.Get_size())

@@ -25,6 +25,12 @@ def _module(name):
     return importlib.import_module(registry.method(name).train.partition(":")[0])
 
 
+def warm_of(name):
+    """The warm-up of method ``name``'s own kernels, ``warm(dtype)`` of its module (None where it
+    has none): the Run calls it before its clock starts, with refsgd.optim.warm."""
+    return getattr(_module(name), "warm", None)
+
+
 def check(name, cfg, world):
     """Every check of method ``name``'s options before the first collective: its own
     (refsgd.options.checks, MPI-free, as refsgd golden does them) and :func:`check_mpi`."""

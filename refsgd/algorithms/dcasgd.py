@@ -150,3 +150,11 @@ def _compensated(w, g, w_bak, eta, lam, wd, decayed):
             s = s + (wd[0] if one_wd else wd[j]) * w[j]
         s = s + (lam[0] if one_lam else lam[j]) * g[j] * g[j] * (w[j] - w_bak[j])
         w[j] = w[j] - eta * s
+
+
+def warm(dtype):
+    """S2's kernels called once on one-element vectors of ``dtype``, before the run's clock starts
+    (the typing of a kernel's first call stays out of the update: refsgd.optim.warm)."""
+    one = np.ones(1, dtype)
+    adaptive_lambda(one.copy(), one, 0.5, 1.0, one.copy())
+    compensated_step(one.copy(), one, one.copy(), 1.0, 1.0, 0.0, False)

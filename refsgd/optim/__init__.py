@@ -57,6 +57,7 @@ from .sgd import (  # noqa: F401
     SGD,
     momentum_predict,
     horizon,
+    warm,
     fused_step,
 )
 from .schedules import (  # noqa: F401

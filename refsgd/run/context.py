@@ -17,6 +17,7 @@ from refsgd.errors import RankFailure, RefsgdError
 from refsgd import failure, timeline
 from refsgd.comm import codecs
 from refsgd.datasets import epoch_batches
+from refsgd import optim
 from refsgd.optim import SGD
 
 from .timing import Timing, _CompileClock, prompt_handover, _LayerSpans, _link_observed, _test_all, _union_length
@@ -26,8 +27,9 @@ from .progress import Progress
 
 class Run(Timing, Bookkeeping):
     def __init__(self, comm, net, data, cfg, schedule, log=print, restorer=None, checkpoint=None, servers=0,
-                 by_gradients=False):
+                 by_gradients=False, warm=None):
         self.comm = comm
+        self._warm_kernels = warm   # the method's own kernels' warm-up, warm(dtype) (refsgd.algorithms.warm_of)
         # bookkeeping collectives go around the emulated link and the traffic counter
         self.control_comm = MPI.Intracomm(comm) if type(comm) is not MPI.Intracomm else comm
         self.traffic = getattr(comm, "traffic", None)
@@ -440,11 +442,16 @@ class Run(Timing, Bookkeeping):
 
     def _warm_up(self):
         """Before the loop: the network's kernels called once (compiled on a first run, else
-        loaded from Numba's cache), so that the first iteration's compute is real. Its seconds,
-        and those of the method's set-up, are the first iteration's ``compile``, outside every
-        time."""
+        loaded from Numba's cache), so that the first iteration's compute is real, and the
+        update kernels (the local optimizer's, refsgd.optim.warm, and the method's own), so that
+        no update holds the typing of a kernel's first call (about 1 ms; no Numba event covers
+        it). Its seconds, and those of the method's set-up, are the first iteration's
+        ``compile``, outside every time."""
         w0 = self.net.init_params(0)
         self.net.loss_and_grad(w0, self.data.x_train[:2], self.data.y_train[:2], out=np.empty_like(w0))
+        optim.warm(w0.dtype)
+        if self._warm_kernels is not None:
+            self._warm_kernels(w0.dtype)
         # the ranks start the loop together: one that compiled less waits here for the others,
         # not in the first iteration's collective (the status line would count that wait)
         self.control_comm.Barrier()

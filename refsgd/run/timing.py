@@ -11,7 +11,6 @@ import time
 import numpy as np
 from mpi4py import MPI
 from numba.core import event
-from numba.core.dispatcher import Dispatcher
 
 from refsgd.comm import codecs, linkcomm
 from refsgd.comm.linkcomm import waitall  # plain requests too; honours emulated deadlines
@@ -243,32 +242,6 @@ class Timing:
         return self._less_compiling(t1 - t0, c0)
 
 
-#: the event of a kernel's first call with new argument types (:func:`_announce_first_calls`)
-FIRST_CALL = "refsgd:first_call"
-
-
-def _announce_first_calls():
-    """Wrap Numba's slow path of a call in the event :data:`FIRST_CALL`, once per process.
-
-    A kernel's first call with new argument types leaves Numba's compiled fast path for
-    ``Dispatcher._compile_for_args``: it types each argument in Python, then compiles the kernel
-    or loads it from the cache under the compiler lock. The typing, outside the lock, took about
-    1 ms a kernel here (10 arguments; more under load), and fell in whatever the run was timing:
-    ssgd's first update was 1.2 ms against a median of 0.04 ms. Numba announces no event for
-    the slow path, so this wrapper does; later calls never take it (0 cost)."""
-    original = Dispatcher._compile_for_args
-    if getattr(original, "announces_first_calls", False):
-        return
-
-    @functools.wraps(original)
-    def first_call(self, *args, **kws):
-        with event.trigger_event(FIRST_CALL):
-            return original(self, *args, **kws)
-
-    first_call.announces_first_calls = True
-    Dispatcher._compile_for_args = first_call
-
-
 class _CompileClock:
     """Seconds of Numba's one-off work on a kernel's first call in a process, per thread:
     compiling it (the first run after an install or a change, seconds per kernel) or loading it
@@ -276,8 +249,9 @@ class _CompileClock:
     another thread that does. Numba holds its compiler lock for all of that and announces it
     (the event ``numba:compiler_lock``, from before it waits for the lock to after it lets go);
     its ``numba:compile`` covers only the compiling, not the cache, and was all this clock
-    counted before. The typing of the first call's arguments, before the lock, is counted too
-    (the event :data:`FIRST_CALL`, which holds the lock's: nested events count once). The run's
+    counted before. The typing of a first call's arguments, before the lock (about 1 ms a
+    kernel), has no event: the Run calls its update kernels before its clock starts
+    (:meth:`refsgd.run.Run._warm_up`), so that no timed update holds it. The run's
     timers take this thread's seconds out of what they time (``mine()`` before and after).
     ``announce``: called once, before the first kernel is compiled (not loaded), so that a first
     run says what it waits for. Listens while registered (``with clock:``, or for good with
@@ -322,9 +296,7 @@ class _CompileClock:
                 pass
 
         self._event = event
-        _announce_first_calls()
-        listener = Listener()
-        self._listeners = (("numba:compiler_lock", listener), (FIRST_CALL, listener), ("numba:compile", Compiling()))
+        self._listeners = (("numba:compiler_lock", Listener()), ("numba:compile", Compiling()))
         self._lock = threading.Lock()
         self._depth, self._since = {}, {}
         #: ``local.seconds``: the calling thread's compiling so far (a thread-local: a timing point
