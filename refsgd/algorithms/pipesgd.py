@@ -271,7 +271,7 @@ def train_ps_sync(run):
             with run.idle("S1 MPI_Gather(g_m)"):
                 comm.Gather(nothing, G, root=0)
             # S2: g_sum <- sum over workers m = 1..P-1 (in rank order)
-            with run.span("update", "S2 g_sum <- g_1 + ... + g_{N-1}"):
+            with run.update("S2 g_sum <- g_1 + ... + g_{N-1}"):
                 np.copyto(g_sum, G[1])
                 for m in range(2, P):
                     g_sum += G[m]

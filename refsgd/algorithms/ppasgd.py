@@ -196,7 +196,7 @@ def _deterministic(run, w, M, w_hat, D_L, D_A, G, mu, b, n, S, predict):
             run.trace_batches(idx)
             run.add_loss(sum(losses), G)
             # L3: D_L <- D_1 + ... + D_G;  L4: D_g <- 0
-            with run.span("update", "L3 D_L <- D_1 + ... + D_G"):
+            with run.update("L3 D_L <- D_1 + ... + D_G"):
                 np.copyto(D_L, D[0])
                 for g in range(1, G):
                     D_L += D[g]
@@ -285,7 +285,7 @@ def _threaded(run, w, M, w_hat, D_L, D_A, G, mu, b, n, predict):
                 # L3: D_L <- D_1 + ... + D_G;  L4: D_1, ..., D_G <- 0 (each taken by a swap under its lock)
                 count = vsum = 0
                 loss = 0.0
-                with run.span("update", "L3 D_L <- D_1 + ... + D_G, L4 D_g <- 0"):
+                with run.update("L3 D_L <- D_1 + ... + D_G, L4 D_g <- 0"):
                     D_L[...] = 0
                     for g in range(G):
                         with sh.locks[g]:

@@ -20,12 +20,13 @@ from refsgd.datasets import epoch_batches
 from refsgd import optim
 from refsgd.optim import SGD
 
+from .collectives import Collectives
 from .timing import Timing, _CompileClock, prompt_handover, _LayerSpans, _link_observed, _test_all, _union_length
 from .bookkeeping import Bookkeeping, FIELDS, eval_schedule
 from .progress import Progress
 
 
-class Run(Timing, Bookkeeping):
+class Run(Timing, Collectives, Bookkeeping):
     def __init__(self, comm, net, data, cfg, schedule, log=print, restorer=None, checkpoint=None, servers=0,
                  by_gradients=False, warm=None):
         self.comm = comm
