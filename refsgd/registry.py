@@ -118,6 +118,8 @@ def _golden(file, workers, **options):
 
 _SSGD = "SSGD, SSGD-OPT, D-Sync and SSGD-NAG"
 _DC = "DC-S3GD and DC-ASGD"
+_SATO_HELP = dict(batch="each gradient thread's sub-batch",
+                  threads="each adding the summed gradient of its sub-batches of --batch samples (default 2)")
 _SATO = dict(momentum=0.99, lr=3e-6, batch=8)   # Sato et al. 2017: mu = 0.99, lambda times a sum of gradients
 _SATO_LR = "lambda, times the sum of the gradients over samples, sub-batches and processes (Sato Alg. 1)"
 _PIPE_LR = "gamma, times the sum over workers of their mean gradients (Li et al. 2018{})"
@@ -153,6 +155,8 @@ _LIST = [
            lr_of_sum=True,
            lr_meaning="lambda, times the sum of the gradients over samples, sub-batches and workers (Sato Alg. 4)",
            defaults=dict(momentum=0.99, lr=2e-5),
+           option_help=dict(threads="the G sub-batches of a step, computed by G threads (the same as --tau G; "
+                                    "default 1)"),
            hint=": its update is M = mu*M - lambda*D_A, w = w + M, w^ = w + mu*M (Sato Alg. 4)",
            update="predict", 
            timing_model="sequential", timing_text="tau t_C + T_AR + t_up (Sato Alg. 4)", schedule="blocking",
@@ -217,6 +221,8 @@ _LIST = [
            check="refsgd.options.checks:pipe_sgd",
            micro_batches=ONE, options=("dependency", "warmup_epochs", "compress") + _SUMS,
            lr_meaning=_PIPE_LR.format(", Alg. 1"),
+           option_help=dict(warmup_epochs="with dependency 1 (D-Sync), as the paper trains AlexNet and ResNet "
+                                          "(default 0)"),
            update="fused", 
            timing_model="pipelined", timing_text="max(t_up + t_C, T_AR), K = 2 (Pipe-SGD eq. 4, 5; one core per "
                                                  "rank: max(t_up + t_C + R, T_AR))",
@@ -257,7 +263,8 @@ _LIST = [
                     "ranks_per_node", "local_link") + _SUMS, polled=True, compressed=True,
            defaults=dict(warmup_epochs=1),   # Coquelin et al. 2022: one epoch of blocking syncs
            option_help=dict(sync_every="B_max, B when cycling starts; the wait W starts at max(1, B/4), and both "
-                                       "halve at each plateau (default 4, the paper's)"),
+                                       "halve at each plateau (default 4, the paper's)",
+                            warmup_epochs="sync globally every batch, blocking"),
            hint=": its blocking global syncs carry bf16 and its cycling syncs float32, by the method",
            update="U/N, merge/B", 
            timing_model="hierarchical",
@@ -272,6 +279,7 @@ _LIST = [
            check="refsgd.options.checks:pp_asgd",
            micro_batches=THREADS, by_gradients=True, optimizer=("momentum",),
            options=("threads", "staleness") + _SUMS, lr_of_sum=True, lr_meaning=_SATO_LR, defaults=_SATO,
+           option_help=_SATO_HELP,
            lacks={"timing_model": _ASYNC, "schedule": _NO_DRAWING}, example=("--threads", "2"),
            goldens=(_golden("pp-asgd-s3-n2.h5", 2, threads=2, staleness=3, steps=12, momentum=0.9, lr=0.002, batch=8,
                             model="digits_tiny", seed=13),)),
@@ -281,6 +289,7 @@ _LIST = [
            check="refsgd.options.checks:pp_asgd",
            micro_batches=THREADS, by_gradients=True, optimizer=("momentum",),
            options=("threads", "staleness") + _SUMS, lr_of_sum=True, lr_meaning=_SATO_LR, defaults=_SATO,
+           option_help=_SATO_HELP,
            lacks={"timing_model": _ASYNC, "schedule": _NO_DRAWING}, example=("--threads", "2"),
            goldens=(_golden("asgd-s3-n2.h5", 2, threads=2, staleness=3, steps=12, momentum=0.9, lr=0.002, batch=8,
                             model="digits_tiny", seed=14),)),
