@@ -34,7 +34,7 @@ from refsgd.comm.link import Link
 from refsgd.files import check_distinct, check_folder, check_output, same_path
 from refsgd.nn import load_model
 from refsgd.options import checks
-from refsgd.optim import parse_schedule  # noqa: F401 -- refsgd golden and the tests call api.parse_schedule
+from refsgd.optim import parse_schedule
 from refsgd.trace import dataset_sha256
 
 # Imported inside the functions below, never here (noqa "mpi4py"): mpi4py.MPI and the modules that

@@ -10,10 +10,7 @@ import importlib
 
 from refsgd import registry
 from refsgd.nn.network import model_copies
-from refsgd.options import APPLIES, checks
-
-#: methods whose blocking all-reduce of gradients can carry a compressed wire format (--compress)
-COMPRESSIBLE = tuple(name for name, keys in APPLIES.items() if "compress" in keys)
+from refsgd.options import checks
 
 
 def train_of(name):

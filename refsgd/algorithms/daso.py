@@ -92,7 +92,6 @@ import numba as nb
 import numpy as np
 from mpi4py import MPI
 
-from refsgd.errors import RefsgdError
 from refsgd.comm import codecs
 from refsgd.comm.link import Link
 from refsgd.comm.topology import Topology

@@ -41,7 +41,6 @@ import numba as nb
 import numpy as np
 from mpi4py import MPI
 
-from refsgd.errors import RefsgdError
 from refsgd.optim import decay_mask
 
 PUSH, PULL = 11, 12
@@ -95,7 +94,7 @@ def train(run):
     else:
         # ---------------------------------------------------------------- a worker
         g = np.empty_like(w)
-        for t in run.iterations():
+        for _ in run.iterations():
             # W1: g_m <- grad at w                                          (compute)
             run.grad(w, g, label="W1 g_m <- grad at w")
             # W2: push g_m

@@ -59,7 +59,6 @@ Deviations and readings:
 import numba as nb
 import numpy as np
 
-from refsgd.errors import RefsgdError
 from refsgd.optim import decay_mask
 
 

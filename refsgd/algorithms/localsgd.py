@@ -37,7 +37,6 @@ Deviations and readings:
 
 import numpy as np
 
-from refsgd.errors import RefsgdError
 
 
 def train(run):

@@ -284,7 +284,7 @@ def train_ps_sync(run):
     else:
         # ---------------------------------------------------------------- a worker
         g = np.empty_like(w)
-        for t in run.iterations():
+        for _ in run.iterations():
             # W1: g_m <- grad at w                                         (compute)
             run.grad(w, g, label="W1 g_m <- grad at w")
             # W2: push g_m to the server

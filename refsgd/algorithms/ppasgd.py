@@ -198,7 +198,7 @@ def _deterministic(run, w, M, w_hat, D_L, D_A, G, mu, b, n, S, predict):
             at = hist[max(t - S, 0) % (S + 1)]     # overwritten only after the threads are done
             # Algorithm 3, one pass of each thread g: G3 randpick, G6 w_l <- w^, G7 D_g <- ...
             # (the update thread's wait for them is its compute)
-            idx, losses = zip(*run.in_threads(pool, lambda g: grad(g, t, at), G, "wait for D_1..D_G"))
+            idx, losses = zip(*run.in_threads(pool, lambda g: grad(g, t, at), G, "wait for D_1..D_G"))  # noqa: B023 called within this iteration
             run.trace_batches(idx)
             run.add_loss(sum(losses), G)
             # L3: D_L <- D_1 + ... + D_G;  L4: D_g <- 0

@@ -69,7 +69,7 @@ class Run(Timing, Collectives, Bookkeeping):
         self.total = (None if self.budget is not None else cfg.iterations if cfg.iterations
                       else cfg.epochs * self.iters_per_epoch)
         self.t = 0
-        self._first, self.iterations_run = 0, 0
+        self._first = 0
         self.wall = 0.0
         # the processes that made this trajectory: [{"iterations": [first, last], "wall_seconds"}]
         self.segments = []
@@ -438,7 +438,6 @@ class Run(Timing, Collectives, Bookkeeping):
             progress.close()
             self._bar = None
         self.wall = segment["wall_seconds"] = time.perf_counter() - start
-        self.iterations_run = ran
         tl.align(self.control_comm, "end")    # the clocks' drift over the loop
 
     def _warm_up(self):

@@ -66,7 +66,7 @@ def daso(net, data, cfg, schedule, N, T):
         X[p * G:(p + 1) * G] = X[i]
 
     for t in range(T):
-        phases.begin(t, lambda: epoch_loss([out["loss"][t - ipe:t, i] for i in range(N)]))
+        phases.begin(t, lambda: epoch_loss([out["loss"][t - ipe:t, i] for i in range(N)]))  # noqa: B023 called within this iteration
         grads = _grads_at(net, stream, X, t, 1, out["batches"], out["loss"])
         for p in range(P):
             gbar = ring_sum(grads[p * G:(p + 1) * G]) / G      # the node's ring, local rank order

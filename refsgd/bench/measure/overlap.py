@@ -255,8 +255,8 @@ def overlap(comm, args):
             with codecs.get(name).open() as wire:
                 send, recv = wire.buffers(n)
                 codecs.get(name).encode(np.ones(n, np.float32), send)
-                measured = timed_collective(lcomm, lambda: wire.allreduce_wire(lcomm, send, recv), 10)[0] \
-                    if P > 1 else 0.0
+                measured = (timed_collective(lcomm, lambda: wire.allreduce_wire(lcomm, send, recv), 10)[0]  # noqa: B023 called within this iteration
+                            if P > 1 else 0.0)
             X = 0.0 if link is None else link.time(ring["wire_bytes"], P)
             holds[name] = dict(measured=measured, transfer=X, r_op=ring["r_op"], c_ring=ring["c_ring"],
                                model=max(X + ring["r_op"], ring["c_ring"]), before=max(X, ring["c_ring"]))
