@@ -79,6 +79,7 @@ class Method:
     schedule: str = None            # its timeline schedule (refsgd.timeline.gantt): blocking, lagged, pipelined
     example: tuple = ()             # options of a short 2-rank run whose --timeline window communicates
     goldens: tuple = ()             # Golden files of tests/golden
+    variant: dict = dataclasses.field(default_factory=dict)  # its choices in a train(run) that several methods share
     lacks: dict = dataclasses.field(default_factory=dict)  # piece ("timing_model", "schedule") -> why it has none
 
     @property
@@ -202,6 +203,7 @@ _LIST = [
     Method("laga-sgdm", "LAGA-SGDM, LAGA with momentum, Hakimi et al. 2021 Algorithm 4", "Hakimi et al. 2021",
            ("LAGA", "Algorithm 4"), "refsgd.algorithms.laga:train", "refsgd.serial.laga:laga_sgdm",
            "#7fbf3f", optimizer=("momentum", "weight_decay"), options=_SUMS, polled=True,
+           variant=dict(momentum=True),
            defaults=dict(momentum=0.9),   # Hakimi et al. 2021: gamma = 0.9
            update="1/N, U",
            timing_model="overlapped", timing_text="max(tau t_C + R, T_AR) + t_up (LAGA eq. 6)", schedule="lagged",
@@ -211,6 +213,7 @@ _LIST = [
            "Algorithm 5", "Hakimi et al. 2021", ("LAGA", "Algorithm 5"),
            "refsgd.algorithms.laga:train", "refsgd.serial.laga:laga_sgdn", "#bcbd22",
            optimizer=("momentum", "weight_decay"), options=_SUMS, polled=True, defaults=dict(momentum=0.9),
+           variant=dict(momentum=True, nesterov=True),
            update="1/N, U Nesterov",
            timing_model="overlapped", timing_text="max(tau t_C + R, T_AR) + t_up (LAGA eq. 6)", schedule="lagged",
            goldens=(_golden("laga-sgdn-n4.h5", 4, steps=10, tau=2, momentum=0.9, lr=0.1, weight_decay=0.001,
