@@ -84,9 +84,9 @@ def _run_method(comm, cfg, net, data, schedule, skip, spans=None):
     iteration, mean over the workers (a parameter server's ranks left out), and the spread of
     the iteration times. ``spans`` (a list), with --timeline: gets the spans this rank recorded
     per iteration of the window."""
-    from refsgd.algorithms import train_of  # noqa: PLC0415 mpi4py: the methods and the Run import mpi4py.MPI
+    from refsgd.algorithms import train_of, warm_of  # noqa: PLC0415 mpi4py: the methods and the Run import mpi4py.MPI
     from refsgd.run import build_run  # noqa: PLC0415 mpi4py
-    run = build_run(cfg, comm, net=net, data=data, schedule=schedule, log=lambda *a: None)
+    run = build_run(cfg, comm, net=net, data=data, schedule=schedule, log=lambda *a: None, warm=warm_of(cfg.algo))
     train_of(cfg.algo)(run)
     run.final_model()
     if spans is not None and run.timeline.enabled:
