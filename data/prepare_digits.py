@@ -27,7 +27,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 N_TEST = 297
 
 
-def main(out=os.path.join(HERE, "digits.h5")):
+def main(out=os.path.join(HERE, "digits.h5")):  # noqa: B008 a constant path, computed once
     bunch = load_digits()
     images = np.asarray(bunch.images)
     labels = np.asarray(bunch.target, dtype=np.int64)

@@ -33,7 +33,8 @@ from refsgd.busy import ranks_on_node, set_threads
 from refsgd.comm.link import Link
 from refsgd.files import check_distinct, check_folder, check_output, same_path
 from refsgd.nn import load_model
-from refsgd.optim import parse_schedule  # noqa: F401 -- refsgd golden and the tests call api.parse_schedule
+from refsgd.options import checks
+from refsgd.optim import parse_schedule
 from refsgd.trace import dataset_sha256
 
 # Imported inside the functions below, never here (noqa "mpi4py"): mpi4py.MPI and the modules that
@@ -75,6 +76,7 @@ def _run(given, comm, log):
     from mpi4py import MPI  # noqa: PLC0415 mpi4py
 
     from refsgd.comm.linkcomm import Traffic, wrap  # noqa: PLC0415 mpi4py
+    from refsgd.algorithms import warm_of  # noqa: PLC0415 mpi4py
     from refsgd.run import build_run  # noqa: PLC0415 mpi4py
 
     world_comm = MPI.COMM_WORLD if comm is None else comm
@@ -96,7 +98,8 @@ def _run(given, comm, log):
     comm = wrap(world_comm, link, traffic=Traffic())  # delayed by --link if given, its payload counted
     recorded = options.config(cfg)
     ckpt = (cfg.checkpoint, cfg.checkpoint_every, recorded, cfg.keep_checkpoints) if cfg.checkpoint else None
-    r = build_run(cfg, comm, net=net, data=data, schedule=schedule, log=say, restorer=restorer, checkpoint=ckpt)
+    r = build_run(cfg, comm, net=net, data=data, schedule=schedule, log=say, restorer=restorer, checkpoint=ckpt,
+                  warm=warm_of(cfg.algo))
     for line in header(cfg, r, net, data, schedule, link, threads):
         r.log(line)
     crowded = busy.note(load_before, ranks_on_node(world_comm), threads, world=world_comm.Get_size())
@@ -209,7 +212,6 @@ def link_text(cfg, link):
 def method(given, world):
     """The configuration ``given`` resolved (refsgd.options.resolve: the method's defaults) and
     checked (the method's own check); returns it."""
-    from refsgd.algorithms import check  # noqa: PLC0415 mpi4py
     registry.method(given.algo)  # an unknown name: one error with a did-you-mean
     cfg = options.resolve(given)
     if cfg.momentum >= 1:
@@ -217,7 +219,7 @@ def method(given, world):
     if cfg.nesterov and not cfg.momentum:  # checked here, before the first collective
         raise RefsgdError(f"--nesterov needs --momentum > 0 (Nesterov's look-ahead is along the momentum), got "
                           f"momentum {cfg.momentum:g}")
-    check(cfg.algo, cfg, world)
+    checks.check(cfg, world)   # MPI-free: refsgd golden calls this too
     return cfg
 
 
@@ -225,10 +227,11 @@ def prepare(given, comm):
     """Everything that can fail on bad input, done identically on every rank before any
     collective: (the resolved configuration, the method's train function, link, net, data,
     schedule, restorer)."""
-    from refsgd.algorithms import check_sizes, train_of  # noqa: PLC0415 mpi4py
+    from refsgd.algorithms import check_mpi, check_sizes, train_of  # noqa: PLC0415 mpi4py
 
     world = comm.Get_size()
     cfg = method(given, world)
+    check_mpi(cfg.algo, cfg, world)
     m = registry.method(cfg.algo)
     link = None
     if cfg.link is not None:  # --link '' is refused, not taken for no link

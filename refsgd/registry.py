@@ -2,10 +2,10 @@
 about a method is here, and every table keyed by a method's name derives from :data:`METHODS`.
 
 A method is its ``--algo`` name, its paper and listing (a section of docs/algorithms.md), its
-``train(run)`` entry point and its serial rendering (dotted paths ``module:function``, so that this
-module imports neither MPI nor NumPy), how many parameter servers it takes, what makes up its
-micro-batches, the options that apply to it, what ``--lr`` multiplies, whether its backward pass
-polls a request in flight, the paper's defaults, its timing model (refsgd.bench.models), its
+``train(run)`` entry point, its serial rendering and its own checks of its options (dotted paths
+``module:function``, so that this module imports neither MPI nor NumPy), how many parameter
+servers it takes, what makes up its micro-batches, the options that apply to it, what ``--lr``
+multiplies, whether its backward pass polls a request in flight, the paper's defaults, its timing model (refsgd.bench.models), its
 timeline schedule (refsgd.timeline.gantt), its colour in figures, and its golden configurations
 (tests/golden). A method that has no timing model or no timeline schedule says why in ``lacks``.
 
@@ -44,9 +44,9 @@ class Golden:
         return out
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class Method:
-    """Everything refsgd knows about one method (see the module docstring)."""
+    """Everything refsgd knows about one method (see the module docstring); keyword arguments only."""
 
     name: str                       # the --algo name
     summary: str                    # its line in `refsgd train --list`
@@ -55,6 +55,7 @@ class Method:
     train: str                      # "module:function", the MPI loop train(run)
     serial: str                     # "module:function", the serial rendering f(net, data, cfg, schedule, N, T)
     colour: str                     # its colour in figures (refsgd report --plot)
+    check: str = None               # "module:function", its own checks of its options f(cfg, world), MPI-free
     servers: int = 0                # leading ranks that are parameter servers (no data)
     micro_batches: str = TAU        # TAU, ONE or THREADS (see above)
     by_gradients: bool = False      # unless --staleness: its iterations consume the gradients that arrived
@@ -78,6 +79,7 @@ class Method:
     schedule: str = None            # its timeline schedule (refsgd.timeline.gantt): blocking, lagged, pipelined
     example: tuple = ()             # options of a short 2-rank run whose --timeline window communicates
     goldens: tuple = ()             # Golden files of tests/golden
+    variant: dict = dataclasses.field(default_factory=dict)  # its choices in a train(run) that several methods share
     lacks: dict = dataclasses.field(default_factory=dict)  # piece ("timing_model", "schedule") -> why it has none
 
     @property
@@ -117,6 +119,8 @@ def _golden(file, workers, **options):
 
 _SSGD = "SSGD, SSGD-OPT, D-Sync and SSGD-NAG"
 _DC = "DC-S3GD and DC-ASGD"
+_SATO_HELP = dict(batch="each gradient thread's sub-batch",
+                  threads="each adding the summed gradient of its sub-batches of --batch samples (default 2)")
 _SATO = dict(momentum=0.99, lr=3e-6, batch=8)   # Sato et al. 2017: mu = 0.99, lambda times a sum of gradients
 _SATO_LR = "lambda, times the sum of the gradients over samples, sub-batches and processes (Sato Alg. 1)"
 _PIPE_LR = "gamma, times the sum over workers of their mean gradients (Li et al. 2018{})"
@@ -126,10 +130,11 @@ _NO_DRAWING = "the Gantt chart draws the modelled schedule of the blocking, lagg
 _SUMS = ("allreduce",)          # --allreduce: the methods that sum over ranks
 
 _LIST = [
-    Method("ssgd", "SSGD, LAGA paper (Hakimi et al. 2021) Algorithms 1-2", "Hakimi et al. 2021",
-           (_SSGD, "Algorithms 1-2"), "refsgd.algorithms.ssgd:train_ssgd", "refsgd.serial.ssgd:ssgd", "#1f77b4",
+    Method(name="ssgd", summary="SSGD, LAGA paper (Hakimi et al. 2021) Algorithms 1-2", paper="Hakimi et al. 2021",
+           listing=(_SSGD, "Algorithms 1-2"), train="refsgd.algorithms.ssgd:train_ssgd",
+           serial="refsgd.serial.ssgd:ssgd", colour="#1f77b4",
            optimizer=MOMENTUM_U, options=("compress",) + _SUMS,
-           update="U/N", 
+           update="U/N",
            timing_model="sequential", timing_text="tau t_C + T_AR + t_up (Rigazzi eq. 13, LAGA eq. 3)",
            schedule="blocking", example=("--tau", "2"),
            goldens=(_golden("ssgd-n2.h5", 2, steps=10, tau=2, momentum=0.9, lr=0.1, batch=16, model="digits_tiny",
@@ -137,83 +142,98 @@ _LIST = [
                     _golden("ssgd-n4.h5", 4, steps=10, tau=1, lr=0.2, batch=8, model="digits_tiny", seed=2),
                     _golden("ssgd-fp16-n4.h5", 4, steps=10, compress="fp16", lr=0.2, batch=8, model="digits_tiny",
                             seed=11))),
-    Method("ssgd-opt", "SSGD-OPT, per-layer non-blocking all-reduce in the backward pass (LAGA sections 1 "
-           "and 5, PyTorch DDP)", "Hakimi et al. 2021", (_SSGD, "SSGD-OPT (sections 1 and 5)"),
-           "refsgd.algorithms.ssgd:train_ssgd_opt", "refsgd.serial.ssgd:ssgd_opt", "#17becf",
+    Method(name="ssgd-opt", summary="SSGD-OPT, per-layer non-blocking all-reduce in the backward pass (LAGA sections 1 "
+           "and 5, PyTorch DDP)", paper="Hakimi et al. 2021", listing=(_SSGD, "SSGD-OPT (sections 1 and 5)"),
+           train="refsgd.algorithms.ssgd:train_ssgd_opt", serial="refsgd.serial.ssgd:ssgd_opt", colour="#17becf",
            optimizer=MOMENTUM_U, options=_SUMS, polled=True,
-           update="U/N", 
+           update="U/N",
            timing_model="per_layer", timing_text="tau t_C + max(R, T_AR - 2/3 t_C) + t_up (LAGA eq. 4)",
            example=("--tau", "2"), lacks={"schedule": _NO_DRAWING},
            goldens=(_golden("ssgd-opt-n2.h5", 2, steps=10, tau=2, momentum=0.9, nesterov=True, lr=0.1, batch=16,
                             model="digits_tiny", seed=15),)),
-    Method("ssgd-nag", "SSGD with NAG, Sato et al. 2017 Algorithm 4", "Sato et al. 2017", (_SSGD, "Algorithm 4"),
-           "refsgd.algorithms.ssgd:train_ssgd_nag", "refsgd.serial.ssgd:ssgd_nag", "#0b3d91",
+    Method(name="ssgd-nag", summary="SSGD with NAG, Sato et al. 2017 Algorithm 4", paper="Sato et al. 2017",
+           listing=(_SSGD, "Algorithm 4"),
+           train="refsgd.algorithms.ssgd:train_ssgd_nag", serial="refsgd.serial.ssgd:ssgd_nag", colour="#0b3d91",
            optimizer=("momentum",), options=("threads", "compress") + _SUMS,
            lr_of_sum=True,
            lr_meaning="lambda, times the sum of the gradients over samples, sub-batches and workers (Sato Alg. 4)",
            defaults=dict(momentum=0.99, lr=2e-5),
+           option_help=dict(threads="the G sub-batches of a step, computed by G threads (the same as --tau G; "
+                                    "default 1)"),
            hint=": its update is M = mu*M - lambda*D_A, w = w + M, w^ = w + mu*M (Sato Alg. 4)",
-           update="predict", 
+           update="predict",
            timing_model="sequential", timing_text="tau t_C + T_AR + t_up (Sato Alg. 4)", schedule="blocking",
            example=("--tau", "2", "--compress", "fp16"),
            goldens=(_golden("ssgd-nag-n2.h5", 2, steps=10, tau=1, momentum=0.9, lr=0.002, batch=16,
                             model="digits_tiny", seed=3),)),
-    Method("dcs3gd", "DC-S3GD, Rigazzi 2019 Algorithm 1 (eq. 7-12, 17)", "Rigazzi 2019", (_DC, "Algorithm 1"),
-           "refsgd.algorithms.dcs3gd:train", "refsgd.serial.dc:dcs3gd", "#ff7f0e", micro_batches=ONE,
+    Method(name="dcs3gd", summary="DC-S3GD, Rigazzi 2019 Algorithm 1 (eq. 7-12, 17)", paper="Rigazzi 2019",
+           listing=(_DC, "Algorithm 1"),
+           train="refsgd.algorithms.dcs3gd:train", serial="refsgd.serial.dc:dcs3gd", colour="#ff7f0e",
+           check="refsgd.options.checks:dcs3gd", micro_batches=ONE,
            optimizer=("momentum", "weight_decay"), options=("wd_k", "lambda0", "lambda_norm") + _SUMS, polled=True,
            defaults=dict(momentum=0.9),   # Rigazzi 2019: MXNet momentum 0.9
            hint=": its U is MXNet's momentum SGD, v = mu*v - eta*(g + wd*w), as in the paper",
            update_note="U: MXNet momentum v = mu*v - eta*(g + wd*w)",
-           update="corrected", 
+           update="corrected",
            timing_model="overlapped", timing_text="max(t_C + R, T_AR) + t_up (Rigazzi eq. 14)", schedule="lagged",
            goldens=tuple(_golden(f"dcs3gd{tag}-n4.h5", 4, steps=10, momentum=0.9, lr=0.1, lambda0=0.2, **norm,
                                  weight_decay=0.001, schedule="warmup-linear:warmup_iters=3,total_iters=10", batch=8,
                                  model="digits_tiny", seed=4)
                          for tag, norm in (("", {}), ("-tensor", dict(lambda_norm="tensor"))))),
-    Method("dcasgd", "DC-ASGD, Zheng et al. 2017, parameter server on rank 0 (the baseline of Rigazzi 2019)",
-           "Zheng et al. 2017", (_DC, "DC-ASGD (server S1-S4, workers W1-W3)"),
-           "refsgd.algorithms.dcasgd:train", "refsgd.serial.dc:dcasgd", "#d62728", servers=1, micro_batches=ONE,
+    Method(name="dcasgd",
+           summary="DC-ASGD, Zheng et al. 2017, parameter server on rank 0 (the baseline of Rigazzi 2019)",
+           paper="Zheng et al. 2017", listing=(_DC, "DC-ASGD (server S1-S4, workers W1-W3)"),
+           train="refsgd.algorithms.dcasgd:train", serial="refsgd.serial.dc:dcasgd", colour="#d62728",
+           check="refsgd.options.checks:dcasgd", servers=1, micro_batches=ONE,
            optimizer=("weight_decay",), options=("dc_lambda", "dc_adaptive", "dc_ms_decay", "ps_order"),
            lr_meaning="eta, times one worker's mean gradient per push (Zheng et al. 2017)",
            no_allreduce="its server applies each worker's gradient in turn, nothing is summed over ranks",
            one_worker="one worker: no gradient is stale, the delay compensation is zero and dcasgd is plain SGD",
-           update="compensated", 
+           update="compensated",
            timing_model="ps_async", timing_text="max(t_C + 2 T_msg + t_up, (p-1)(2 T_msg + t_up)) (PS, async)",
            lacks={"schedule": _NO_DRAWING},
            goldens=(_golden("dcasgd-n3.h5", 3, steps=10, ps_order="round-robin", dc_lambda=0.04, lr=0.1, batch=16,
                             model="digits_tiny", seed=5),)),
-    Method("laga-sgd", "LAGA-SGD, lagged non-blocking all-reduce with gradient accumulation, Hakimi et al. 2021 "
-           "Algorithm 3", "Hakimi et al. 2021", ("LAGA", "Algorithm 3"),
-           "refsgd.algorithms.laga:train", "refsgd.serial.laga:laga_sgd", "#2ca02c",
+    Method(name="laga-sgd",
+           summary="LAGA-SGD, lagged non-blocking all-reduce with gradient accumulation, Hakimi et al. 2021 "
+           "Algorithm 3", paper="Hakimi et al. 2021", listing=("LAGA", "Algorithm 3"),
+           train="refsgd.algorithms.laga:train", serial="refsgd.serial.laga:laga_sgd", colour="#2ca02c",
            optimizer=("weight_decay",), options=_SUMS, polled=True,
            hint=": Algorithm 3 has no momentum (laga-sgdm and laga-sgdn have)",
-           update="1/N, U", 
+           update="1/N, U",
            timing_model="overlapped", timing_text="max(tau t_C + R, T_AR) + t_up (LAGA eq. 6)", schedule="lagged",
            example=("--tau", "2"),
            goldens=(_golden("laga-sgd-n2.h5", 2, steps=10, tau=2, weight_decay=0.001, lr=0.1, batch=16,
                             model="digits_tiny", seed=16),)),
-    Method("laga-sgdm", "LAGA-SGDM, LAGA with momentum, Hakimi et al. 2021 Algorithm 4", "Hakimi et al. 2021",
-           ("LAGA", "Algorithm 4"), "refsgd.algorithms.laga:train", "refsgd.serial.laga:laga_sgdm",
-           "#7fbf3f", optimizer=("momentum", "weight_decay"), options=_SUMS, polled=True,
+    Method(name="laga-sgdm", summary="LAGA-SGDM, LAGA with momentum, Hakimi et al. 2021 Algorithm 4",
+           paper="Hakimi et al. 2021",
+           listing=("LAGA", "Algorithm 4"), train="refsgd.algorithms.laga:train", serial="refsgd.serial.laga:laga_sgdm",
+           colour="#7fbf3f", optimizer=("momentum", "weight_decay"), options=_SUMS, polled=True,
+           variant=dict(momentum=True),
            defaults=dict(momentum=0.9),   # Hakimi et al. 2021: gamma = 0.9
-           update="1/N, U", 
+           update="1/N, U",
            timing_model="overlapped", timing_text="max(tau t_C + R, T_AR) + t_up (LAGA eq. 6)", schedule="lagged",
            goldens=(_golden("laga-sgdm-n2.h5", 2, steps=10, tau=2, momentum=0.9, lr=0.1, batch=16,
                             model="digits_tiny", seed=6),)),
-    Method("laga-sgdn", "LAGA-SGDN, LAGA with Nesterov momentum (y = x - eta*gamma*m), Hakimi et al. 2021 "
-           "Algorithm 5", "Hakimi et al. 2021", ("LAGA", "Algorithm 5"),
-           "refsgd.algorithms.laga:train", "refsgd.serial.laga:laga_sgdn", "#bcbd22",
+    Method(name="laga-sgdn", summary="LAGA-SGDN, LAGA with Nesterov momentum (y = x - eta*gamma*m), Hakimi et al. 2021 "
+           "Algorithm 5", paper="Hakimi et al. 2021", listing=("LAGA", "Algorithm 5"),
+           train="refsgd.algorithms.laga:train", serial="refsgd.serial.laga:laga_sgdn", colour="#bcbd22",
            optimizer=("momentum", "weight_decay"), options=_SUMS, polled=True, defaults=dict(momentum=0.9),
-           update="1/N, U Nesterov", 
+           variant=dict(momentum=True, nesterov=True),
+           update="1/N, U Nesterov",
            timing_model="overlapped", timing_text="max(tau t_C + R, T_AR) + t_up (LAGA eq. 6)", schedule="lagged",
            goldens=(_golden("laga-sgdn-n4.h5", 4, steps=10, tau=2, momentum=0.9, lr=0.1, weight_decay=0.001,
                             batch=8, model="digits_tiny", seed=7),)),
-    Method("pipe-sgd", "Pipe-SGD, pipelined all-reduce with iteration dependency K and a communication thread, "
-           "Li et al. 2018 Algorithm 1", "Li et al. 2018", ("Pipe-SGD", "Algorithm 1"),
-           "refsgd.algorithms.pipesgd:train_pipe_sgd", "refsgd.serial.pipesgd:pipe_sgd", "#9467bd",
+    Method(name="pipe-sgd",
+           summary="Pipe-SGD, pipelined all-reduce with iteration dependency K and a communication thread, "
+           "Li et al. 2018 Algorithm 1", paper="Li et al. 2018", listing=("Pipe-SGD", "Algorithm 1"),
+           train="refsgd.algorithms.pipesgd:train_pipe_sgd", serial="refsgd.serial.pipesgd:pipe_sgd", colour="#9467bd",
+           check="refsgd.options.checks:pipe_sgd",
            micro_batches=ONE, options=("dependency", "warmup_epochs", "compress") + _SUMS,
            lr_meaning=_PIPE_LR.format(", Alg. 1"),
-           update="fused", 
+           option_help=dict(warmup_epochs="with dependency 1 (D-Sync), as the paper trains AlexNet and ResNet "
+                                          "(default 0)"),
+           update="fused",
            timing_model="pipelined", timing_text="max(t_up + t_C, T_AR), K = 2 (Pipe-SGD eq. 4, 5; one core per "
                                                  "rank: max(t_up + t_C + R, T_AR))",
            schedule="pipelined", example=("--dependency", "2", "--compress", "t16"),
@@ -223,65 +243,77 @@ _LIST = [
                             model="digits_tiny", seed=9),
                     _golden("pipe-sgd-k2-q8v-n4.h5", 4, steps=10, dependency=2, compress="q8v", lr=0.05, batch=8,
                             model="digits_tiny", seed=9))),
-    Method("d-sync", "D-Sync, decentralized synchronous SGD with the summed gradient (Pipe-SGD's baseline)",
-           "Li et al. 2018", (_SSGD, "D-Sync (Pipe-SGD's baseline)"),
-           "refsgd.algorithms.pipesgd:train_d_sync", "refsgd.serial.pipesgd:d_sync", "#e377c2", micro_batches=ONE,
+    Method(name="d-sync",
+           summary="D-Sync, decentralized synchronous SGD with the summed gradient (Pipe-SGD's baseline)",
+           paper="Li et al. 2018", listing=(_SSGD, "D-Sync (Pipe-SGD's baseline)"),
+           train="refsgd.algorithms.pipesgd:train_d_sync", serial="refsgd.serial.pipesgd:d_sync", colour="#e377c2",
+           check="refsgd.options.checks:pipe_sgd", micro_batches=ONE,
            options=("compress",) + _SUMS, lr_meaning=_PIPE_LR.format(""),
-           update="fused", 
+           update="fused",
            timing_model="sequential", timing_text="t_C + T_AR + t_up (Pipe-SGD eq. 2, 5)", schedule="blocking",
            example=("--compress", "q8"),
            goldens=(_golden("d-sync-n2.h5", 2, steps=10, lr=0.05, batch=16, model="digits_tiny", seed=10),)),
-    Method("ps-sync", "PS-Sync, synchronous SGD through a parameter server on rank 0 (Pipe-SGD's baseline)",
-           "Li et al. 2018", ("Pipe-SGD", "PS-Sync (server S1-S4, workers W1-W3)"),
-           "refsgd.algorithms.pipesgd:train_ps_sync", "refsgd.serial.pipesgd:ps_sync", "#7f7f7f", servers=1,
+    Method(name="ps-sync",
+           summary="PS-Sync, synchronous SGD through a parameter server on rank 0 (Pipe-SGD's baseline)",
+           paper="Li et al. 2018", listing=("Pipe-SGD", "PS-Sync (server S1-S4, workers W1-W3)"),
+           train="refsgd.algorithms.pipesgd:train_ps_sync", serial="refsgd.serial.pipesgd:ps_sync", colour="#7f7f7f",
+           check="refsgd.options.checks:pipe_sgd", servers=1,
            micro_batches=ONE, lr_meaning=_PIPE_LR.format(""),
            no_allreduce="its server sums the gathered gradients itself, in rank order (the same bits under any "
                         "MPI library)",
            one_worker="one worker: the server applies its one gradient, ps-sync is plain SGD",
-           update="fused", 
+           update="fused",
            timing_model="ps_sync", timing_text="t_C + 2 T_PS + (p-2) n gamma + t_up (PS, Pipe-SGD's baseline)",
            lacks={"schedule": _NO_DRAWING},
            goldens=(_golden("ps-sync-n3.h5", 3, steps=10, lr=0.05, batch=16, model="digits_tiny", seed=17),)),
-    Method("daso", "DASO, hierarchical syncs with rotating groups, bf16 blocking and eq.-1 stale syncs, "
-           "Coquelin et al. 2022 section 3", "Coquelin et al. 2022", ("DASO", "section 3 (no listing)"),
-           "refsgd.algorithms.daso:train", "refsgd.serial.daso:daso", "#8c564b", micro_batches=ONE,
+    Method(name="daso", summary="DASO, hierarchical syncs with rotating groups, bf16 blocking and eq.-1 stale syncs, "
+           "Coquelin et al. 2022 section 3", paper="Coquelin et al. 2022", listing=("DASO", "section 3 (no listing)"),
+           train="refsgd.algorithms.daso:train", serial="refsgd.serial.daso:daso", colour="#8c564b",
+           check="refsgd.options.checks:daso", micro_batches=ONE,
            optimizer=MOMENTUM_U,
            options=("warmup_epochs", "cooldown_epochs", "sync_every", "plateau_patience", "plateau_threshold",
                     "ranks_per_node", "local_link") + _SUMS, polled=True, compressed=True,
            defaults=dict(warmup_epochs=1),   # Coquelin et al. 2022: one epoch of blocking syncs
            option_help=dict(sync_every="B_max, B when cycling starts; the wait W starts at max(1, B/4), and both "
-                                       "halve at each plateau (default 4, the paper's)"),
+                                       "halve at each plateau (default 4, the paper's)",
+                            warmup_epochs="sync globally every batch, blocking"),
            hint=": its blocking global syncs carry bf16 and its cycling syncs float32, by the method",
-           update="U/N, merge/B", 
+           update="U/N, merge/B",
            timing_model="hierarchical",
            timing_text="t_C + T_loc + t_up + (T_bc + max(R_g, T_AR_g - W it))/B (DASO sec. 3)",
            example=("--ranks-per-node", "1", "--warmup-epochs", "0", "--cooldown-epochs", "0", "--sync-every", "2"),
            lacks={"schedule": _NO_DRAWING},
            goldens=(_golden("daso-2x2-n4.h5", 4, ranks_per_node=2, steps=35, momentum=0.9, lr=0.1, batch=64,
                             sync_every=2, plateau_patience=1, plateau_threshold=0.9, model="digits_tiny", seed=12),)),
-    Method("pp-asgd", "PP-ASGD, gradient threads and an update thread, parameter prediction (eq. 2), Sato et al. "
-           "2017 Algorithms 1-3", "Sato et al. 2017", ("PP-ASGD", "Algorithms 1-3"),
-           "refsgd.algorithms.ppasgd:train_pp_asgd", "refsgd.serial.ppasgd:pp_asgd", "#c51b7d",
+    Method(name="pp-asgd",
+           summary="PP-ASGD, gradient threads and an update thread, parameter prediction (eq. 2), Sato et al. "
+           "2017 Algorithms 1-3", paper="Sato et al. 2017", listing=("PP-ASGD", "Algorithms 1-3"),
+           train="refsgd.algorithms.ppasgd:train_pp_asgd", serial="refsgd.serial.ppasgd:pp_asgd", colour="#c51b7d",
+           check="refsgd.options.checks:pp_asgd",
            micro_batches=THREADS, by_gradients=True, optimizer=("momentum",),
            options=("threads", "staleness") + _SUMS, lr_of_sum=True, lr_meaning=_SATO_LR, defaults=_SATO,
+           option_help=_SATO_HELP,
            lacks={"timing_model": _ASYNC, "schedule": _NO_DRAWING}, example=("--threads", "2"),
            goldens=(_golden("pp-asgd-s3-n2.h5", 2, threads=2, staleness=3, steps=12, momentum=0.9, lr=0.002, batch=8,
                             model="digits_tiny", seed=13),)),
-    Method("asgd", "naive ASGD, PP-ASGD without the prediction (w^ <- w), Sato et al. 2017's baseline",
-           "Sato et al. 2017", ("PP-ASGD", "Algorithms 1-3 without eq. 2"),
-           "refsgd.algorithms.ppasgd:train_asgd", "refsgd.serial.ppasgd:asgd", "#f0a030",
+    Method(name="asgd", summary="naive ASGD, PP-ASGD without the prediction (w^ <- w), Sato et al. 2017's baseline",
+           paper="Sato et al. 2017", listing=("PP-ASGD", "Algorithms 1-3 without eq. 2"),
+           train="refsgd.algorithms.ppasgd:train_asgd", serial="refsgd.serial.ppasgd:asgd", colour="#f0a030",
+           check="refsgd.options.checks:pp_asgd",
            micro_batches=THREADS, by_gradients=True, optimizer=("momentum",),
            options=("threads", "staleness") + _SUMS, lr_of_sum=True, lr_meaning=_SATO_LR, defaults=_SATO,
+           option_help=_SATO_HELP,
            lacks={"timing_model": _ASYNC, "schedule": _NO_DRAWING}, example=("--threads", "2"),
            goldens=(_golden("asgd-s3-n2.h5", 2, threads=2, staleness=3, steps=12, momentum=0.9, lr=0.002, batch=8,
                             model="digits_tiny", seed=14),)),
-    Method("local-sgd", "Local SGD, H local steps per worker, then the models averaged by one all-reduce, "
-           "Lin et al. 2020 Algorithm 1", "Lin et al. 2020", ("Local SGD", "Algorithm 1"),
-           "refsgd.algorithms.localsgd:train", "refsgd.serial.localsgd:local_sgd", "#6b8e23", micro_batches=ONE,
+    Method(name="local-sgd", summary="Local SGD, H local steps per worker, then the models averaged by one all-reduce, "
+           "Lin et al. 2020 Algorithm 1", paper="Lin et al. 2020", listing=("Local SGD", "Algorithm 1"),
+           train="refsgd.algorithms.localsgd:train", serial="refsgd.serial.localsgd:local_sgd", colour="#6b8e23",
+           check="refsgd.options.checks:local_sgd", micro_batches=ONE,
            optimizer=MOMENTUM_U, options=("sync_every",) + _SUMS,
            option_help=dict(sync_every="H, the local steps of each worker between two averages of the models "
                                        "(default 4)"),
-           update="U, mean/B", 
+           update="U, mean/B",
            timing_model="periodic", timing_text="t_C + t_up + T_AR / H (Lin et al. 2020, one all-reduce per H steps)",
            schedule="blocking", example=("--sync-every", "2"),
            goldens=(_golden("local-sgd-n2.h5", 2, steps=12, sync_every=3, momentum=0.9, lr=0.1, batch=16,

@@ -30,17 +30,23 @@ def test_the_layers_contract_holds():
     r = lint(ROOT, CONFIG)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "refsgd's layers point down KEPT" in r.stdout
-    assert "Contracts: 3 kept, 0 broken." in r.stdout
+    assert "the serial renderings stand apart from the MPI side KEPT" in r.stdout
+    assert "Contracts: 4 kept, 0 broken." in r.stdout
 
 
-def test_an_upward_import_inside_a_function_breaks_the_contract(tmp_path):
-    """A copy of the package where the layers' base module imports the command line inside a
-    function: lint-imports on that copy reports the broken contract and names the import."""
+def copy_tree(tmp_path):
+    """A copy of the package and of setup.cfg's other packages (their modules) in ``tmp_path``."""
     shutil.copytree(ROOT / "refsgd", tmp_path / "refsgd", ignore=shutil.ignore_patterns("__pycache__"))
     for folder in ("docs", "data", "models"):   # the packages of setup.cfg's package_dir: their modules
         shutil.copytree(ROOT / folder, tmp_path / folder, ignore=lambda d, names: [
             n for n in names if not n.endswith(".py") and not os.path.isdir(os.path.join(d, n))])
     shutil.copy(CONFIG, tmp_path / "setup.cfg")
+
+
+def test_an_upward_import_inside_a_function_breaks_the_contract(tmp_path):
+    """A copy of the package where the layers' base module imports the command line inside a
+    function: lint-imports on that copy reports the broken contract and names the import."""
+    copy_tree(tmp_path)
     base = tmp_path / "refsgd" / "nn" / "layers" / "base.py"
     base.write_text(base.read_text() + "\n\ndef _upward():\n    import refsgd.cli\n    return refsgd.cli\n")
     r = lint(tmp_path, tmp_path / "setup.cfg", pythonpath=tmp_path)
@@ -53,6 +59,26 @@ def test_an_upward_import_inside_a_function_breaks_the_contract(tmp_path):
     r = lint(tmp_path, tmp_path / "setup.cfg", pythonpath=tmp_path)
     assert r.returncode == 0, r.stdout + r.stderr
 
+
+def test_a_serial_rendering_that_imports_the_mpi_side_breaks_the_contract(tmp_path):
+    """The serial renderings stand apart (issue 44): a copy where the serial rendering of DASO takes
+    its phases from the MPI loop's module again, as it did before, breaks the contract, naming the
+    import; one that reaches mpi4py through a module of its own breaks it too."""
+    copy_tree(tmp_path)
+    daso = tmp_path / "refsgd" / "serial" / "daso.py"
+    kept = daso.read_text()
+    daso.write_text(kept.replace("from refsgd.optim.phases import", "from refsgd.algorithms.daso import"))
+    r = lint(tmp_path, tmp_path / "setup.cfg", pythonpath=tmp_path)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "the serial renderings stand apart from the MPI side BROKEN" in r.stdout
+    assert "refsgd.serial is not allowed to import refsgd.algorithms" in r.stdout
+    assert "refsgd.serial.daso -> refsgd.algorithms.daso" in r.stdout
+    assert "refsgd's layers point down KEPT" in r.stdout      # serial sits above algorithms in the layers
+    daso.write_text(kept + "\n\ndef _world():\n    from refsgd import comm\n    return comm.linkcomm\n")
+    (tmp_path / "refsgd" / "comm" / "__init__.py").write_text("from refsgd.comm import linkcomm  # noqa: F401\n")
+    r = lint(tmp_path, tmp_path / "setup.cfg", pythonpath=tmp_path)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "refsgd.serial is not allowed to import mpi4py" in r.stdout
 
 
 def uncovered(root, config):

@@ -70,7 +70,7 @@ def test_groups_of_the_table_are_the_help_groups():
 def test_other_commands_reuse_the_table_with_their_own_defaults():
     golden = _sub("golden")
     assert _action(golden, "--dtype").default == "float64"
-    assert _action(golden, "--algo").help == "the method (default ssgd)"
+    assert _action(golden, "--algo").help == "the method (default %(default)s)" and _action(golden, "--algo").default == "ssgd"
     overlap = _sub("bench", "overlap")
     assert _action(overlap, "--batch").default == 64 and _action(overlap, "--lr").default == 0.001
     with pytest.raises(argparse.ArgumentTypeError, match="expected a positive integer"):

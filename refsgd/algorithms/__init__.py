@@ -2,17 +2,15 @@
 
 What is known about each method (its paper and listing, its entry point, its servers ...) is its
 entry in :mod:`refsgd.registry`; here, the method's own checks of its options, found in the
-module of its ``train``: ``check(cfg, world)`` and ``check_sizes(cfg, net, total)`` where it has them.
+module of its ``train``: ``check(cfg, world)`` (what only an MPI run can check; the options' own
+checks are refsgd.options.checks) and ``check_sizes(cfg, net, total)`` where it has them.
 """
 
 import importlib
 
 from refsgd import registry
 from refsgd.nn.network import model_copies
-from refsgd.options import APPLIES
-
-#: methods whose blocking all-reduce of gradients can carry a compressed wire format (--compress)
-COMPRESSIBLE = tuple(name for name, keys in APPLIES.items() if "compress" in keys)
+from refsgd.options import checks
 
 
 def train_of(name):
@@ -24,9 +22,22 @@ def _module(name):
     return importlib.import_module(registry.method(name).train.partition(":")[0])
 
 
+def warm_of(name):
+    """The warm-up of method ``name``'s own kernels, ``warm(dtype)`` of its module (None where it
+    has none): the Run calls it before its clock starts, with refsgd.optim.warm."""
+    return getattr(_module(name), "warm", None)
+
+
 def check(name, cfg, world):
-    """Method-specific validation of the options (every rank, before the first collective), after
-    refsgd.options.resolve has refused the options that do not apply to the method."""
+    """Every check of method ``name``'s options before the first collective: its own
+    (refsgd.options.checks, MPI-free, as refsgd golden does them) and :func:`check_mpi`."""
+    checks.check(cfg, world)
+    check_mpi(name, cfg, world)
+
+
+def check_mpi(name, cfg, world):
+    """What only an MPI run can check of method ``name`` (every rank, before the first collective;
+    the MPI library's thread level): the ``check`` of its module, where it has one."""
     own = getattr(_module(name), "check", None)
     if own is not None:
         own(cfg, world)

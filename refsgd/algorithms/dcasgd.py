@@ -41,23 +41,10 @@ import numba as nb
 import numpy as np
 from mpi4py import MPI
 
-from refsgd.errors import RefsgdError
 from refsgd.optim import decay_mask
 
 PUSH, PULL = 11, 12
 EPS = 1e-7
-
-
-def check(args, world):
-    if world < 2:
-        raise RefsgdError("dcasgd needs a server and at least one worker: run it with mpiexec -n 2 or more")
-    if args.tau != 1:
-        raise RefsgdError("dcasgd pushes one micro-batch's gradient per iteration (--tau 1)")
-    if args.momentum or args.nesterov:
-        raise RefsgdError("dcasgd's update has no momentum (--momentum 0)")
-    decay = args.dc_ms_decay
-    if not 0 <= decay < 1:
-        raise RefsgdError(f"--dc-ms-decay is the decay m of MeanSquare and must be in [0, 1), got {decay:g}")
 
 
 def train(run):
@@ -107,7 +94,7 @@ def train(run):
     else:
         # ---------------------------------------------------------------- a worker
         g = np.empty_like(w)
-        for t in run.iterations():
+        for _ in run.iterations():
             # W1: g_m <- grad at w                                          (compute)
             run.grad(w, g, label="W1 g_m <- grad at w")
             # W2: push g_m
@@ -162,3 +149,11 @@ def _compensated(w, g, w_bak, eta, lam, wd, decayed):
             s = s + (wd[0] if one_wd else wd[j]) * w[j]
         s = s + (lam[0] if one_lam else lam[j]) * g[j] * g[j] * (w[j] - w_bak[j])
         w[j] = w[j] - eta * s
+
+
+def warm(dtype):
+    """S2's kernels called once on one-element vectors of ``dtype``, before the run's clock starts
+    (the typing of a kernel's first call stays out of the update: refsgd.optim.warm)."""
+    one = np.ones(1, dtype)
+    adaptive_lambda(one.copy(), one, 0.5, 1.0, one.copy())
+    compensated_step(one.copy(), one, one.copy(), 1.0, 1.0, 0.0, False)

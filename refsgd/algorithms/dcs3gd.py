@@ -59,15 +59,7 @@ Deviations and readings:
 import numba as nb
 import numpy as np
 
-from refsgd.errors import RefsgdError
 from refsgd.optim import decay_mask
-
-
-def check(args, world):
-    if args.tau != 1:
-        raise RefsgdError("dcs3gd takes one micro-batch per iteration (--tau 1): the paper does not accumulate")
-    if args.nesterov:
-        raise RefsgdError("dcs3gd uses momentum SGD in MXNet's form; --nesterov does not apply")
 
 
 def train(run):
@@ -242,3 +234,12 @@ def weight_decay_schedule(run):
     if not c.weight_decay or peak <= 0:
         return lambda t: 0.0
     return lambda t: c.wd_k * c.weight_decay * run.lr(t) / peak
+
+
+def warm(dtype):
+    """L8-L11's kernel called once on one-element vectors of ``dtype`` with the argument types of
+    :func:`train`'s call, before the run's clock starts (the typing of a kernel's first call stays
+    out of the update: refsgd.optim.warm)."""
+    one = np.ones(1, dtype)
+    _corrected_step(one.copy(), one.copy(), one.copy(), one.copy(), one.copy(), 1, 1.0, 1.0, 0.5, 0.0,
+                    np.array([0, 1], np.int64), np.zeros(0, dtype), np.zeros(1), False)

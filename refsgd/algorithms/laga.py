@@ -85,6 +85,7 @@ Deviations and readings:
 
 import numpy as np
 
+from refsgd import registry
 from refsgd.optim import decay_mask, fused_step
 
 
@@ -92,7 +93,8 @@ def train(run):
     """LAGA-SGD, -SGDM and -SGDN (Algorithms 3, 4 and 5): one loop; only the update (L2, or L2-L3)
     differs, and Algorithm 5 names its parameters y."""
     comm, N, gamma = run.comm, run.world, run.cfg.momentum
-    momentum, nesterov = run.cfg.algo != "laga-sgd", run.cfg.algo == "laga-sgdn"
+    variant = registry.method(run.cfg.algo).variant               # Method.variant: Algorithm 4 or 5
+    momentum, nesterov = variant.get("momentum", False), variant.get("nesterov", False)
     x_ = "y" if nesterov else "x"                  # Algorithm 5's y = x - eta*gamma*m (the model, see above)
     wd, mask = _decay(run)
     x = run.register(x_, run.init_params())

@@ -37,14 +37,6 @@ Deviations and readings:
 
 import numpy as np
 
-from refsgd.errors import RefsgdError
-
-
-def check(cfg, world):
-    """The options of local-sgd (every rank, before the first collective)."""
-    if cfg.tau != 1:
-        raise RefsgdError("--algo local-sgd takes one mini-batch per local step (--tau 1): L2 is one "
-                          "forward/backward pass")
 
 
 def train(run):

@@ -124,18 +124,9 @@ from refsgd.optim import fused_step
 
 
 def check(args, world):
-    """The options of pipe-sgd, d-sync and ps-sync beyond those refsgd.options refuses (every rank,
-    before the first collective)."""
-    algo = args.algo
-    if args.tau != 1:
-        raise RefsgdError(f"--algo {algo} takes one batch per iteration (--tau 1), as the paper's listing")
-    if algo == "ps-sync":
-        if world < 2:
-            raise RefsgdError("ps-sync needs a server and at least one worker: run it with mpiexec -n 2 or more")
-        if args.compress != "none":
-            raise RefsgdError("--compress applies to the all-reduce of pipe-sgd and d-sync; ps-sync sends "
-                              "uncompressed gradients, as in the paper")
-    if algo == "pipe-sgd" and MPI.Is_initialized() and MPI.Query_thread() < MPI.THREAD_MULTIPLE:
+    """What only an MPI run can check (every rank, before the first collective); the options'
+    checks are refsgd.options.checks.pipe_sgd."""
+    if args.algo == "pipe-sgd" and MPI.Is_initialized() and MPI.Query_thread() < MPI.THREAD_MULTIPLE:
         levels = {MPI.THREAD_SINGLE: "single", MPI.THREAD_FUNNELED: "funneled", MPI.THREAD_SERIALIZED: "serialized"}
         raise RefsgdError("pipe-sgd calls MPI from two threads and needs MPI_THREAD_MULTIPLE, but the MPI library "
                           f"provides only MPI_THREAD_{levels.get(MPI.Query_thread(), '?').upper()} (unset "
@@ -280,7 +271,7 @@ def train_ps_sync(run):
             with run.idle("S1 MPI_Gather(g_m)"):
                 comm.Gather(nothing, G, root=0)
             # S2: g_sum <- sum over workers m = 1..P-1 (in rank order)
-            with run.span("update", "S2 g_sum <- g_1 + ... + g_{N-1}"):
+            with run.update("S2 g_sum <- g_1 + ... + g_{N-1}"):
                 np.copyto(g_sum, G[1])
                 for m in range(2, P):
                     g_sum += G[m]
@@ -293,7 +284,7 @@ def train_ps_sync(run):
     else:
         # ---------------------------------------------------------------- a worker
         g = np.empty_like(w)
-        for t in run.iterations():
+        for _ in run.iterations():
             # W1: g_m <- grad at w                                         (compute)
             run.grad(w, g, label="W1 g_m <- grad at w")
             # W2: push g_m to the server

@@ -6,15 +6,15 @@ ICONIP 2017; docs/algorithms.md, section PP-ASGD. One MPI process per node (rank
 thread (here: the main thread) and G gradient threads (``--threads G``) sharing w, w^, D_1..D_G,
 M and the flag F.
 
-Algorithm 1, one process per node::
+Algorithm 1, one process per node (its lines here P1-P9)::
 
-    L1  begin
-    L2    global w, w^ <- w_0; D_1..D_G, M <- 0; F <- true
-    L3    thread update(w_0, mu, lambda, t_f, G)
-    L4    thread grad(1, b, X)
+    P1  begin
+    P2    global w, w^ <- w_0; D_1..D_G, M <- 0; F <- true
+    P3    thread update(w_0, mu, lambda, t_f, G)
+    P4    thread grad(1, b, X)
     ...   thread grad(g, b, X)  for g = 2..G
-    L8    wait thread
-    L9    w <- w (output)
+    P8    wait thread
+    P9    w <- w (output)
 
 Algorithm 2, update (the main thread)::
 
@@ -27,13 +27,14 @@ Algorithm 2, update (the main thread)::
     L8      w^ <- f_S(w, M)          f_S(w, M) = w + M * sum_{s=1}^{S+1} mu^s   (eq. 2)
     L9  F <- false
 
-Algorithm 3, grad(g, b, X) (gradient thread g)::
+Algorithm 3, grad(g, b, X) (gradient thread g; its lines here G2-G9, as Pipe-SGD's
+communication thread's are C1-C6)::
 
-    L2  do
-    L3      for k <- 1 to b do  x_k <- randpick(X)  // random sampling
-    L6      w_l <- w^                               // local copy
-    L7      D_g <- D_g + sum_k grad J(x_k; w_l)
-    L9  while F
+    G2  do
+    G3      for k <- 1 to b do  x_k <- randpick(X)  // random sampling
+    G6      w_l <- w^                               // local copy
+    G7      D_g <- D_g + sum_k grad J(x_k; w_l)
+    G9  while F
 
 Run: ``mpiexec -n 2 refsgd train --algo pp-asgd --threads 2 --momentum 0.99 --lr 1e-4``;
 ``--algo asgd`` is naive ASGD, L8 replaced by ``w^ <- w`` (it keeps the momentum M).
@@ -64,6 +65,11 @@ stream per (seed, rank, thread) that needs no saved state to resume.
 
 Deviations and readings:
 
+* Labels: the update thread's lines (Algorithm 2) are L2-L9, the gradient threads' (Algorithm 3)
+  G2-G9 and the process's (Algorithm 1) P1-P9, so that one number names one line. What the
+  paper does not have carries no number: the update thread's wait for its gradient threads
+  (``wait for D_1..D_G``, ``wait for a gradient``) and the all-reduce of the staleness counts
+  that S_bar needs (``S_bar: MPI_Allreduce(staleness)``).
 * ``--lr`` is lambda and multiplies a *sum* over samples, threads and processes (as SSGD-NAG);
   ``--momentum`` is mu (the paper: 0.99). The local optimizer options do not apply.
 * ``--allreduce ring``: L5's MPI_Allreduce (blocking, as the listing) is refsgd's uncompressed
@@ -72,7 +78,7 @@ Deviations and readings:
   (integers, exact in any order) stay an MPI_Allreduce.
 * L3-L4 take each D_g and reset it under thread g's lock (a swap of buffers), so a gradient a
   thread adds meanwhile is never lost. w^ is replaced (a new version) under a lock; a thread
-  copies it (L6) under the same lock.
+  copies it (G6) under the same lock.
 * Threaded mode: an update waits until its process has at least one gradient (the paper's
   updates run incessantly; on a machine with fewer cores than threads they would starve the
   gradient threads), and a gradient thread, once it has added a sub-batch to D_g, waits until
@@ -109,19 +115,16 @@ from mpi4py import MPI
 
 from refsgd.errors import RankFailure, RefsgdError
 from refsgd.nn.network import model_copies
-from refsgd.optim import momentum_predict
+from refsgd.datasets.sampler import thread_randpick as randpick
+from refsgd.optim import horizon, momentum_predict
 from refsgd.run import prompt_handover
 
 
 def check(args, world):
-    """The options of pp-asgd and asgd beyond those refsgd.options refuses (every rank, before
-    the first collective)."""
-    algo = args.algo
-    if args.tau != 1:
-        raise RefsgdError(f"--algo {algo}: each gradient thread takes sub-batches of --batch samples; "
-                          "--tau does not apply (use --threads)")
+    """What only an MPI run can check (every rank, before the first collective); the options'
+    checks are refsgd.options.checks.pp_asgd."""
     if MPI.Is_initialized() and MPI.Query_thread() < MPI.THREAD_FUNNELED:
-        raise RefsgdError(f"{algo} runs gradient threads beside the thread that calls MPI and needs at least "
+        raise RefsgdError(f"{args.algo} runs gradient threads beside the thread that calls MPI and needs at least "
                           "MPI_THREAD_FUNNELED (unset MPI4PY_RC_THREAD_LEVEL)")
 
 
@@ -145,7 +148,7 @@ def train(run, predict=True):
     G = c.threads
     mu, b, n = c.momentum, c.batch, run.n_train
     fixed = c.staleness
-    # Algorithm 1, L2: global w, w^ <- w_0; D_1..D_G, M <- 0; F <- true
+    # P2: global w, w^ <- w_0; D_1..D_G, M <- 0; F <- true
     w = run.register("w", run.init_params())
     M = run.register("M", np.zeros_like(w))
     w_hat = run.register("w_hat", w.copy())
@@ -163,16 +166,6 @@ def train_pp_asgd(run):
 
 def train_asgd(run):
     return train(run, predict=False)
-
-
-def randpick(seed, rank, thread, j, n, b):
-    """Sub-batch j of gradient thread ``thread`` of ``rank``: b indices in [0, n), with replacement."""
-    return np.random.default_rng([seed, rank, thread, j]).integers(0, n, b)
-
-
-def horizon(mu, S):
-    """sum_{s=1}^{S+1} mu^s, the coefficient of M in f_S (eq. 2)."""
-    return float(sum(mu ** s for s in range(1, S + 2)))
 
 
 def _update(run, t, w, M, w_hat, D_L, D_A, mu, S, predict):
@@ -195,7 +188,7 @@ def _deterministic(run, w, M, w_hat, D_L, D_A, G, mu, b, n, S, predict):
     def grad(g, t, at):
         """Thread g's sub-batch for update t: D_g <- sum_k grad J(x_k; w_l) at ``at``."""
         idx = randpick(seed, rank, g, t, n, b)
-        loss = run.grad_at(at, D[g], idx, label="L7 D_g <- D_g + sum_k grad J(x_k; w_l)")
+        loss = run.grad_at(at, D[g], idx, label="G7 D_g <- D_g + sum_k grad J(x_k; w_l)")
         D[g] *= b                      # grad_at gives the mean over the b samples; the paper sums
         return idx, loss
 
@@ -203,13 +196,13 @@ def _deterministic(run, w, M, w_hat, D_L, D_A, G, mu, b, n, S, predict):
         for t in run.iterations():
             # the w^ published after update t-S-1 (w_0 before the first): version max(t-S, 0)
             at = hist[max(t - S, 0) % (S + 1)]     # overwritten only after the threads are done
-            # Algorithm 3, one pass of each thread g: L3 randpick, L6 w_l <- w^, L7 D_g <- ...
+            # Algorithm 3, one pass of each thread g: G3 randpick, G6 w_l <- w^, G7 D_g <- ...
             # (the update thread's wait for them is its compute)
-            idx, losses = zip(*run.in_threads(pool, lambda g: grad(g, t, at), G, "L3 wait for D_1..D_G"))
+            idx, losses = zip(*run.in_threads(pool, lambda g: grad(g, t, at), G, "wait for D_1..D_G"))  # noqa: B023 called within this iteration
             run.trace_batches(idx)
             run.add_loss(sum(losses), G)
             # L3: D_L <- D_1 + ... + D_G;  L4: D_g <- 0
-            with run.span("update", "L3 D_L <- D_1 + ... + D_G"):
+            with run.update("L3 D_L <- D_1 + ... + D_G"):
                 np.copyto(D_L, D[0])
                 for g in range(1, G):
                     D_L += D[g]
@@ -252,17 +245,17 @@ def _threaded(run, w, M, w_hat, D_L, D_A, G, mu, b, n, predict):
         """Algorithm 3 for thread g."""
         j, w_l, d = 0, np.empty_like(w_hat), np.empty_like(w_hat)
         try:
-            while sh.F:                                   # L9: while F
+            while sh.F:                                   # G9: while F
                 with sh.ready:                            # this process's share of --epochs is done
                     if sh.quota is not None and sh.produced >= sh.quota:
                         break
                     sh.produced += 1
-                idx = randpick(seed, rank, g, j, n, b)    # L3: x_k <- randpick(X)
+                idx = randpick(seed, rank, g, j, n, b)    # G3: x_k <- randpick(X)
                 j += 1
-                with sh.lock:                             # L6: w_l <- w^
+                with sh.lock:                             # G6: w_l <- w^
                     np.copyto(w_l, sh.w_hat)
                     v = sh.version
-                loss = run.grad_at(w_l, d, idx, label="L7 D_g <- D_g + sum_k grad J(x_k; w_l)")   # L7
+                loss = run.grad_at(w_l, d, idx, label="G7 D_g <- D_g + sum_k grad J(x_k; w_l)")   # G7
                 d *= b
                 with sh.locks[g]:
                     sh.D[g] += d
@@ -289,7 +282,7 @@ def _threaded(run, w, M, w_hat, D_L, D_A, G, mu, b, n, predict):
             for t in run.iterations():
                 # an update consumes at least one gradient of this process (see the docstring),
                 # unless its threads computed its whole share of --epochs
-                with run.awaiting_gradients("L3 wait for a gradient"), sh.ready:  # the update thread's compute
+                with run.awaiting_gradients("wait for a gradient"), sh.ready:  # the update thread's compute
                     sh.ready.wait_for(lambda: sh.error is not None or any(sh.count) or sh.live == 0)
                 if sh.error is not None:
                     g, exc = sh.error
@@ -298,7 +291,7 @@ def _threaded(run, w, M, w_hat, D_L, D_A, G, mu, b, n, predict):
                 # L3: D_L <- D_1 + ... + D_G;  L4: D_1, ..., D_G <- 0 (each taken by a swap under its lock)
                 count = vsum = 0
                 loss = 0.0
-                with run.span("update", "L3 D_L <- D_1 + ... + D_G, L4 D_g <- 0"):
+                with run.update("L3 D_L <- D_1 + ... + D_G, L4 D_g <- 0"):
                     D_L[...] = 0
                     for g in range(G):
                         with sh.locks[g]:
@@ -313,7 +306,7 @@ def _threaded(run, w, M, w_hat, D_L, D_A, G, mu, b, n, predict):
                 # staleness of this update's gradients: t - version, summed over every process
                 mine = np.array([count, count * t - vsum], dtype=np.float64)
                 every = np.empty(2)
-                with run.idle("L8 S_bar: MPI_Allreduce(staleness)"):
+                with run.idle("S_bar: MPI_Allreduce(staleness)"):
                     run.control_comm.Allreduce(mine, every, op=MPI.SUM)
                 stats += every
                 S_bar = stats[1] / max(stats[0], 1.0)

@@ -53,7 +53,7 @@ Deviations and readings:
   synchronous method uses (:func:`refsgd.datasets.epoch_batches`: each epoch one permutation
   of the training set, split into disjoint shards of the ranks; without replacement), not
   Algorithm 3's randpick (each sample drawn at random, with replacement; PP-ASGD's
-  :func:`refsgd.algorithms.ppasgd.randpick`), so that SSGD-NAG sees the data SSGD sees; an
+  :func:`refsgd.datasets.sampler.thread_randpick`), so that SSGD-NAG sees the data SSGD sees; an
   epoch is every sample once.
 * SSGD-NAG's lambda (``--lr``) multiplies a *sum* over all samples of all workers, as in the
   paper; lambda = eta / (N * tau * batch) gives the step of mean-gradient SGD with rate eta.
@@ -134,16 +134,16 @@ def train_ssgd_opt(run):
         def segment_final(name, lo, hi):
             # L1 completes for this layer's segment ...
             if tau > 1:
-                np.add(g_i[lo:hi], g_ij[lo:hi], out=g_i[lo:hi])
-                g_i[lo:hi] /= tau
-                mine = g_i[lo:hi]
+                np.add(g_i[lo:hi], g_ij[lo:hi], out=g_i[lo:hi])  # noqa: B023 called within this iteration
+                g_i[lo:hi] /= tau  # noqa: B023 called within this iteration
+                mine = g_i[lo:hi]  # noqa: B023 called within this iteration
             else:
                 mine = g_ij[lo:hi]  # tau = 1: the micro-batch's gradient is g_i itself
             # L2, start communication: Iallreduce of the segment, last layer first
             if run.ring:  # --allreduce ring: a blocking ring per segment, after the pass (Deviations)
-                final.append((name, mine, lo, hi))
+                final.append((name, mine, lo, hi))  # noqa: B023 called within this iteration
             else:
-                reqs.append(run.started(comm.Iallreduce(mine, g[lo:hi], op=MPI.SUM),
+                reqs.append(run.started(comm.Iallreduce(mine, g[lo:hi], op=MPI.SUM),  # noqa: B023 called within this iteration
                                         f"L2 MPI_Iallreduce(g_i[{name}])", mine))
 
         # L1, last micro-batch; its backward pass starts the all-reduces     (compute)
@@ -189,7 +189,7 @@ def train_ssgd_nag(run):
                 # L5-L8: thread grad(g, b, X) for g = 1..G, in parallel, each on sub-batch t*G+g-1 of
                 #        the sampler at w^;  L9: wait thread                   (the loop's compute)
                 idx = [run.batch_indices(t * G + g) for g in range(G)]
-                losses = run.in_threads(pool, lambda g: grad(g, idx[g]), G, "L9 wait thread")
+                losses = run.in_threads(pool, lambda g: grad(g, idx[g]), G, "L9 wait thread")  # noqa: B023 called within this iteration
                 run.trace_batches(idx)
                 run.add_loss(sum(losses), G)
                 # L10: D_L <- D_1 + ... + D_G (in the order of g);  L11: D_g <- 0 (overwritten next step)

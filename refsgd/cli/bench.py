@@ -47,21 +47,22 @@ def add(sub):
                    help="first iterations left out of the means (default 10; the last is left out too)")
     o.add_argument("--algos", default="ssgd,ssgd-opt,dcs3gd,laga-sgd",
                    help="comma-separated methods, run as train runs them (--poll on), each optionally "
-                        "with +nopoll for --no-poll (e.g. dcs3gd+nopoll; +poll is accepted) and +CODEC for "
-                        "--compress CODEC (ssgd, ssgd-nag, d-sync, pipe-sgd; e.g. pipe-sgd+q8): ssgd, "
-                        "ssgd-nag, ssgd-opt, d-sync, dcs3gd, laga-sgd, laga-sgdm, laga-sgdn, pipe-sgd (K = 2), "
-                        "daso (cycling from the first batch), ps-sync, dcasgd; default ssgd,ssgd-opt,dcs3gd,laga-sgd")
+                        "with +nopoll for --no-poll (e.g. NAME+nopoll; +poll is accepted) and +CODEC for "
+                        "--compress CODEC (the methods that take it: "
+                        f"{', '.join(m.name for m in METHODS.values() if 'compress' in m.options)}): "
+                        f"{', '.join(m.name for m in METHODS.values() if m.timing_model)} (Pipe-SGD with K = 2, "
+                        "DASO cycling from the first batch); default %(default)s")
     cmdoptions.add(o, "link", default=None, help="emulated link (see train --help)")
     o.add_argument("--ratio", default=None, metavar="R[,R...]",
                    help="emulated links whose all-reduce of the gradient takes R x t_C, one run of every "
                         "method per R (0: no link, the real network)")
     o.add_argument("--latency-us", type=nonneg_float, default=50.0, help="latency of the --ratio link (default 50; lowered to a quarter of the all-reduce time where it would take half of it or more)")
     cmdoptions.add(o, "ranks_per_node", default=None,
-                   help="daso: virtual nodes of G consecutive ranks (default: the ranks that share memory)")
+                   help="DASO's virtual nodes of G consecutive ranks (default: the ranks that share memory)")
     cmdoptions.add(o, "local_link", default=None,
-                   help="daso: emulated link within a node (default: the real one)")
+                   help="DASO's emulated link within a node (default: the real one)")
     cmdoptions.add(o, "sync_every", default=None,
-                   help="daso: batches between global syncs, B (default 4; W = max(1, B/4))")
+                   help="DASO's batches between global syncs, B (default 4; W = max(1, B/4))")
     o.add_argument("--timeline-cost", type=nonneg_int, default=0, metavar="PAIRS",
                    help="also time each method with train --timeline recording every timed iteration: PAIRS runs "
                         "without and with it, alternating, and print the iteration times (medians) and the cost")

@@ -18,9 +18,10 @@ def add(sub):
                                    "verify against (implementers.md, installed with refsgd: "
                                    "`refsgd train --list` prints where).")
     groups = {}
-    cmdoptions.add(p, "algo", help="the method (default ssgd)")
+    cmdoptions.add(p, "algo", help="the method (default %(default)s)")
     p.add_argument("--workers", type=positive_int,
-                   help="number of workers N (the MPI world size it stands for; dcasgd: server + N-1 workers)")
+                   help="number of workers N (the MPI world size it stands for; "
+                        f"{', '.join(m.name for m in METHODS.values() if m.servers)}: server + N-1 workers)")
     p.add_argument("--steps", type=positive_int, help="number of steps T")
     cmdoptions.add_method_options(p, "float64", groups)
     p.add_argument("--out", metavar="F.h5", help="the golden file (written atomically)")

@@ -10,7 +10,7 @@ def add(sub):
                                    "comparing them. --plot draws the loss, accuracy (and learning-rate) "
                                    "curves of all runs on shared axes and their time split (needs "
                                    "matplotlib); --csv and --json export the evaluations and a summary of "
-                                   "each run (layouts in refsgd/report.py). Outputs are written atomically; "
+                                   "each run (layouts in refsgd/report/). Outputs are written atomically; "
                                    "an existing file is replaced only with --force.",
                        epilog="examples: refsgd report ssgd.h5 dcasgd.h5 --plot cmp.png --csv cmp.csv\n"
                               "  refsgd report run.h5 --timeline run.json          (a run of train --timeline, for "

@@ -62,7 +62,7 @@ def run(args, parser):
         Link.parse(args.link)
     setup = reproduce.Setup(ranks=args.ranks, data=args.data, link=args.link, quick=args.quick,
                             seeds=args.seeds or (1 if args.quick else 3))
-    setup.kind  # a dataset reproduce cannot use is refused before anything runs
+    setup.kind  # noqa: B018 reading it refuses a dataset reproduce cannot use, before anything runs
     results = reproduce.reproduce(args.name, setup, args.out_dir, force=args.force,
                                   log=lambda line: failure.say(f"reproduce: {line}"))
     for r in results:

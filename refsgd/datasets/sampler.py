@@ -1,6 +1,7 @@
 """The sampler: two pure functions of the seed and the position (no hidden state, so a resumed
 run draws the same batches): :func:`epoch_batches` (without replacement) and :func:`randpick`
-(with replacement, PP-ASGD's ``randpick``)."""
+(with replacement) and :func:`thread_randpick` (with replacement, PP-ASGD's ``randpick``: a
+stream per rank and gradient thread, shared by its MPI loop and its serial rendering)."""
 
 from __future__ import annotations
 
@@ -81,3 +82,10 @@ def randpick(seed, rank, step, batch, n) -> np.ndarray:
         raise RefsgdError(f"batch must be >= 1, got {batch}.")
     gen = np.random.Generator(np.random.PCG64([seed, rank, step]))
     return gen.integers(0, n, size=batch).astype(np.int64, copy=False)
+
+
+def thread_randpick(seed, rank, thread, j, n, b):
+    """PP-ASGD's randpick (Sato et al. 2017, Algorithm 3, L3): sub-batch j (counted from the start
+    of the run) of gradient thread ``thread`` of ``rank``, b indices in [0, n) with replacement,
+    exactly ``np.random.default_rng([seed, rank, thread, j]).integers(0, n, b)``."""
+    return np.random.default_rng([seed, rank, thread, j]).integers(0, n, b)

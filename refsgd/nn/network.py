@@ -104,7 +104,7 @@ class Network:
                      f"model {name}: {self.num_params:,d} parameters ({self.dtype.name})")
 
         self.trainable = np.ones(self.num_params, dtype=bool)
-        for layer, (name, lo, hi) in zip([l for l in self.layers if l.param_shapes], self.segments):
+        for layer, (_name, lo, hi) in zip([l for l in self.layers if l.param_shapes], self.segments):
             if layer.frozen:
                 self.trainable[lo:hi] = False
         trainable_idx = [i for i, l in enumerate(self.layers) if l.param_shapes and not l.frozen]

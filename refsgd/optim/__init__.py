@@ -56,6 +56,8 @@ from .sgd import (  # noqa: F401
     decay_mask,
     SGD,
     momentum_predict,
+    horizon,
+    warm,
     fused_step,
 )
 from .schedules import (  # noqa: F401

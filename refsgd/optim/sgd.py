@@ -276,6 +276,23 @@ def momentum_predict(w, M, w_hat, D, lam, mu, h=None):
     _momentum_predict(w, M, w_hat, D, t(lam), t(mu), t(0 if h is None else h), h is not None)
 
 
+def warm(dtype):
+    """Call the kernels of :class:`SGD`, :func:`fused_step` and :func:`momentum_predict` once, on
+    one-element vectors of ``dtype``: a kernel's first call in a process types its arguments in
+    Python (about 1 ms) before Numba loads it from its cache or compiles it. A run does this
+    before its clock starts, so that its first update holds the update alone. The wrappers cast
+    every scalar to the vectors' dtype, so these calls have the run's signatures."""
+    t = np.dtype(dtype).type
+    w, g, none = np.ones(1, dtype), np.ones(1, dtype), np.zeros(0, dtype)
+    _fused_step(w, g, none, t(0), none, t(0), t(0), False, False, t(1))
+    _momentum_predict(w, g.copy(), g.copy(), g, t(0), t(0), t(0), False)
+
+
+def horizon(mu, S):
+    """sum_{s=1}^{S+1} mu^s, the coefficient of M in PP-ASGD's f_S (Sato et al. 2017, eq. 2)."""
+    return float(sum(mu ** s for s in range(1, S + 2)))
+
+
 @nb.njit(cache=True, nogil=True)
 def _momentum_predict(w, M, w_hat, D, lam, mu, h, predict):
     for j in range(w.size):

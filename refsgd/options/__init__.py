@@ -58,9 +58,6 @@ DEFAULTS = {o.name: o.default for o in _METHOD_OPTIONS}
 METHOD_DEFAULTS = {m: {o.name: o.per_method[m] for o in OPTIONS if m in o.per_method} for m in METHODS}
 METHOD_DEFAULTS = {m: d for m, d in METHOD_DEFAULTS.items() if d}
 
-#: the defaults of the learning rate and the batch where the method has none of its own
-LR, BATCH = BY_NAME["lr"].default, BY_NAME["batch"].default
-
 #: the methods whose backward pass has a request in flight, tested between layers unless --no-poll
 POLLED = tuple(m.name for m in registry.METHODS.values() if m.polled)
 

@@ -56,24 +56,19 @@ warmup-linear:warmup_epochs=2,total_epochs=20; plateau:factor=0.5,patience=2. Na
 
 _OPTIONS = (
     # -- every method; shapes the trajectory
-    Option("algo", Text(), "ssgd", "the method (default ssgd); --list shows them", record=TRAJECTORY),
+    Option("algo", Text(), "ssgd", "the method (default %(default)s); --list shows them", record=TRAJECTORY),
     Option("model", Text(path=True), "digits_mlp",
            "bundled model name or path of a .toml spec (default: digits_mlp; `refsgd models` lists them)",
            record=TRAJECTORY),
     Option("data", Text(path=True), None,
            "dataset HDF5 file made by `refsgd data convert`, or mnist, fashion-mnist, cifar10: the file "
            "`refsgd data download` put in the cache folder (default: the embedded 8x8 digits)", record=TRAJECTORY),
-    Option("batch", Int(1), 32, "micro-batch size per worker (default 32; pp-asgd and asgd: 8, each gradient "
-           "thread's sub-batch)", record=TRAJECTORY),
+    Option("batch", Int(1), 32, "micro-batch size per worker (default 32)", record=TRAJECTORY),
     Option("tau", Int(1), 1, "micro-batches accumulated per iteration (gradient accumulation, default 1)",
            record=TRAJECTORY),
     Option("lr", Float(), 0.05,
-           "learning rate, or the schedule's peak. What it multiplies depends on the method: "
-           "the mean gradient over workers and samples (ssgd, ssgd-opt, dcs3gd, laga-*, daso); "
-           "one worker's mean gradient per push (dcasgd); the sum over workers of their mean "
-           "gradients (pipe-sgd, d-sync, ps-sync); the sum of the gradients over samples, "
-           "sub-batches and workers (ssgd-nag, pp-asgd, asgd). Default 0.05; 2e-5 for ssgd-nag, "
-           "3e-6 for pp-asgd and asgd", record=TRAJECTORY),
+           "learning rate, or the schedule's peak (default 0.05); what it multiplies depends on the method",
+           record=TRAJECTORY),
     Option("schedule", Text(), "constant", SCHEDULE_HELP, record=TRAJECTORY),  # + the names (refsgd.cli.cmdoptions)
     Option("seed", Int(0), 0, "seed of the initial weights and the sampler, an integer >= 0 (default 0)",
            record=TRAJECTORY),
@@ -134,74 +129,68 @@ _OPTIONS = (
            const="default"),
     # -- the local optimizer U (refused by the methods without one)
     Option("momentum", Float(), 0.0,
-           "momentum mu (gamma in LAGA) in [0, 1); default 0, 0.9 for dcs3gd, laga-sgdm and "
-           "laga-sgdn, 0.99 for ssgd-nag, pp-asgd and asgd (the papers')", "U", OWN, TRAJECTORY),
-    Option("nesterov", Flag(), False, "Nesterov momentum, PyTorch semantics (ssgd, ssgd-opt, daso)",
-           "U", OWN, TRAJECTORY),
+           "momentum mu (gamma in LAGA) in [0, 1) (default 0; a method's own: its paper's)", "U", OWN, TRAJECTORY),
+    Option("nesterov", Flag(), False, "Nesterov momentum, PyTorch semantics", "U", OWN, TRAJECTORY),
     Option("momentum_form", Choice(("pytorch", "mxnet")), "pytorch",
-           "pytorch: b = mu*b + g, w -= lr*b; mxnet: v = mu*v - lr*g, w += v (ssgd, ssgd-opt, daso; "
-           "default pytorch; dcs3gd always uses mxnet's, its paper's toolkit)", "U", OWN, TRAJECTORY),
+           "pytorch: b = mu*b + g, w -= lr*b; mxnet: v = mu*v - lr*g, w += v (default pytorch)", "U", OWN,
+           TRAJECTORY),
     Option("weight_decay", Float(), 0.0, "coupled L2 weight decay (default 0); never applied to frozen layers",
            "U", OWN, TRAJECTORY),
     # -- method-specific (refused by the other methods)
     Option("wd_k", Float(), 2.3,
-           "dcs3gd: factor k on the weight decay, which follows the lr schedule (default 2.3)",
+           "factor k on the weight decay, which follows the lr schedule (default 2.3)",
            "method", OWN, TRAJECTORY),
     Option("lambda0", Float(), 0.2,
-           "dcs3gd: lambda_0 of the dynamic variance control, eq. 17 (default 0.2; 0 = no compensation)",
+           "lambda_0 of the dynamic variance control, eq. 17 (default 0.2; 0 = no compensation)",
            "method", OWN, TRAJECTORY),
     Option("lambda_norm", Choice(("whole", "tensor")), "whole",
-           "dcs3gd: eq. 17's norms over the whole parameter vector, or per tensor (each weight and "
+           "eq. 17's norms over the whole parameter vector, or per tensor (each weight and "
            "bias its own lambda, as MXNet's KVStore updates one tensor at a time); the paper does "
            "not say (default whole)", "method", OWN, TRAJECTORY),
     Option("dc_lambda", Float(), 0.04,
-           "dcasgd: lambda of the delay compensation (default 0.04), or lambda_0 with --dc-adaptive",
+           "lambda of the delay compensation (default 0.04), or lambda_0 with --dc-adaptive",
            "method", OWN, TRAJECTORY),
-    Option("dc_adaptive", Flag(), False, "dcasgd: adaptive lambda_t = lambda_0 / sqrt(MeanSquare_t + 1e-7)",
+    Option("dc_adaptive", Flag(), False, "adaptive lambda_t = lambda_0 / sqrt(MeanSquare_t + 1e-7)",
            "method", OWN, TRAJECTORY),
-    Option("dc_ms_decay", Float(), 0.95, "dcasgd with --dc-adaptive: decay m of MeanSquare (default 0.95)",
+    Option("dc_ms_decay", Float(), 0.95, "with --dc-adaptive: decay m of MeanSquare (default 0.95)",
            "method", OWN, TRAJECTORY),
     Option("ps_order", Choice(("arrival", "round-robin")), "arrival",
-           "dcasgd: the server takes pushes as they arrive, or in the fixed order 1..N-1 "
+           "the server takes pushes as they arrive, or in the fixed order 1..N-1 "
            "(deterministic, as the serial rendering; default arrival)", "method", OWN, TRAJECTORY),
     Option("dependency", Int(1), 2,
-           "pipe-sgd: iteration dependency K, each update applies the summed gradient of the "
+           "iteration dependency K, each update applies the summed gradient of the "
            "K-th last iteration (default 2, the paper's optimum; 1 is D-Sync); below the run's iterations, "
            "and its 4 K copies of the model within the memory available", "method", OWN, TRAJECTORY,
            metavar="K"),
     Option("warmup_epochs", Int(0), 0,
-           "pipe-sgd: the first E epochs with dependency 1 (D-Sync), as the paper trains AlexNet "
-           "and ResNet (default 0); daso: the first E epochs sync globally every batch, "
-           "blocking (default 1)", "method", OWN, TRAJECTORY, metavar="E"),
-    Option("cooldown_epochs", Int(0), 1, "daso: the last E epochs sync globally every batch, blocking (default 1)",
+           "the first E epochs, a warm-up phase", "method", OWN, TRAJECTORY, metavar="E"),
+    Option("cooldown_epochs", Int(0), 1, "the last E epochs sync globally every batch, blocking (default 1)",
            "method", OWN, TRAJECTORY, metavar="E"),
-    Option("sync_every", Int(1), 4, "batches between global syncs", "method", OWN, TRAJECTORY, metavar="B"),
+    Option("sync_every", Int(1), 4, "steps between two syncs of the models", "method", OWN, TRAJECTORY, metavar="B"),
     Option("plateau_patience", Int(1), 2,
-           "daso: epochs in a row without improvement that make a plateau (default 2)",
+           "epochs in a row without improvement that make a plateau (default 2)",
            "method", OWN, TRAJECTORY, metavar="N"),
     Option("plateau_threshold", Float(), 0.05,
-           "daso: an epoch's training loss improves when below best * (1 - X) (default 0.05)",
+           "an epoch's training loss improves when below best * (1 - X) (default 0.05)",
            "method", OWN, TRAJECTORY, metavar="X"),
     Option("ranks_per_node", Int(1), None,
-           "daso: virtual nodes of G consecutive ranks (default: the ranks that share memory, "
+           "virtual nodes of G consecutive ranks (default: the ranks that share memory, "
            "MPI_COMM_TYPE_SHARED); lets 2 nodes x 2 ranks run on one machine",
            "method", OWN, TRAJECTORY, metavar="G"),
     # DASO's emulated node-local link: recorded, but timing only
     Option("local_link", Text(), None,
-           "daso: emulated link within a node (the node-local syncs), while --link is the "
+           "emulated link within a node (the node-local syncs), while --link is the "
            "link between nodes (default: the real one)", None, OWN, RUN_ONLY, metavar="LATENCY_US,GBIT_S"),
     # ssgd-nag: its threads are its --tau sub-batches (resolve sets one from the other)
     Option("threads", Int(1), 2,
-           "pp-asgd, asgd: gradient threads per process, each adding the summed gradient of "
-           "its sub-batches of --batch samples (default 2); ssgd-nag: the G sub-batches of a step, "
-           "computed by G threads (the same as --tau G; default 1)", "method", OWN,
+           "gradient threads per process", "method", OWN,
            TRAJECTORY, metavar="G"),
     Option("staleness", Int(0), None,
-           "pp-asgd, asgd: deterministic mode, update t consumes one sub-batch per thread "
+           "deterministic mode, update t consumes one sub-batch per thread "
            "computed at the w^ of update t-S-1, and f_S uses S (default: threaded, measured); below "
            "the run's iterations", "method", OWN, TRAJECTORY, metavar="S"),
     Option("compress", Choice(("none", "t16", "bf16", "fp16", "q8", "q8v")), "none",
-           "ssgd, ssgd-nag, pipe-sgd, d-sync: the gradient all-reduce carries t16 (upper 16 "
+           "the gradient all-reduce carries t16 (upper 16 "
            "bits of each float32, truncated), bf16 (bfloat16), fp16 (IEEE half, as Horovod's "
            "fp16 compression), q8 (8 bits with a scale per block of 256) or q8v (8 bits with "
            "one scale for the whole vector, Pipe-SGD's Q8), and every "
@@ -210,7 +199,7 @@ _OPTIONS = (
     # the order of the sums over ranks: recorded and kept by a resume, not compared by verify (a
     # trace of either verifies against a golden file, bitwise with ring)
     Option("allreduce", Choice(("mpi", "ring")), "mpi",
-           "every method but dcasgd and ps-sync: how the uncompressed sums over ranks are made. "
+           "how the uncompressed sums over ranks are made. "
            "mpi: the MPI library's MPI_Allreduce / MPI_Iallreduce with MPI_SUM, non-blocking where "
            "the listing is (fastest; at 3 or more ranks the order of the additions is the "
            "library's, so a trace matches its golden file to round-off); ring: refsgd's "
@@ -222,14 +211,31 @@ _OPTIONS = (
 
 
 def _of_registry(o):
-    """An option with the methods it applies to, their own defaults and what it means to each
-    (Method.option_help, after the option's own help), from the registry."""
+    """An option with the methods it applies to, their own defaults and what it means to each,
+    from the registry (:func:`_help`)."""
     methods = o.methods if o.methods is not OWN else tuple(m.name for m in registry.METHODS.values()
                                                             if o.name in m.applies)
-    own = [f"{m.name}: {m.option_help[o.name]}" for m in registry.METHODS.values() if o.name in m.option_help]
-    return dataclasses.replace(o, methods=methods, help="; ".join(([o.help] if o.help else []) + own),
-                               per_method={m.name: m.defaults[o.name] for m in registry.METHODS.values()
-                                           if o.name in m.defaults})
+    per_method = {m.name: m.defaults[o.name] for m in registry.METHODS.values() if o.name in m.defaults}
+    return dataclasses.replace(o, methods=methods, help=_help(o, methods), per_method=per_method)
+
+
+def _help(o, methods):
+    """The option's help: its own words (which name no method), then what the registry says of it
+    per method -- Method.option_help (--lr: Method.lr_meaning) and Method.defaults -- the methods
+    with the same words in one clause, then the methods it applies to where not every one does."""
+    said = {}
+    for m in registry.METHODS.values():
+        if methods is not ALL and m.name not in methods:
+            continue
+        words = m.option_help.get(o.name) or (m.lr_meaning if o.name == "lr" else "")
+        if o.name in m.defaults:
+            words = f"{words} (default {m.defaults[o.name]})" if words else f"default {m.defaults[o.name]}"
+        if words:
+            said.setdefault(words.replace("%", "%%"), []).append(m.name)   # argparse formats the help
+    parts = ([o.help] if o.help else []) + [f"{', '.join(names)}: {words}" for words, names in said.items()]
+    if o.methods is OWN:
+        parts.append(f"for {', '.join(methods)}")
+    return "; ".join(parts)
 
 
 OPTIONS = tuple(_of_registry(o) for o in _OPTIONS)

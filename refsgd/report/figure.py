@@ -63,11 +63,6 @@ def _labels(runs):
     return out
 
 
-def _label(run, runs):
-    """A run's name in a figure (see _labels)."""
-    return _labels(runs)[run.index]
-
-
 def _x_axis(runs):
     """('iteration', ipe or None): iterations with a shared epoch length (or none known);
     ('epoch', None) when every run knows its epoch length and they differ."""

@@ -57,10 +57,12 @@ An algorithm's ``train(run)`` receives a :class:`Run` and uses
   it are recorded apart (``evaluate``, ``checkpoint``); its time with communication in flight
   (``comm``) is cut to [start, end] (a request spanning the boundary counts in both
   iterations); the seconds Numba spends compiling kernels (a first run) or loading them from
-  its cache, with the typing of its arguments (a kernel's first call in the process), are
-  taken out of every timer of the thread that does it, and out of the wall time, and recorded
-  as ``compile`` (the first record holds those of the run's set-up and warm-up too; rank 0
-  says before the first compiling starts);
+  its cache are taken out of every timer of the thread that does it, and out of the wall
+  time, and recorded as ``compile`` (the first record holds those of the run's set-up and
+  warm-up too; rank 0 says before the first compiling starts); the warm-up calls the network's
+  and the update's kernels (refsgd.optim.warm and the method module's ``warm(dtype)``), so the
+  typing of a kernel's first call in the process (about 1 ms, which no Numba event covers) is
+  in no timed update;
 * ``run.record("gradients", n)``: a method whose iteration consumes a varying number of
   micro-batch gradients (all workers; default tau x workers) says how many; an epoch is
   ``grads_per_epoch`` of them, and with ``by_gradients`` (PP-ASGD's threaded mode) ``--epochs``

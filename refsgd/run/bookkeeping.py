@@ -147,7 +147,6 @@ class Bookkeeping:
         # the run ends here: the --out and --trace files are written for the iterations done
         self.interrupted = name
         self.wall = time.perf_counter() - self._run_start
-        self.iterations_run = t + 1 - self._first
         if self.segments:  # this process's segment ends here
             self.segments[-1]["iterations"][1] = t + 1
             self.segments[-1]["wall_seconds"] = self.wall

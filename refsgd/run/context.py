@@ -17,17 +17,20 @@ from refsgd.errors import RankFailure, RefsgdError
 from refsgd import failure, timeline
 from refsgd.comm import codecs
 from refsgd.datasets import epoch_batches
+from refsgd import optim
 from refsgd.optim import SGD
 
+from .collectives import Collectives
 from .timing import Timing, _CompileClock, prompt_handover, _LayerSpans, _link_observed, _test_all, _union_length
 from .bookkeeping import Bookkeeping, FIELDS, eval_schedule
 from .progress import Progress
 
 
-class Run(Timing, Bookkeeping):
+class Run(Timing, Collectives, Bookkeeping):
     def __init__(self, comm, net, data, cfg, schedule, log=print, restorer=None, checkpoint=None, servers=0,
-                 by_gradients=False):
+                 by_gradients=False, warm=None):
         self.comm = comm
+        self._warm_kernels = warm   # the method's own kernels' warm-up, warm(dtype) (refsgd.algorithms.warm_of)
         # bookkeeping collectives go around the emulated link and the traffic counter
         self.control_comm = MPI.Intracomm(comm) if type(comm) is not MPI.Intracomm else comm
         self.traffic = getattr(comm, "traffic", None)
@@ -66,7 +69,7 @@ class Run(Timing, Bookkeeping):
         self.total = (None if self.budget is not None else cfg.iterations if cfg.iterations
                       else cfg.epochs * self.iters_per_epoch)
         self.t = 0
-        self._first, self.iterations_run = 0, 0
+        self._first = 0
         self.wall = 0.0
         # the processes that made this trajectory: [{"iterations": [first, last], "wall_seconds"}]
         self.segments = []
@@ -435,16 +438,20 @@ class Run(Timing, Bookkeeping):
             progress.close()
             self._bar = None
         self.wall = segment["wall_seconds"] = time.perf_counter() - start
-        self.iterations_run = ran
         tl.align(self.control_comm, "end")    # the clocks' drift over the loop
 
     def _warm_up(self):
         """Before the loop: the network's kernels called once (compiled on a first run, else
-        loaded from Numba's cache), so that the first iteration's compute is real. Its seconds,
-        and those of the method's set-up, are the first iteration's ``compile``, outside every
-        time."""
+        loaded from Numba's cache), so that the first iteration's compute is real, and the
+        update kernels (the local optimizer's, refsgd.optim.warm, and the method's own), so that
+        no update holds the typing of a kernel's first call (about 1 ms; no Numba event covers
+        it). Its seconds, and those of the method's set-up, are the first iteration's
+        ``compile``, outside every time."""
         w0 = self.net.init_params(0)
         self.net.loss_and_grad(w0, self.data.x_train[:2], self.data.y_train[:2], out=np.empty_like(w0))
+        optim.warm(w0.dtype)
+        if self._warm_kernels is not None:
+            self._warm_kernels(w0.dtype)
         # the ranks start the loop together: one that compiled less waits here for the others,
         # not in the first iteration's collective (the status line would count that wait)
         self.control_comm.Barrier()

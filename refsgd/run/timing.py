@@ -1,6 +1,7 @@
-"""The Run's timing: its timing points (compute, idle, codec, update, the requests in flight,
-the spans of ``--timeline``), the clock of Numba's compiling that every timer leaves out, the
-length of the communication in flight, and the prompt handover between a method's threads."""
+"""The Run's timing: its timing points (compute, idle, codec, update, the spans of
+``--timeline``), the clock of Numba's compiling that every timer leaves out, the length of the
+communication in flight, and the prompt handover between a method's threads. The collectives
+that these time are :mod:`refsgd.run.collectives`."""
 
 import contextlib
 import functools
@@ -9,12 +10,9 @@ import threading
 import time
 
 import numpy as np
-from mpi4py import MPI
 from numba.core import event
-from numba.core.dispatcher import Dispatcher
 
-from refsgd.comm import codecs, linkcomm
-from refsgd.comm.linkcomm import waitall  # plain requests too; honours emulated deadlines
+from refsgd.comm import linkcomm
 
 
 class Timing:
@@ -44,7 +42,11 @@ class Timing:
 
     def span(self, kind, label, it=None, data=None):
         """--timeline: the enclosed work as a span of ``kind`` (refsgd.timeline.KINDS) on the
-        calling thread, e.g. the all-reduce of a communication thread; it times nothing else."""
+        calling thread, e.g. the all-reduce of a communication thread; it times nothing else. Not
+        for a method's arithmetic: :meth:`update` is the one way to mark it (timed and drawn), so
+        the update column counts the same work in every method."""
+        if kind == "update":
+            raise ValueError("run.span('update', ...) draws an update without timing it: use run.update(label)")
         tl = self.timeline
         if not tl.active:
             return contextlib.nullcontext()
@@ -69,140 +71,6 @@ class Timing:
         (``self._compiled.seconds`` at the start): a first run's compilation is never timed
         as compute, idle, update or codec (it is recorded apart, as ``compile``)."""
         return max(seconds - (self._compiled.seconds - since), 0.0)
-
-    def open_wire(self):
-        """The MPI datatype and operator of the ``--compress`` codec (None without one), for the
-        loop's thread; the Run closes it when :meth:`iterations` ends (or is left by an error)."""
-        name = self.cfg.compress
-        if name in (None, "none"):
-            return None
-        wire = codecs.get(name).open()
-        self._wires.append(wire)
-        return wire
-
-    @contextlib.contextmanager
-    def _closing_wires(self):
-        """Close the wires of :meth:`open_wire` when the loop ends, however it ends."""
-        try:
-            yield
-        finally:
-            while self._wires:
-                self._wires.pop().close()
-
-    def _ring(self, dtype):
-        """The uncompressed Ring-AllReduce of ``dtype`` (one per dtype, its scratch reused; the loop's
-        thread only: a method whose other thread sums opens its own, ``codecs.plain(dtype).open()``)."""
-        dtype = np.dtype(dtype)
-        if dtype not in self._rings:
-            self._rings[dtype] = codecs.plain(dtype).open()
-        return self._rings[dtype]
-
-    def ring_sum(self, comm, x, out, label=None):
-        """Blocking ``out <- sum over the ranks of comm of x`` by refsgd's Ring-AllReduce over
-        point-to-point messages, uncompressed, in x's dtype (``--allreduce ring``; the order is
-        :meth:`refsgd.comm.codecs.Wire.allreduce_wire`'s, the serial renderings'), timed as idle.
-        A method whose listing starts an ``MPI_Iallreduce`` calls :meth:`iallreduce`, which takes
-        this path under ``--allreduce ring``: the sum is complete on return."""
-        with self.idle(label, x):
-            self._ring(x.dtype).allreduce_wire(comm, x, out)
-        return out
-
-    def allreduce_sum(self, comm, x, out, wire=None, label=None):
-        """Blocking ``out <- sum over ranks of x`` (idle): ``MPI_Allreduce`` with ``MPI_SUM``, or
-        under ``--allreduce ring`` refsgd's uncompressed ring (:meth:`ring_sum`). With a codec
-        ``wire`` (open_wire), x is compressed (codec), the ring carries and adds the compressed
-        form (idle), and the result is decompressed into out (codec). label: the listing line
-        (--timeline)."""
-        if wire is None:
-            if self.ring:
-                return self.ring_sum(comm, x, out, label)
-            with self.idle(label, x):
-                comm.Allreduce(x, out, op=MPI.SUM)
-            return out
-        send, recv = wire.scratch(x.size)
-        line = (label or "").split(" ")[0]
-        with self.codec(f"{line} Compress ({wire.codec.name})"):
-            wire.codec.encode(x, send)
-        with self.idle(label, send):
-            wire.allreduce_wire(comm, send, recv)
-        with self.codec(f"{line} Decompress ({wire.codec.name})"):
-            wire.codec.decode(recv, out)
-        return out
-
-    def iallreduce(self, comm, x, out, label=None):
-        """The non-blocking twin of :meth:`allreduce_sum`: start ``out <- sum over the ranks of comm
-        of x`` and return its request, for :meth:`wait`. ``MPI_Iallreduce`` with ``MPI_SUM``, MPI's
-        work to start it timed as idle and its lifetime as communication (:meth:`started`); under
-        ``--allreduce ring`` refsgd's uncompressed ring, blocking: the sum is complete on return and
-        the request is None (nothing in flight; :meth:`wait` of None returns at once). label: the
-        listing line, ``"L5 MPI_Iallreduce(dw_i)"``; the ring's span says ``ring all-reduce`` there."""
-        if self.ring:
-            self.ring_sum(comm, x, out, label=label and label.replace("MPI_Iallreduce", "ring all-reduce"))
-            return None
-        with self.idle(label):  # MPI's work to start it is communication on this path
-            return self.started(comm.Iallreduce(x, out, op=MPI.SUM), label, x)
-
-    @contextlib.contextmanager
-    def thread_comm(self, label, it=None, data=None):
-        """The enclosed blocking communication of a thread beside the loop (Pipe-SGD's C4 in its
-        communication thread, :meth:`beside`): communication in flight while it runs, counted in
-        the ``comm`` of the iteration it ends in (the loop takes these spans at each boundary) and,
-        with --timeline, a span ``comm`` on the thread's track (``it``: the iteration it serves,
-        ``data``: the buffer it sends). Not timed as idle: the loop does not wait for it here."""
-        t0 = time.perf_counter()
-        yield
-        t1 = time.perf_counter()
-        self._thread_spans.append((t0, t1))     # list.append is atomic: the loop pops from the front
-        tl = self.timeline
-        if tl.active:
-            tl.add("comm", label, t0, t1, getattr(data, "nbytes", 0), it)
-
-    def started(self, req, label=None, data=None):
-        """Note the start of a non-blocking request (its lifetime counts as communication).
-        For --timeline: ``label`` the listing line, ``data`` the buffer it sends."""
-        now = time.perf_counter()
-        self._pending.append((req, now))
-        tl = self.timeline
-        # in flight from its posting (the idle time that encloses the call, if any)
-        tl.depart(id(req), label, now if tl.idle_start is None else tl.idle_start, getattr(data, "nbytes", 0))
-        tl.posted = True
-        return req
-
-    def wait(self, req, label=None):
-        """req.Wait(), timed as idle (label: its listing line, for --timeline); None (no request in
-        flight, e.g. :meth:`iallreduce` under ``--allreduce ring``): nothing."""
-        if req is None:
-            return
-        t0, c0 = time.perf_counter(), self._compiled.seconds
-        req.Wait()
-        t1 = time.perf_counter()
-        self._idle += self._less_compiling(t1 - t0, c0)
-        self._finish(req, t0, t1, label)
-        tl = self.timeline
-        if tl.active:
-            tl.add("idle", label, t0, t1)
-
-    def waitall(self, reqs, label=None):
-        t0, c0 = time.perf_counter(), self._compiled.seconds
-        waitall(reqs)
-        t1 = time.perf_counter()
-        self._idle += self._less_compiling(t1 - t0, c0)
-        for r in reqs:
-            self._finish(r, t0, t1, label)
-        tl = self.timeline
-        if tl.active:
-            tl.add("idle", label or "complete the requests in flight", t0, t1)
-
-    def _finish(self, req, t0, t1, label=None):
-        """The request's lifetime as communication: from its start (started) or, for one not
-        noted, from the wait (t0), so that idle time always lies within the time in flight."""
-        self.timeline.land(id(req), t1, since=t0, label=label)
-        for i, (r, s) in enumerate(self._pending):
-            if r is req:
-                self._spans.append((s, t1))
-                del self._pending[i]
-                return
-        self._spans.append((t0, t1))
 
     def _discount_compile_waits(self, ran):
         """Collective, after the loop: a rank that compiled less than another (or not at all)
@@ -243,32 +111,6 @@ class Timing:
         return self._less_compiling(t1 - t0, c0)
 
 
-#: the event of a kernel's first call with new argument types (:func:`_announce_first_calls`)
-FIRST_CALL = "refsgd:first_call"
-
-
-def _announce_first_calls():
-    """Wrap Numba's slow path of a call in the event :data:`FIRST_CALL`, once per process.
-
-    A kernel's first call with new argument types leaves Numba's compiled fast path for
-    ``Dispatcher._compile_for_args``: it types each argument in Python, then compiles the kernel
-    or loads it from the cache under the compiler lock. The typing, outside the lock, took about
-    1 ms a kernel here (10 arguments; more under load), and fell in whatever the run was timing:
-    ssgd's first update was 1.2 ms against a median of 0.04 ms. Numba announces no event for
-    the slow path, so this wrapper does; later calls never take it (0 cost)."""
-    original = Dispatcher._compile_for_args
-    if getattr(original, "announces_first_calls", False):
-        return
-
-    @functools.wraps(original)
-    def first_call(self, *args, **kws):
-        with event.trigger_event(FIRST_CALL):
-            return original(self, *args, **kws)
-
-    first_call.announces_first_calls = True
-    Dispatcher._compile_for_args = first_call
-
-
 class _CompileClock:
     """Seconds of Numba's one-off work on a kernel's first call in a process, per thread:
     compiling it (the first run after an install or a change, seconds per kernel) or loading it
@@ -276,8 +118,9 @@ class _CompileClock:
     another thread that does. Numba holds its compiler lock for all of that and announces it
     (the event ``numba:compiler_lock``, from before it waits for the lock to after it lets go);
     its ``numba:compile`` covers only the compiling, not the cache, and was all this clock
-    counted before. The typing of the first call's arguments, before the lock, is counted too
-    (the event :data:`FIRST_CALL`, which holds the lock's: nested events count once). The run's
+    counted before. The typing of a first call's arguments, before the lock (about 1 ms a
+    kernel), has no event: the Run calls its update kernels before its clock starts
+    (:meth:`refsgd.run.Run._warm_up`), so that no timed update holds it. The run's
     timers take this thread's seconds out of what they time (``mine()`` before and after).
     ``announce``: called once, before the first kernel is compiled (not loaded), so that a first
     run says what it waits for. Listens while registered (``with clock:``, or for good with
@@ -322,9 +165,7 @@ class _CompileClock:
                 pass
 
         self._event = event
-        _announce_first_calls()
-        listener = Listener()
-        self._listeners = (("numba:compiler_lock", listener), (FIRST_CALL, listener), ("numba:compile", Compiling()))
+        self._listeners = (("numba:compiler_lock", Listener()), ("numba:compile", Compiling()))
         self._lock = threading.Lock()
         self._depth, self._since = {}, {}
         #: ``local.seconds``: the calling thread's compiling so far (a thread-local: a timing point

@@ -20,7 +20,7 @@ AllReduce_bf16 rounds every row to float32 and bfloat16 and combines them in the
 the trainable parameters are written by the global syncs. The float sums (node sync, cycling)
 are :func:`refsgd.serial.codecs.ring_sum`: the ring's order over the node's local ranks, and over
 the nodes. The phases, B, W and the plateau rule
-come from :class:`refsgd.algorithms.daso.Phases`, shared as the lr schedule is; the plateau's
+come from :class:`refsgd.optim.phases.Phases`, shared with the MPI loop as the lr schedule is; the plateau's
 measure is the mean loss of every worker's batches in the epoch.
 
 Micro-batches as in :mod:`refsgd.serial.ssgd`. Traced state: ``x`` and the local optimizer's
@@ -30,8 +30,8 @@ buffers ``U.*``.
 import numpy as np
 
 from refsgd.errors import RefsgdError
-from refsgd.algorithms.daso import CYCLING, Phases, epoch_loss
 from refsgd.optim import SGD
+from refsgd.optim.phases import CYCLING, Phases, epoch_loss
 from refsgd.serial.codecs import allreduce_sum, ring_sum
 from refsgd.serial.ssgd import _grads_at, _record, _Stream
 
@@ -66,7 +66,7 @@ def daso(net, data, cfg, schedule, N, T):
         X[p * G:(p + 1) * G] = X[i]
 
     for t in range(T):
-        phases.begin(t, lambda: epoch_loss([out["loss"][t - ipe:t, i] for i in range(N)]))
+        phases.begin(t, lambda: epoch_loss([out["loss"][t - ipe:t, i] for i in range(N)]))  # noqa: B023 called within this iteration
         grads = _grads_at(net, stream, X, t, 1, out["batches"], out["loss"])
         for p in range(P):
             gbar = ring_sum(grads[p * G:(p + 1) * G]) / G      # the node's ring, local rank order

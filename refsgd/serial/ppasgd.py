@@ -2,8 +2,9 @@
 N processes x G gradient threads in one process, no MPI, no threads.
 
 Written from docs/algorithms.md (section PP-ASGD), not from ``refsgd/algorithms/ppasgd.py``;
-shared with it: the network, ``randpick`` (the documented sample stream) and ``horizon`` (the
-coefficient of eq. 2). With V_v the w^ after v updates (V_0 = w_0)::
+shared with it, from the modules below both: the network, ``randpick`` (the documented sample
+stream, :func:`refsgd.datasets.sampler.thread_randpick`) and ``horizon`` (the coefficient of
+eq. 2, :func:`refsgd.optim.horizon`). With V_v the w^ after v updates (V_0 = w_0)::
 
     D_A   = sum over processes r, threads g of  b * grad J(x_{r,g,t}; V_{max(t-S, 0)})
             (x_{r,g,t} = randpick(seed, r, g, t, n, b); D_L summed over g in order, then the
@@ -17,7 +18,8 @@ Every process holds the same w, M and w^. Traced: w, M, w_hat and the batches (T
 import numpy as np
 
 from refsgd.errors import RefsgdError
-from refsgd.algorithms.ppasgd import horizon, randpick
+from refsgd.datasets.sampler import thread_randpick as randpick
+from refsgd.optim import horizon
 from refsgd.serial.codecs import ring_sum
 
 

@@ -7,7 +7,7 @@ against listings"), counted with Python's ``ast`` over each method's ``train``:
 * train and its helpers: the code lines of ``train`` and of the module's functions it calls,
   transitively (the thread functions included), its Numba kernels left out;
 * listing lines cited: the distinct listing line numbers (``L5``, Pipe-SGD's ``C4``, the servers'
-  ``S2`` and workers' ``W1``) in those lines' comments and strings.
+  ``S2`` and workers' ``W1``, PP-ASGD's gradient threads' ``G7`` and process's ``P2``) in those lines' comments and strings.
 
 ``python -m tests.helpers.loop_lines`` prints the table."""
 
@@ -21,7 +21,7 @@ from refsgd.registry import METHODS
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-CITE = re.compile(r"\b([LCSW][0-9]{1,2})\b")
+CITE = re.compile(r"\b([LCSWGP][0-9]{1,2})\b")
 
 
 def _code_lines(source, lo, hi):

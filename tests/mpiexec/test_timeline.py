@@ -22,6 +22,10 @@ EPS = 1e-9
 METHODS = {m.name: list(m.example) for m in registry.METHODS.values()}
 
 #: labels of the run's own bookkeeping (not a line of the method's listing)
+#: a method's waits that its paper does not have: labelled without a listing number (its docstring's
+#: "Labels" reading)
+UNNUMBERED = {algo: ("wait for D_1..D_G", "wait for a gradient", "S_bar: MPI_Allreduce(staleness)")
+              for algo in ("pp-asgd", "asgd")}
 FRAMEWORK = ("iteration ", "loss check", "evaluation", "checkpoint", "modelled transfer", "complete the requests")
 
 
@@ -83,6 +87,8 @@ def test_the_spans_of_every_method_follow_its_iterations_and_listing(tmp_path, a
         if lab.startswith(FRAMEWORK):
             continue
         line = T.line_of(lab)
+        if line is None and lab in UNNUMBERED.get(algo, ()):
+            continue
         assert line is not None, f"{algo}: span {kind} {lab!r} names no listing line"
         assert re.search(rf"(^|\s\s){line}\s", doc, re.M), f"{algo}: {line} ({lab!r}) is not in its listing"
         lines.add(line)

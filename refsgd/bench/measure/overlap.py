@@ -84,9 +84,9 @@ def _run_method(comm, cfg, net, data, schedule, skip, spans=None):
     iteration, mean over the workers (a parameter server's ranks left out), and the spread of
     the iteration times. ``spans`` (a list), with --timeline: gets the spans this rank recorded
     per iteration of the window."""
-    from refsgd.algorithms import train_of  # noqa: PLC0415 mpi4py: the methods and the Run import mpi4py.MPI
+    from refsgd.algorithms import train_of, warm_of  # noqa: PLC0415 mpi4py: the methods and the Run import mpi4py.MPI
     from refsgd.run import build_run  # noqa: PLC0415 mpi4py
-    run = build_run(cfg, comm, net=net, data=data, schedule=schedule, log=lambda *a: None)
+    run = build_run(cfg, comm, net=net, data=data, schedule=schedule, log=lambda *a: None, warm=warm_of(cfg.algo))
     train_of(cfg.algo)(run)
     run.final_model()
     if spans is not None and run.timeline.enabled:
@@ -255,8 +255,8 @@ def overlap(comm, args):
             with codecs.get(name).open() as wire:
                 send, recv = wire.buffers(n)
                 codecs.get(name).encode(np.ones(n, np.float32), send)
-                measured = timed_collective(lcomm, lambda: wire.allreduce_wire(lcomm, send, recv), 10)[0] \
-                    if P > 1 else 0.0
+                measured = (timed_collective(lcomm, lambda: wire.allreduce_wire(lcomm, send, recv), 10)[0]  # noqa: B023 called within this iteration
+                            if P > 1 else 0.0)
             X = 0.0 if link is None else link.time(ring["wire_bytes"], P)
             holds[name] = dict(measured=measured, transfer=X, r_op=ring["r_op"], c_ring=ring["c_ring"],
                                model=max(X + ring["r_op"], ring["c_ring"]), before=max(X, ring["c_ring"]))

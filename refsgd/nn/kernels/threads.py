@@ -68,8 +68,8 @@ def _find_openblas():
             shutdown.argtypes, shutdown.restype = [], ctypes.c_int
 
             def park():
-                if running.value:
-                    shutdown()
+                if running.value:  # noqa: B023 the handles of this library, bound once
+                    shutdown()  # noqa: B023 the handles of this library, bound once
             return setter, getter, park
     return None
 
