@@ -48,7 +48,7 @@ def list_text():
         lines += [f"{c.name}", f"    {c.paper}, {c.where}", f"    claim: {c.sentence}", f"    paper: {c.paper_number}"]
         lines.append(f"    regime: {c.regime}")
         lines.append(f"    hyperparameters: {c.tuning}")
-        lines.append(f"    data: " + ("MNIST from `refsgd data download mnist` (or --data); without it: not testable here"
+        lines.append("    data: " + ("MNIST from `refsgd data download mnist` (or --data); without it: not testable here"
                                       if c.data else "any (default the embedded digits: a timing model)"))
         lines.append(f"    budget: {c.budget[1]} s per seed on 2 idle cores at one rank per core "
                      f"({c.budget[0]} s with --quick)" + (", not in `all`: run it by its name" if c.requires else ""))
@@ -213,7 +213,7 @@ def rejudge_folder(name, out_dir, force=False, log=None):
     found = [(c, p) for c, p in found if os.path.exists(p)]
     if not found:
         raise RefsgdError(f"--rejudge: no result of {name} in {out_dir} (NAME.json): run it first")
-    for c, path in found:
+    for c, _ in found:
         for ext in ("md", "json", "png"):
             check_output(os.path.join(out_dir, f"{c.name}.{ext}"), "--out-dir", force)
     _claims.check_matplotlib()

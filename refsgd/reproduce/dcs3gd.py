@@ -191,7 +191,7 @@ def _time_checks(points=tuple((f"_r{rho:g}", f"at t_ARed/t_C = {rho:g}", rho) fo
     out = []
     for tag, where, rho in points:
         out.append(near(f"ssgd_over_eq13{tag}", 1.0, 0.2, f"measured iteration over eq. 13 {where}",
-                        f"eq. 13 at the run's own t_C and t_ARed, +-20 % (the run-to-run spread of an iteration's "
+                        "eq. 13 at the run's own t_C and t_ARed, +-20 % (the run-to-run spread of an iteration's "
                         "time on 2 shared cores): baseline sanity, shown", partial_tol=0.5, timing=True, kind=SANITY))
         out.append(near(f"dcs3gd_over_eq14{tag}", 1.0, 0.2, f"measured iteration over eq. 14 {where}",
                         f"eq. 14 at the run's own t_C and t_ARed, +-20 % (the run-to-run spread of an iteration's "

@@ -9,7 +9,7 @@ import dataclasses
 from refsgd.bench import models, scale
 from refsgd.comm.link import Link
 from refsgd.reproduce.measure import Claim, acc, curve, epochs, eval_every, link_for, per_iteration_ms
-from refsgd.reproduce.verdict import MODEL, PAPER, SANITY, Check, near
+from refsgd.reproduce.verdict import MODEL, PAPER, SANITY, near
 
 TABLE_1 = """TABLE 1: ResNet-50 ImageNet Final Test Accuracy
 #Accumulations | SSGD | LAGA-SGDM | LAGA-SGDN

@@ -84,10 +84,6 @@ def acc(run):
     return 100.0 * run.evals[-1]["test_acc"] if run.evals else math.nan
 
 
-def best_acc(run):
-    return 100.0 * max(e["test_acc"] for e in run.evals) if run.evals else math.nan
-
-
 def train_seconds(run, iteration):
     """Seconds of training in the first ``iteration`` iterations, mean over ranks: the iterations'
     wall times, without evaluations, checkpoints or Numba's compiling (which metrics files of

@@ -219,16 +219,16 @@ def figure(r, path):
             if split:  # Figure 4's third column: the measured split stacked, the model beside it
                 bottom = 0.0
                 for j, part in enumerate(("compute", "codec", "update", "communication")):
-                    v = mean(lambda s: s[panel][label][part])
+                    v = mean(lambda s: s[panel][label][part])  # noqa: B023 mean() calls it at once, in this iteration
                     ax.bar(i - 0.2, v, 0.4, bottom=bottom, color=f"C{j}", label=part if i == 0 else None)
                     bottom += v
-                ax.bar(i + 0.2, mean(lambda s: s[panel][label]["model"]), 0.4, color="grey", alpha=0.5, hatch="//",
+                ax.bar(i + 0.2, mean(lambda s: s[panel][label]["model"]), 0.4, color="grey", alpha=0.5, hatch="//",  # noqa: B023 mean() calls it at once, in this iteration
                        label="model (eq. 2 / eq. 4), mean over seeds" if i == 0 else None)
                 continue
             if bars:
-                ax.bar(i - 0.2, mean(lambda s: s[panel][label][0]), 0.4, color=color,
+                ax.bar(i - 0.2, mean(lambda s: s[panel][label][0]), 0.4, color=color,  # noqa: B023 mean() calls it at once, in this iteration
                        label="measured (mean over seeds)" if i == 0 else None)
-                ax.bar(i + 0.2, mean(lambda s: s[panel][label][1]), 0.4, color=color, alpha=0.35, hatch="//",
+                ax.bar(i + 0.2, mean(lambda s: s[panel][label][1]), 0.4, color=color, alpha=0.35, hatch="//",  # noqa: B023 mean() calls it at once, in this iteration
                        label="model (mean over seeds)" if i == 0 else None)
                 continue
             for k, s in enumerate(r["series"]):

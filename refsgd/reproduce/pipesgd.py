@@ -208,7 +208,7 @@ def _speed_measure(runs, setup, hp, seed):
 def _speed_checks():
     out = []
     for c, rho in RHO.items():
-        g, k = f"_{c}", SQUEEZE[c]
+        g = f"_{c}"
         s = PAPER_SPEEDUP[c]
         null_pipe = (1 + rho) / max(1.0, rho)  # Pipe-SGD as slow as D-Sync (eq. 2), over eq. 4
         out.append(near(f"over_model_d-sync{g}", 1.0, 0.25, f"D-Sync's iteration over eq. 2, rho {rho:g}",
