@@ -3,6 +3,8 @@ commands the site shows beside it:
 
 * ``start/first-job.png``: the README's first job (the ```bash block under "## A first job"), its
   ``refsgd report ... --plot cmp.png``;
+* ``timeline.png``: the timeline guide's three methods (docs/guide/timeline.md, the ```bash block
+  that ends with ``--timeline-plot timeline.png``);
 * ``timelines/NAME.png``: each method's timeline, ``refsgd train --algo NAME <the registry's
   example> --timeline`` on 2 ranks and ``refsgd report --timeline-plot`` (the commands of its
   method page).
@@ -43,23 +45,32 @@ class PictureError(Exception):
     """A picture that could not be drawn: one line, said by the build."""
 
 
-def readme_first_job(readme=ROOT / "README.md"):
-    """The commands of the README's first job: the first ```bash block after '## A first job',
-    continuation lines joined, comments dropped."""
+def _block(path, pattern, what):
+    """The commands of the ```bash block of ``path`` that ``pattern`` finds (its group 1),
+    continuation lines joined, comments dropped, ``.venv/bin/`` left out (the venv's programs)."""
     try:
-        text = Path(readme).read_text(encoding="utf-8")
+        text = Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as e:
-        raise PictureError(f"{readme}: cannot read the README's first job ({e})") from None
-    m = re.search(r"^## A first job\n.*?^```bash\n(.*?)^```", text, flags=re.M | re.S)
+        raise PictureError(f"{path}: cannot read {what} ({e})") from None
+    m = re.search(pattern, text, flags=re.M | re.S)
     if m is None:
-        raise PictureError(f"{readme}: no ```bash block under '## A first job' (the first job's picture is drawn "
-                           "by its commands)")
+        raise PictureError(f"{path}: no ```bash block of {what} (its picture is drawn by its commands)")
     out = []
     for line in m.group(1).replace("\\\n", " ").splitlines():
-        argv = shlex.split(line, comments=True)
+        argv = [a.removeprefix(".venv/bin/") for a in shlex.split(line, comments=True)]
         if argv:
             out.append(shlex.join(argv))
     return out
+
+
+def readme_first_job(readme=ROOT / "README.md"):
+    """The commands of the README's first job: the first ```bash block after '## A first job'."""
+    return _block(readme, r"^## A first job\n.*?^```bash\n(.*?)^```", "the README's first job")
+
+
+def timeline_guide(page=DOCS / "guide" / "timeline.md"):
+    """The commands of the timeline guide's picture: its ```bash block that draws timeline.png."""
+    return _block(page, r"^```bash\n((?:(?!^```).)*?--timeline-plot timeline\.png\n)^```", "the guide's picture")
 
 
 def timeline_commands(m):
@@ -71,7 +82,7 @@ def timeline_commands(m):
 
 def pictures(methods):
     """picture (relative to docs/) -> (its commands, the file they write)."""
-    out = {"start/first-job.png": (readme_first_job(), "cmp.png")}
+    out = {"start/first-job.png": (readme_first_job(), "cmp.png"), "timeline.png": (timeline_guide(), "timeline.png")}
     for m in methods.values():
         out[f"timelines/{m.name}.png"] = (timeline_commands(m), f"{m.name}.png")
     return out
