@@ -196,3 +196,53 @@ def test_method_pages_show_the_claims_run_into_docs_results(tmp_path):
         [c for c in mod.claims(METHODS).values() if c["algos"] & {"laga-sgd", "laga-sgdm", "laga-sgdn"}]) - 1
     ssgd = _page(mod, f"methods/{mod.family_slug(METHODS['ssgd'].section)}")
     assert "[laga-table1](/results/laga-table1.md)" in ssgd      # its JSON's runs name ssgd too
+
+
+# --- the listing beside the code (issue 46) --------------------------------------------------
+
+
+def test_each_method_page_opens_with_the_listing_beside_the_code(gen):
+    for section in {m.section for m in METHODS.values()}:
+        page = _page(gen, f"methods/{gen.family_slug(section)}")
+        first = page.index("## The listing beside the code")
+        assert first < page.index("## The code") < page.index("## Timelines") < page.index("## Golden files")
+        assert '<table class="listing-code">' in page, section
+    laga = _page(gen, "methods/laga")
+    # one loop shown once, naming its three methods
+    assert laga.count(":pyobject: train\n") == 1, laga.count(":pyobject: train")
+    assert "`laga-sgd` and `laga-sgdm` and `laga-sgdn`: `train`" in laga
+    # listing line L2 of Algorithm 3 beside the code lines that cite L2 (its MPI_Wait span)
+    row = re.search(r'<tr id="laga-1-l2">(.*?)</tr>', laga, flags=re.S).group(1)
+    assert "x^{t+1} &lt;- x^t - eta * g^{t-1}(tau)" in row and "L2 MPI_Wait" in row, row
+    # Pipe-SGD's page does not pair its listing with D-Sync's loop in the same file
+    assert "train_d_sync" not in _page(gen, "methods/pipe-sgd")
+
+
+def test_the_pairing_follows_the_listings_own_labels(gen, tmp_path):
+    """Generic over the labels: a listing numbered A1, A2 pairs with the code citing A1, A2; a
+    listing line no code cites says so (the null)."""
+    import sys
+    sys.path.insert(0, str(DOCS / "_ext"))
+    import refsgd_sidebyside as sbs
+    (tmp_path / "m.py").write_text(textwrap.dedent('''\
+        """A method.
+
+            A1  g <- grad
+            A2  x <- x - eta g
+            A3  never cited
+        """
+
+
+        def train(run):
+            # A1: the gradient
+            g = run.grad()
+            x = run.step(g, "A2 x <- x - eta g")
+            return x
+        '''))
+    html = sbs.table("Algorithm A", "A1  g <- grad\nA2  x <- x - eta g\nA3  never cited", "m.py", tmp_path, "m-1")
+    a1 = re.search(r'<tr id="m-1-a1">(.*?)</tr>', html, flags=re.S).group(1)
+    assert "# A1: the gradient" in a1 and "g = run.grad()" in a1 and "  10  " in a1, a1
+    a2 = re.search(r'<tr id="m-1-a2">(.*?)</tr>', html, flags=re.S).group(1)
+    assert "A2 x &lt;- x - eta g" in a2 and "# A1" not in a2, a2
+    a3 = re.search(r'<tr id="m-1-a3">(.*?)</tr>', html, flags=re.S).group(1)
+    assert "no line cites it" in a3

@@ -497,7 +497,12 @@ def method_pages(splits):
                 "cite its number (right), in a comment (`# L5: ...`, with the statement under it) or in the "
                 "name of a timeline span (`\"L5 MPI_Wait\"`). The whole loop follows.", ""]
         sec = alg.find(section)
-        for tb in refsgd_sidebyside.family_tables(alg.lines, sec.start, sec.end, MARK, docstring_listings, ROOT):
+        others = [m.train.split(":") for m in methods.values() if m.section != section]
+
+        def exclude(path, others=others):   # another family's loop in the same file is not this listing's code
+            return {f for mod, f in others if mod.replace(".", "/") + ".py" == path}
+        for tb in refsgd_sidebyside.family_tables(alg.lines, sec.start, sec.end, MARK, docstring_listings, ROOT,
+                                                  exclude):
             text += [tb, ""]   # raw HTML ends at a blank line
         text += ["", "## The code", ""]
         for train, same in _trains(ms).items():

@@ -62,9 +62,10 @@ def _statement_after(lines, i, comments):
     return out
 
 
-def code_lines_by_label(path, labels):
+def code_lines_by_label(path, labels, exclude=()):
     """label -> the line numbers of ``path`` (a Python file) that cite it, with the statement under
-    a citing comment; a label is cited by a comment or a string of the code (not the docstring)."""
+    a citing comment; a label is cited by a comment or a string of the code (not the docstring),
+    outside the functions named in ``exclude`` (another family's loop in the same file)."""
     text = Path(path).read_text(encoding="utf-8")
     lines = text.splitlines()
     tree = ast.parse(text)
@@ -73,10 +74,11 @@ def code_lines_by_label(path, labels):
                   and node.body and isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant)
                   for n in range(node.body[0].lineno, node.body[0].end_lineno + 1)}
     comments = _comment_only(lines)
+    skip = {n for a, b, name in _functions(tree) if name in exclude for n in range(a, b + 1)}
     cites = {}     # line -> labels it cites
     with open(path, "rb") as f:
         for tok in tokenize.tokenize(f.readline):
-            if tok.type in TEXT and tok.start[0] not in docstrings:
+            if tok.type in TEXT and tok.start[0] not in docstrings and tok.start[0] not in skip:
                 for lab in re.findall(r"\b([A-Z]+\d+)\b", tok.string):
                     if lab in labels:
                         cites.setdefault(tok.start[0], []).append(lab)
@@ -106,15 +108,18 @@ def _code_cell(numbers, lines, functions):
             func = f
         elif last is not None and n != last + 1:
             out.append("      ...")
-        out.append(f"{n:4d}  {lines[n - 1][indent:]}")
+        code = re.sub(r"(\S) {3,}#", r"\1  #", lines[n - 1][indent:])   # a comment's alignment: no room on a page
+        out.append(f"{n:4d}  {code}")
         last = n
     return "\n".join(out)
 
 
-def family_tables(lines, start, end, mark, listings, root):
+def family_tables(lines, start, end, mark, listings, root, exclude=lambda path: ()):
     """The tables of every listing marked in ``lines[start:end]`` (a family's section of
     docs/algorithms.md): ``mark`` the regex of a listing's mark (path, number), ``listings(path)``
-    the listings of a file. Each is titled by the nearest heading above its mark."""
+    the listings of a file, ``exclude(path)`` the functions of that file not to read (the loops of
+    other families). Each is titled by the paragraph line that introduces it ("Algorithm 3,
+    LAGA-SGD (`--algo laga-sgd`):") or else the nearest heading above its mark."""
     out, title = [], None
     for i in range(start, end):
         h = re.match(r"^#{2,6} +(.*?) *#*$", lines[i])
@@ -122,18 +127,23 @@ def family_tables(lines, start, end, mark, listings, root):
             title = h.group(1)
         m = mark.match(lines[i])
         if m:
+            k = i - 1
+            while k > start and not lines[k].strip():
+                k -= 1
+            if lines[k].rstrip().endswith(":") and not lines[k].startswith(("#", " ")):
+                title = lines[k].rstrip().rstrip(":").replace("`", "")
             path, n = m.group(1), int(m.group(2))
             key = f"{Path(path).stem}-{n}"
-            out.append(table(title or path, listings(path)[n - 1], path, root, key))
+            out.append(table(title or path, listings(path)[n - 1], path, root, key, exclude(path)))
     return out
 
 
-def table(title, listing, path, root, key):
+def table(title, listing, path, root, key, exclude=()):
     """The HTML table of one listing beside the code of ``path`` (relative to ``root``); ``key``
     makes its rows' anchors unique on the page (``KEY-L5``)."""
     rows = listing_rows(listing)
     labels = [lab for lab, _ in rows if lab]
-    cited, lines, functions = code_lines_by_label(Path(root) / path, set(labels))
+    cited, lines, functions = code_lines_by_label(Path(root) / path, set(labels), exclude)
     out = ['<table class="listing-code">',
            f"<thead><tr><th>{html.escape(title)}</th><th><code>{html.escape(path)}</code>: the lines that "
            "cite it</th></tr></thead>", "<tbody>"]
