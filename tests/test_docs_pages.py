@@ -246,3 +246,23 @@ def test_the_pairing_follows_the_listings_own_labels(gen, tmp_path):
     assert "A2 x &lt;- x - eta g" in a2 and "# A1" not in a2, a2
     a3 = re.search(r'<tr id="m-1-a3">(.*?)</tr>', html, flags=re.S).group(1)
     assert "no line cites it" in a3
+
+
+# --- the pictures: drawn by the build from the commands the pages show (issue 46) ----------------
+
+
+def test_every_picture_is_drawn_by_the_commands_its_page_shows(gen, monkeypatch):
+    pictures = gen.refsgd_pictures
+    tracked = subprocess.run(["git", "ls-files", "docs"], cwd=ROOT, capture_output=True, text=True,
+                             timeout=60).stdout.split()
+    pngs = {p[len("docs/"):] for p in tracked if p.endswith(".png") and not p.startswith("docs/results/")}
+    assert pngs == set(pictures.pictures(METHODS)), pngs ^ set(pictures.pictures(METHODS))
+    assert pictures.stale(METHODS) == [], "run ./run.sh docs (it redraws them) and commit docs/pictures.json"
+    # each method page shows the commands that drew its timeline
+    for m in METHODS.values():
+        train, plot = pictures.timeline_commands(m)
+        page = _page(gen, f"methods/{gen.family_slug(m.section)}")
+        assert plot in page and " ".join(train.split()[:8]) in page, m.name
+    # the null: a changed command makes its picture stale (the build redraws it)
+    monkeypatch.setattr(pictures, "TIMELINE_RUN", pictures.TIMELINE_RUN + ("--seed", "1"))
+    assert f"timelines/{next(iter(METHODS))}.png" in pictures.stale(METHODS)
