@@ -533,7 +533,7 @@ def method_pages(splits):
             train, plot = refsgd_pictures.timeline_commands(m)
             text += ["", f"### `{m.name}`", "", "```bash", _wrapped(shlex.split(train)), plot, "```", "",
                      "```{image} /timelines/" + f"{m.name}.png", f":alt: Timeline of {m.name}", ":width: 100%",
-                     f":target: ../_images/{m.name}.png", "```"]
+                     "```"]   # a scaled image links to its full size (html_scaled_image_link): zoomable
         text += ["", "## Golden files", "",
                  "From tests/golden, each row from the file's own attributes "
                  "([all golden files](/reference/golden-files.md); the schema: [the trace schema](/implementers/schema.md)).", ""]
