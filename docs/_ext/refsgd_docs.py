@@ -2,10 +2,11 @@
 extension before it reads the sources (``builder-inited``), and it writes
 
 * ``methods/``: the methods table and one page per method family, from the method registry
-  (``refsgd.registry.METHODS``): the family's section of docs/algorithms.md (its listing with the
-  line numbers the code cites, its readings), the code of each method's ``train`` with its own
-  line numbers, its timeline picture (``docs/timelines/NAME.png``, made by
-  ``./run.sh docs --timelines``), its golden files and the reproduced claims that ran it;
+  (``refsgd.registry.METHODS``): first the paper's listing beside the code, each listing line
+  against the code lines that cite its label (refsgd_sidebyside.py), and each ``train`` once with
+  its line numbers; then the family's section of docs/algorithms.md (its listing, its readings),
+  its timeline pictures (``docs/timelines/NAME.png``, drawn by the build from the commands the
+  page shows: refsgd_pictures.py), its golden files and the reproduced claims that ran it;
 * ``implementers/``: docs/implementers.md cut into pages at its sections (one source: the file
   stays where refsgd's code and ``refsgd train --help`` point);
 * ``reference/cli.md``: every command and option, from refsgd's argparse parser
@@ -16,11 +17,14 @@ extension before it reads the sources (``builder-inited``), and it writes
 These paths are in .gitignore; nothing in them is edited by hand. A generated page is rewritten
 only when its text changes, so that Sphinx's incremental build stays incremental. Links between
 sections of a file that is cut into pages (``[x](#slug)``, ``[x](algorithms.md#slug)``) are
-rewritten to the page that now holds the section.
+rewritten to the page that now holds the section; so are the relative links of the pages written
+in docs/ (``../algorithms.md#laga``: they work on a forge too), at read time.
 
-``python docs/_ext/refsgd_docs.py timelines [NAME ...]`` makes the timeline pictures: for each
-method, ``refsgd train --algo NAME <the registry's example> --timeline`` on 2 ranks and
-``refsgd report --timeline-plot``.
+Every file is written atomically (refsgd.files), and every failure is one line
+(``refsgd_docs: error: ...``) and exit code 2.
+
+``python docs/_ext/refsgd_docs.py timelines [NAME ...]`` (``./run.sh docs --timelines``) redraws
+the pictures, current or not (refsgd_pictures.py; the build itself redraws the stale ones).
 """
 
 import argparse
@@ -474,9 +478,10 @@ def method_pages(splits):
     intro = alg.lines[1:alg.top()[0].start]
     extra = [s for s in alg.top() if s.title not in fams]
     index = ["# Methods", "",
-             "One page per family of methods: the paper's listing with the line numbers the code cites, "
-             "the readings refsgd takes where the paper leaves room, the code, the timeline of a short "
-             "run, the golden files and the reproduced claims. Generated from the method registry "
+             "One page per family of methods: the paper's listing beside the code, each listing line against "
+             "the code lines that cite its number, the loop whole, the readings refsgd takes where the paper "
+             "leaves room, the timeline of a short run, the golden files and the reproduced claims. "
+             "Generated from the method registry "
              "(`refsgd/registry.py`) and docs/algorithms.md.", "",
              "```{toctree}", ":maxdepth: 1", ""] + [pages[s] .split("/")[1] for s in fams] + ["```", "",
              table(["`--algo`", "method", "paper", "listing", "`--lr` multiplies"], rows), "",
@@ -522,7 +527,8 @@ def method_pages(splits):
                 "A short run of each method on 2 ranks (`refsgd train --timeline`, drawn by "
                 "`refsgd report --timeline-plot`): every rank's and thread's spans, named by the listing's lines, "
                 "over the rows of the method's timing model where it has one. How to read them: "
-                "[the timeline](/guide/timeline.md). They were made by `./run.sh docs --timelines` on a shared "
+                "[the timeline](/guide/timeline.md). The docs' build (`./run.sh docs`) draws each by the commands "
+                "above it whenever they change (click a picture for its full size), here on a shared "
                 "2-core machine under load, where every measured all-reduce takes longer than the emulated "
                 "link's model (the real collective and the emulation's sleeps wait for a core): the shape "
                 "is the method's, the lengths are that machine's."]
