@@ -23,7 +23,11 @@ NOT_HERE = {"data download": "a download (no network in the tests)", "mnist": "a
             "./run.sh setup": "the set-up the suite runs in", "./run.sh test": "the suite itself",
             "source": "a shell's state", "hosts": "other machines (a hostfile)",
             "reproduce all": "an hour's run (refsgd reproduce all)", "bench all": "minutes of benchmarks",
-            "laga-table1": "a download's data (mnist)", "cifar10_cnn": "minutes of a CIFAR model"}
+            "laga-table1": "a download's data (mnist)", "cifar10_cnn": "minutes of a CIFAR model",
+            "pip install": "an install from PyPI", "my_backend": "a backend the reader writes",
+            "mine.h5": "the reader's own implementation's trace"}
+#: the pages with commands besides the README's old ones (tests/test_readme_commands.PAGES)
+OTHER_PAGES = ("start/first-run", "implementers", "conformance")
 #: the pages, each run in its own folder, and those whose commands take minutes
 SLOW = {"guide/bench", "guide/daso", "guide/training", "implementers/golden-trajectories"}
 VENV = Path(sys.executable).parent
@@ -59,7 +63,7 @@ def as_run_here(argv):
 
 def _params():
     out = []
-    for page in ("README", "start/first-run", *PAGES):
+    for page in ("README", *OTHER_PAGES, *PAGES):
         if page_commands(page):
             marks = [pytest.mark.slow] if page in SLOW else []
             out.append(pytest.param(page, marks=marks, id=page))
