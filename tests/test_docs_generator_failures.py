@@ -30,8 +30,8 @@ def gen(tmp_path, monkeypatch):
     docs.mkdir()
     for name in ("algorithms.md", "implementers.md"):
         shutil.copy(DOCS / name, docs / name)
-    monkeypatch.setattr(mod, "DOCS", docs)
-    monkeypatch.setattr(mod, "OUT", docs)
+    monkeypatch.setattr(mod.docs_io, "DOCS", docs)      # its folders are its part refsgd_docs_io's
+    monkeypatch.setattr(mod.docs_io, "OUT", docs)
     monkeypatch.setattr(mod.refsgd_pictures, "draw", lambda methods: None)   # no MPI runs here
     return mod
 
@@ -50,7 +50,7 @@ def _fails_in_one_line(gen, capsys, *match):
 
 
 def test_a_mark_naming_a_missing_file(gen, capsys):
-    p = gen.DOCS / "algorithms.md"
+    p = gen.docs_io.DOCS / "algorithms.md"
     p.write_text(p.read_text().replace("refsgd/algorithms/laga.py #1", "refsgd/algorithms/nosuch.py #1", 1))
     _fails_in_one_line(gen, capsys, "refsgd/algorithms/nosuch.py: no such file", "named by a mark")
 
@@ -60,17 +60,17 @@ def test_a_source_that_does_not_parse(gen, capsys, tmp_path, monkeypatch):
     shutil.copytree(Path(ROOT) / "refsgd" / "algorithms", root / "refsgd" / "algorithms")
     bad = root / "refsgd" / "algorithms" / "laga.py"
     bad.write_text(bad.read_text() + "\ndef broken(:\n")
-    monkeypatch.setattr(gen, "ROOT", root)
+    monkeypatch.setattr(gen.docs_io, "ROOT", root)
     _fails_in_one_line(gen, capsys, "refsgd/algorithms/laga.py, line", "does not parse")
 
 
 def test_algorithms_md_missing(gen, capsys):
-    (gen.DOCS / "algorithms.md").unlink()
+    (gen.docs_io.DOCS / "algorithms.md").unlink()
     _fails_in_one_line(gen, capsys, "algorithms.md: no such file")
 
 
 def test_algorithms_md_not_utf8(gen, capsys):
-    p = gen.DOCS / "algorithms.md"
+    p = gen.docs_io.DOCS / "algorithms.md"
     p.write_bytes(p.read_bytes()[:100] + b"\xff\xfe latin-1 \xe9\n")
     _fails_in_one_line(gen, capsys, "algorithms.md: not UTF-8 text")
 
@@ -86,7 +86,7 @@ def test_a_read_only_file_system(gen, capsys, monkeypatch):
 
 def test_a_full_disk_leaves_no_half_written_page(gen, capsys, monkeypatch):
     gen.generate()   # every page once, whole
-    page = gen.OUT / "methods" / "index.md"
+    page = gen.docs_io.OUT / "methods" / "index.md"
     before = page.read_text()
     page.write_text(before + "\nan edit the build must replace\n")
     edited = page.read_text()
@@ -103,4 +103,4 @@ def test_a_full_disk_leaves_no_half_written_page(gen, capsys, monkeypatch):
 def test_the_pages_are_written_whole_when_all_is_well(gen):
     """The null of the tests above: the same generator, nothing injected, writes its pages."""
     gen._on_init(None)
-    assert (gen.OUT / "methods" / "index.md").read_text().startswith(gen.GENERATED)
+    assert (gen.docs_io.OUT / "methods" / "index.md").read_text().startswith(gen.GENERATED)

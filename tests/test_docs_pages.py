@@ -29,13 +29,14 @@ def gen(tmp_path_factory):
     spec = importlib.util.spec_from_file_location("refsgd_docs", DOCS / "_ext" / "refsgd_docs.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
-    mod.OUT = tmp_path_factory.mktemp("site")
-    mod.generate()
-    return mod
+    with pytest.MonkeyPatch.context() as mp:     # its folders are its part refsgd_docs_io's
+        mp.setattr(mod.docs_io, "OUT", tmp_path_factory.mktemp("site"))
+        mod.generate()
+        yield mod
 
 
 def _page(gen, docname):
-    return (gen.OUT / f"{docname}.md").read_text()
+    return (gen.docs_io.OUT / f"{docname}.md").read_text()
 
 
 def test_every_method_has_its_row_and_its_page(gen):
@@ -52,10 +53,10 @@ def test_every_method_has_its_row_and_its_page(gen):
 
 
 def test_every_link_reaches_a_page(gen):
-    for page in gen.OUT.rglob("*.md"):
+    for page in gen.docs_io.OUT.rglob("*.md"):
         for target in re.findall(r"\]\((/[^)#\s]+)", page.read_text()):
-            where = [gen.OUT / target[1:], DOCS / target[1:]]
-            assert any(w.exists() for w in where), f"{page.relative_to(gen.OUT)}: {target}"
+            where = [gen.docs_io.OUT / target[1:], DOCS / target[1:]]
+            assert any(w.exists() for w in where), f"{page.relative_to(gen.docs_io.OUT)}: {target}"
 
 
 def test_golden_table_from_the_files(gen):
@@ -164,21 +165,22 @@ def test_help_shows_each_methods_listing_and_its_page_too(gen):
 # --- the reproduced claims on the method pages ------------------------------------------------
 
 
-def _generate(tmp_path, results):
+def _generate(tmp_path, results, monkeypatch):
     spec = importlib.util.spec_from_file_location("refsgd_docs_results", DOCS / "_ext" / "refsgd_docs.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
-    mod.OUT, mod.RESULTS = tmp_path / "site", results
+    monkeypatch.setattr(mod.docs_io, "OUT", tmp_path / "site")
+    monkeypatch.setattr(mod.docs_io, "RESULTS", results)
     mod.generate()
     return mod
 
 
-def test_method_pages_show_the_claims_run_into_docs_results(tmp_path):
+def test_method_pages_show_the_claims_run_into_docs_results(tmp_path, monkeypatch):
     """Before ``refsgd reproduce --out-dir docs/results`` each claim says "not run yet"; after it,
     the method whose runs the claim's JSON names shows its verdict, its page and its figure."""
     results = tmp_path / "results"
     results.mkdir()
-    mod = _generate(tmp_path, results)
+    mod = _generate(tmp_path, results, monkeypatch)
     laga = _page(mod, "methods/laga")
     assert "### laga-table1: " in laga and "**Verdict: not run yet.** `refsgd reproduce laga-table1" in laga
     assert "Verdict: reproduced" not in laga
@@ -187,7 +189,7 @@ def test_method_pages_show_the_claims_run_into_docs_results(tmp_path):
          "runs": [{"algo": "ssgd"}, {"algo": "laga-sgdm"}, {"algo": "laga-sgdn"}]}))
     (results / "laga-table1.md").write_text("# laga-table1\n")
     (results / "laga-table1.png").write_bytes(b"\x89PNG")
-    mod = _generate(tmp_path, results)
+    mod = _generate(tmp_path, results, monkeypatch)
     laga = _page(mod, "methods/laga")
     assert "### [laga-table1](/results/laga-table1.md): " in laga
     assert "**Verdict: reproduced** (every check inside its band)." in laga

@@ -16,7 +16,7 @@ from pathlib import Path
 
 #: the tokens whose text may cite a label (Python 3.12 splits an f-string into parts)
 TEXT = {tokenize.COMMENT, tokenize.STRING, getattr(tokenize, "FSTRING_MIDDLE", tokenize.STRING)}
-#: the label that starts a listing's numbered line (refsgd_docs.LABEL's group)
+#: the label that starts a listing's numbered line (refsgd_listings.LABEL's group)
 LABEL = re.compile(r"^ *([A-Z]+\d+)\b")
 
 
