@@ -1,7 +1,8 @@
 """The documentation's first-run page (docs/start/first-run.md) and the README's first job work as
 written: their fenced ``bash`` commands run, in order, in an empty folder, at 2 ranks, and do what
-the pages say: DC-S3GD, which computes the next gradient while its all-reduce travels, is idle
-less per iteration than SSGD, which waits for it (read from the metrics files, not the picture).
+the pages say: DC-S3GD computes the next gradient while its all-reduce travels, SSGD waits for
+the whole of it (read per iteration from the metrics files, not from the picture; judged by what a
+loaded machine cannot move the wrong way: :func:`assert_overlap_shows`).
 
 ``.venv/bin/X`` on the page is this venv's X; ``.venv/bin/mpiexec -n 2`` is the launcher of the MPI
 library mpi4py uses (refsgd.mpilib: the venv's mpiexec for the mpich wheel, the system's with its
