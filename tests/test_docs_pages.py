@@ -29,13 +29,14 @@ def gen(tmp_path_factory):
     spec = importlib.util.spec_from_file_location("refsgd_docs", DOCS / "_ext" / "refsgd_docs.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
-    mod.OUT = tmp_path_factory.mktemp("site")
-    mod.generate()
-    return mod
+    with pytest.MonkeyPatch.context() as mp:     # its folders are its part refsgd_docs_io's
+        mp.setattr(mod.docs_io, "OUT", tmp_path_factory.mktemp("site"))
+        mod.generate()
+        yield mod
 
 
 def _page(gen, docname):
-    return (gen.OUT / f"{docname}.md").read_text()
+    return (gen.docs_io.OUT / f"{docname}.md").read_text()
 
 
 def test_every_method_has_its_row_and_its_page(gen):
@@ -52,10 +53,10 @@ def test_every_method_has_its_row_and_its_page(gen):
 
 
 def test_every_link_reaches_a_page(gen):
-    for page in gen.OUT.rglob("*.md"):
+    for page in gen.docs_io.OUT.rglob("*.md"):
         for target in re.findall(r"\]\((/[^)#\s]+)", page.read_text()):
-            where = [gen.OUT / target[1:], DOCS / target[1:]]
-            assert any(w.exists() for w in where), f"{page.relative_to(gen.OUT)}: {target}"
+            where = [gen.docs_io.OUT / target[1:], DOCS / target[1:]]
+            assert any(w.exists() for w in where), f"{page.relative_to(gen.docs_io.OUT)}: {target}"
 
 
 def test_golden_table_from_the_files(gen):
@@ -164,21 +165,22 @@ def test_help_shows_each_methods_listing_and_its_page_too(gen):
 # --- the reproduced claims on the method pages ------------------------------------------------
 
 
-def _generate(tmp_path, results):
+def _generate(tmp_path, results, monkeypatch):
     spec = importlib.util.spec_from_file_location("refsgd_docs_results", DOCS / "_ext" / "refsgd_docs.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
-    mod.OUT, mod.RESULTS = tmp_path / "site", results
+    monkeypatch.setattr(mod.docs_io, "OUT", tmp_path / "site")
+    monkeypatch.setattr(mod.docs_io, "RESULTS", results)
     mod.generate()
     return mod
 
 
-def test_method_pages_show_the_claims_run_into_docs_results(tmp_path):
+def test_method_pages_show_the_claims_run_into_docs_results(tmp_path, monkeypatch):
     """Before ``refsgd reproduce --out-dir docs/results`` each claim says "not run yet"; after it,
     the method whose runs the claim's JSON names shows its verdict, its page and its figure."""
     results = tmp_path / "results"
     results.mkdir()
-    mod = _generate(tmp_path, results)
+    mod = _generate(tmp_path, results, monkeypatch)
     laga = _page(mod, "methods/laga")
     assert "### laga-table1: " in laga and "**Verdict: not run yet.** `refsgd reproduce laga-table1" in laga
     assert "Verdict: reproduced" not in laga
@@ -187,7 +189,7 @@ def test_method_pages_show_the_claims_run_into_docs_results(tmp_path):
          "runs": [{"algo": "ssgd"}, {"algo": "laga-sgdm"}, {"algo": "laga-sgdn"}]}))
     (results / "laga-table1.md").write_text("# laga-table1\n")
     (results / "laga-table1.png").write_bytes(b"\x89PNG")
-    mod = _generate(tmp_path, results)
+    mod = _generate(tmp_path, results, monkeypatch)
     laga = _page(mod, "methods/laga")
     assert "### [laga-table1](/results/laga-table1.md): " in laga
     assert "**Verdict: reproduced** (every check inside its band)." in laga
@@ -196,3 +198,73 @@ def test_method_pages_show_the_claims_run_into_docs_results(tmp_path):
         [c for c in mod.claims(METHODS).values() if c["algos"] & {"laga-sgd", "laga-sgdm", "laga-sgdn"}]) - 1
     ssgd = _page(mod, f"methods/{mod.family_slug(METHODS['ssgd'].section)}")
     assert "[laga-table1](/results/laga-table1.md)" in ssgd      # its JSON's runs name ssgd too
+
+
+# --- the listing beside the code (issue 46) --------------------------------------------------
+
+
+def test_each_method_page_opens_with_the_listing_beside_the_code(gen):
+    for section in {m.section for m in METHODS.values()}:
+        page = _page(gen, f"methods/{gen.family_slug(section)}")
+        first = page.index("## The listing beside the code")
+        assert first < page.index("## The code") < page.index("## Timelines") < page.index("## Golden files")
+        assert '<table class="listing-code">' in page, section
+    laga = _page(gen, "methods/laga")
+    # one loop shown once, naming its three methods
+    assert laga.count(":pyobject: train\n") == 1, laga.count(":pyobject: train")
+    assert "`laga-sgd` and `laga-sgdm` and `laga-sgdn`: `train`" in laga
+    # listing line L2 of Algorithm 3 beside the code lines that cite L2 (its MPI_Wait span)
+    row = re.search(r'<tr id="laga-1-l2">(.*?)</tr>', laga, flags=re.S).group(1)
+    assert "x^{t+1} &lt;- x^t - eta * g^{t-1}(tau)" in row and "L2 MPI_Wait" in row, row
+    # Pipe-SGD's page does not pair its listing with D-Sync's loop in the same file
+    assert "train_d_sync" not in _page(gen, "methods/pipe-sgd")
+
+
+def test_the_pairing_follows_the_listings_own_labels(gen, tmp_path):
+    """Generic over the labels: a listing numbered A1, A2 pairs with the code citing A1, A2; a
+    listing line no code cites says so (the null)."""
+    import sys
+    sys.path.insert(0, str(DOCS / "_ext"))
+    import refsgd_sidebyside as sbs
+    (tmp_path / "m.py").write_text(textwrap.dedent('''\
+        """A method.
+
+            A1  g <- grad
+            A2  x <- x - eta g
+            A3  never cited
+        """
+
+
+        def train(run):
+            # A1: the gradient
+            g = run.grad()
+            x = run.step(g, "A2 x <- x - eta g")
+            return x
+        '''))
+    html = sbs.table("Algorithm A", "A1  g <- grad\nA2  x <- x - eta g\nA3  never cited", "m.py", tmp_path, "m-1")
+    a1 = re.search(r'<tr id="m-1-a1">(.*?)</tr>', html, flags=re.S).group(1)
+    assert "# A1: the gradient" in a1 and "g = run.grad()" in a1 and "  10  " in a1, a1
+    a2 = re.search(r'<tr id="m-1-a2">(.*?)</tr>', html, flags=re.S).group(1)
+    assert "A2 x &lt;- x - eta g" in a2 and "# A1" not in a2, a2
+    a3 = re.search(r'<tr id="m-1-a3">(.*?)</tr>', html, flags=re.S).group(1)
+    assert "no line cites it" in a3
+
+
+# --- the pictures: drawn by the build from the commands the pages show (issue 46) ----------------
+
+
+def test_every_picture_is_drawn_by_the_commands_its_page_shows(gen, monkeypatch):
+    pictures = gen.refsgd_pictures
+    tracked = subprocess.run(["git", "ls-files", "docs"], cwd=ROOT, capture_output=True, text=True,
+                             timeout=60).stdout.split()
+    pngs = {p[len("docs/"):] for p in tracked if p.endswith(".png") and not p.startswith("docs/results/")}
+    assert pngs == set(pictures.pictures(METHODS)), pngs ^ set(pictures.pictures(METHODS))
+    assert pictures.stale(METHODS) == [], "run ./run.sh docs (it redraws them) and commit docs/pictures.json"
+    # each method page shows the commands that drew its timeline
+    for m in METHODS.values():
+        train, plot = pictures.timeline_commands(m)
+        page = _page(gen, f"methods/{gen.family_slug(m.section)}")
+        assert plot in page and " ".join(train.split()[:8]) in page, m.name
+    # the null: a changed command makes its picture stale (the build redraws it)
+    monkeypatch.setattr(pictures, "TIMELINE_RUN", pictures.TIMELINE_RUN + ("--seed", "1"))
+    assert f"timelines/{next(iter(METHODS))}.png" in pictures.stale(METHODS)

@@ -67,7 +67,7 @@ def refsgd_call(argv):
         argv = argv[1:]
     if argv and (argv[0].endswith("mpiexec") or argv[0] == "srun"):
         argv = argv[3:]          # mpiexec -n N, srun -n N
-    if not argv or not argv[0].endswith("bin/refsgd") or len(argv) < 2:
+    if not argv or not (argv[0].endswith("bin/refsgd") or argv[0] == "refsgd") or len(argv) < 2:
         return None
     name = " ".join(argv[1:3]) if argv[1] in ("bench", "data") else argv[1]
     return name, argv[1 + len(name.split()):]
@@ -176,3 +176,21 @@ def test_the_check_finds_what_failed_before():
     assert "writes ssgd.h5, which line 2 already wrote" in problems[1]
     assert "writes docs/results, which a clone has" in problems[2]
     assert "reads nowhere.h5" in problems[3]
+
+
+def test_git_status_stays_clean_after_the_docs_commands():
+    """Every file that the README's and the pages' commands write in the repository's folder is
+    ignored by git (.gitignore), so that `git status` after them lists nothing (issue 46)."""
+    _tracked()   # a git checkout
+    texts = [os.path.join(ROOT, "README.md")] + [os.path.join(ROOT, "docs", p + ".md") for p in PAGES + ("start/first-run",)]
+    written = set()
+    for t in texts:
+        for _, argv in commands(open(t).read()):
+            call = refsgd_call(argv)
+            if call:
+                written.update(w for w in files_of(*call)[0] if _inside(w))
+    assert {"first.h5", "dc.h5", "cmp.png"} <= written, written
+    r = subprocess.run(["git", "check-ignore", "--no-index", *sorted(written)], cwd=ROOT, capture_output=True,
+                       text=True, timeout=60)
+    ignored = set(r.stdout.split())
+    assert written <= ignored, f"not in .gitignore: {sorted(written - ignored)}"

@@ -81,3 +81,19 @@ def test_the_title_names_an_emulated_link_once():
     assert title.splitlines()[1].startswith("emulated link: latency 2000 us")
     d["link"] = "none"
     assert "\n" not in _timeline_title(SimpleNamespace(algo="pipe-sgd", world=2, path="p.h5"), d)
+
+
+def test_time_between_iterations_in_no_span_is_grey_as_the_key_promises():
+    """The key says grey for the loop thread's time in no span; a gap between two iterations
+    (the loop's bookkeeping between them) is such time, and is drawn grey, not left white (the
+    old chart coloured only the gaps within an iteration)."""
+    from matplotlib.colors import to_rgb
+    d = _pipe_like(n=3, gap=0.0)                  # iteration 0 ends at 10 ms, no gap within it
+    d["start"] = np.where(d["start"] >= 0.010, d["start"] + 0.005, d["start"])    # 5 ms between 0 and 1
+    d["end"] = np.where(d["start"] >= 0.015, d["end"] + 0.005, d["end"])
+    assert T.untimed(d, 0) == [(0.010, 0.015)], T.untimed(d, 0)
+    fig = T.gantt([d], ["pipe-sgd"])
+    grey = [path.get_extents().bounds for c in fig.axes[0].collections
+            if len(c.get_facecolor()) and np.allclose(c.get_facecolor()[0][:3], to_rgb(T.COLOURS["untimed"]))
+            for path in c.get_paths()]
+    assert any(np.allclose((x, w), (10.0, 5.0), atol=1e-6) for x, y, w, h in grey), grey

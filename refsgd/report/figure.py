@@ -10,7 +10,7 @@ from refsgd.files import atomic_path
 from refsgd.options import one_worker_note
 from refsgd.registry import METHODS
 
-from .runs import moving_mean, smoothing_window
+from .runs import moving_mean, smoothing_text, smoothing_window
 from .text import _event_text, _links, _settings_text, differing_settings
 
 # ---------------------------------------------------------------------- figure
@@ -145,14 +145,13 @@ def figure(runs):
               else "epoch (of gradients: its iterations consume varying numbers)")
     colors = run_colors(runs) if multi else {runs[0].index: "C0"}
     labels = _labels(runs)
-    windows, raw_losses, test_losses = [], [], []
+    raw_losses, test_losses = [], []
     any_eval = any_event = False
     for r in runs:
         col = colors[r.index]
         scale = _x_of(r, unit)
         x, y = r.train_loss()
         w = smoothing_window(r)
-        windows.append(w)
         raw_losses.append(y)
         ax_loss.plot(scale(x), y, color=col, lw=0.7, alpha=0.3, gid=f"train-raw:{r.index}")
         ax_loss.plot(scale(x), moving_mean(y, w), color=col, lw=1.8, gid=f"train-smooth:{r.index}")
@@ -212,12 +211,9 @@ def figure(runs):
             sec.tick_params(labelsize=8)
 
     # the curves' legend, below the panels: the line styles, then (several runs) the runs' colours
-    lo, hi = min(windows), max(windows)
-    span = f"{lo}" if lo == hi else f"{lo}-{hi}"
     style = "gray" if multi else "C0"
     handles = [Line2D([], [], color=style, lw=0.7, alpha=0.4, label="train, per iteration"),
-               Line2D([], [], color=style, lw=1.8, label=f"train, moving mean over about an epoch ({span} iterations; "
-                                                          "at most a tenth of the run)"),
+               Line2D([], [], color=style, lw=1.8, label=f"train, {smoothing_text(runs)}"),
                Line2D([], [], color=style, marker="o", ls="--", lw=1, mec="white", label="test (evaluations)")]
     if any_event:
         handles.append(Line2D([], [], color=style if multi else "dimgray", ls=":", lw=1.2,

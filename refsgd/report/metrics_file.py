@@ -51,6 +51,15 @@ def summary(evals, rec, wall, link, batch=None, segments=None, version=FORMAT_VE
     compiled = rec["compile"].sum(axis=1) if "compile" in rec else np.zeros(world)
     shown = compiled.max() >= 0.01 * max(wall, 1e-9) and compiled.max() >= 0.05
     outside = version >= 3
+    if outside and n:   # one wall time: what it holds, so that the compile is seen apart from it
+        parts = [("iterations", rec["wall"][0].sum())] + [
+            (name, rec[k][0].sum()) for k, name in (("evaluate", "evaluations"), ("checkpoint", "checkpoints"))
+            if k in rec and rec[k][0].sum() > 0]
+        rest = wall - sum(v for _, v in parts)
+        lines.append("  of which (rank 0) " + ", ".join(f"{name} {v:.2f} s" for name, v in parts)
+                     + f", and {max(rest, 0.0):.2f} s besides: "
+                     + ("Numba compiling its kernels in the loop (the line below) and " if shown else "")
+                     + "the loop's bookkeeping")
     # the training's throughput: over rank 0's iterations' wall times, as the status line counts
     # it (evaluations, checkpoints and Numba's compiling are outside them; inside in version 1-2)
     busy = rec["wall"][0].sum() - (0.0 if outside else compiled[0])

@@ -170,11 +170,37 @@ def moving_mean(y, window):
 
 def smoothing_window(run):
     """The moving mean's window: one epoch, at most a tenth of the run; T/50 without an epoch."""
+    return _window(run)[0]
+
+
+def _window(run):
+    """(the moving mean's window, what it spans: "epoch", "tenth" of a run shorter than 10
+    epochs, "fiftieth" of a run without epochs)."""
     t = run.iterations
     ipe = run.iterations_per_epoch
     if ipe is not None:
-        return max(1, min(int(round(ipe)), t // 10))
-    return max(1, t // 50)
+        epoch = max(1, int(round(ipe)))
+        return (epoch, "epoch") if epoch <= t // 10 else (max(1, t // 10), "tenth")
+    return max(1, t // 50), "fiftieth"
+
+
+def smoothing_text(runs):
+    """What the moving mean of ``runs``' training losses spans, in words that are true for every
+    run: "an epoch (23 iterations)", "a tenth of the run (4 iterations; the run is shorter than
+    10 epochs)", ... and, when a window is a single iteration, that there is no moving mean."""
+    ws = [_window(r) for r in runs]
+    lo, hi = min(w for w, _ in ws), max(w for w, _ in ws)
+    if hi <= 1:
+        return "no moving mean: the run is too short (it would span a single iteration)"
+    n = f"{lo} iteration{'s' if hi > 1 else ''}" if lo == hi else f"{lo}-{hi} iterations"
+    kinds = {k for _, k in ws}
+    if kinds == {"epoch"}:
+        return f"moving mean over about an epoch ({n})"
+    if kinds == {"tenth"}:
+        return f"moving mean over a tenth of the run ({n}; the run is shorter than 10 epochs)"
+    if kinds == {"fiftieth"}:
+        return f"moving mean over a fiftieth of the run ({n})"
+    return f"moving mean over about an epoch, or a tenth of a run shorter than 10 epochs ({n})"
 
 
 def load(path, index=1):

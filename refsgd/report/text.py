@@ -50,11 +50,13 @@ def comparison_text(runs):
     settings in which they differ (besides the method and the ranks, which have columns)."""
     differ = differing_settings(runs)
     keys = [k for k in differ if k != "ranks"]
-    rows = []
+    rows, skewed = [], []
     for r in runs:
         e = r.evals[-1] if r.evals else None
         ms = {k: v.mean() for k, v in r.time_ms().items()}
         spread = r.time_quartiles_ms()
+        skewed += [f"run {r.index}'s {k}" for k in PARTS if ms[k] >= 0 and not
+                   spread[k][0] - 0.005 <= ms[k] <= spread[k][1] + 0.005]   # as printed, to 2 decimals
         rows.append([str(r.index), r.algo, str(r.world),
                      f"{100 * e['test_acc']:.2f}%" if e else "-", f"{e['test_loss']:.4f}" if e else "-",
                      f"{float(r.attrs.get('wall_seconds', 0)):.2f}",
@@ -78,6 +80,9 @@ def comparison_text(runs):
         emulated = [f"  run {r.index}: {link} -- EMULATED, not the real network" for r, link in _links(runs)]
     notes = [f"  run {r.index}: {one_worker_note(r.algo, r.world)}" for r in runs if one_worker_note(r.algo, r.world)]
     emulated += notes
+    if skewed:   # a mean outside its own quartiles: not an error, a spread with a long tail
+        emulated.append(f"  a mean outside its quartiles ({', '.join(skewed)}): a few iterations far longer than "
+                        "the others (a Numba compile, a wait for a busy core) pull the mean past the middle half")
     deciding = [k for k in differ if k in DECIDING or k in TRAJECTORY]
     warning = []
     if deciding:

@@ -142,7 +142,9 @@ class Bookkeeping:
         saved = []
         if self._checkpoint is not None:
             path = self.save_checkpoint()
-            saved.append(f"checkpoint written to {path}; continue with --resume {self._checkpoint[0]}")
+            written = [f for f in (self.cfg.out, self.cfg.trace) if f]   # written below: a rerun must replace them
+            saved.append(f"checkpoint written to {path}; continue with --resume {self._checkpoint[0]}"
+                         + (f" --force (the rerun replaces {' and '.join(written)}, written here)" if written else ""))
         self._complete_pending()
         # the run ends here: the --out and --trace files are written for the iterations done
         self.interrupted = name

@@ -51,26 +51,28 @@ def _key_text(d, width=175):
 
 
 def untimed(d, r):
-    """The spans of time on rank r's loop thread, within its iterations, that no span of the
-    thread covers: [(start, end)] (seconds on rank 0's clock). The thread runs
-    the run's bookkeeping there (sub-millisecond); a method with threads' loop thread also waits
-    there for the GIL that another thread of the rank holds (measured with Pipe-SGD on a loaded
-    machine: 11 ms after each gradient, with 0.02 ms of the thread's CPU time)."""
+    """The spans of time on rank r's loop thread, from its first iteration's start to its last
+    one's end, that no span of the thread covers: [(start, end)] (seconds on rank 0's clock),
+    within an iteration or between two (the chart's key promises grey for all of it). The thread
+    runs the run's bookkeeping there (sub-millisecond); a method with threads' loop thread also
+    waits there for the GIL that another thread of the rank holds (measured with Pipe-SGD on a
+    loaded machine: 11 ms after each gradient, with 0.02 ms of the thread's CPU time)."""
     mine = (d["rank"] == r) & (d["thread"] == 0) & (np.array(d["kind_names"]) != "iteration")
     spans = sorted(zip(d["start"][mine], d["end"][mine]))
     it = d["kinds"].index("iteration") if "iteration" in d["kinds"] else -1
-    out = []
-    for i in np.flatnonzero((d["rank"] == r) & (d["thread"] == 0) & (d["kind"] == it)):
-        lo, hi = float(d["start"][i]), float(d["end"][i])
-        cur = lo
-        for a, e in spans:
-            if e <= cur or a >= hi:
-                continue
-            if a > cur:
-                out.append((cur, a))
-            cur = max(cur, e)
-        if hi > cur:
-            out.append((cur, hi))
+    its = np.flatnonzero((d["rank"] == r) & (d["thread"] == 0) & (d["kind"] == it))
+    if not its.size:
+        return []
+    lo, hi = float(d["start"][its].min()), float(d["end"][its].max())
+    out, cur = [], lo
+    for a, e in spans:
+        if e <= cur or a >= hi:
+            continue
+        if a > cur:
+            out.append((cur, float(a)))
+        cur = max(cur, float(e))
+    if hi > cur:
+        out.append((cur, hi))
     return out
 
 
