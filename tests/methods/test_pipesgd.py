@@ -146,10 +146,3 @@ def test_bad_input(args, n, msg):
     r = refsgd("train", *args, "--no-progress", n=n, timeout=120)
     assert r.returncode == 2 and msg in r.stderr, r.stderr
     assert "Traceback" not in r.stderr
-
-
-def test_listed():
-    r = refsgd("train", "--list")
-    assert r.returncode == 0
-    for name in ("pipe-sgd", "d-sync", "ps-sync"):
-        assert any(line.split()[0] == name for line in r.stdout.splitlines()), r.stdout

@@ -3,6 +3,7 @@ and 4 ranks (tests.helpers.world)."""
 
 import numpy as np
 import pytest
+from tests.helpers import world
 from tests.helpers.launch import make_config
 
 from refsgd import datasets
@@ -115,3 +116,15 @@ def test_ssgd_nag_equals_sato_algorithm_4():
         w_ref = w_ref + M
         w_hat = w_ref + c.momentum * M
     np.testing.assert_allclose(w, w_ref, rtol=1e-10, atol=1e-13)
+
+
+@pytest.mark.world(2, 4)
+@pytest.mark.parametrize("algo,extra", [
+    ("ssgd", ["--tau", "2", "--momentum", "0.9"]),
+    ("ssgd-opt", ["--tau", "2", "--momentum", "0.9", "--nesterov"]),
+    ("ssgd-nag", ["--momentum", "0.9", "--lr", "0.001"]),
+    ("ssgd-nag", ["--threads", "3", "--momentum", "0.9", "--lr", "0.001"]),   # L5-L9 in 3 threads
+])
+def test_mpi_trace_verifies_against_the_serial_rendering(tmp_path, algo, extra):
+    common = ["--algo", algo, "--model", "digits_mlp", "--batch", "8", "--seed", "5", *extra]
+    world.mpi_equals_serial(tmp_path, common, 12)

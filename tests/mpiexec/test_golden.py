@@ -1,4 +1,5 @@
-"""Golden references: MPI traces against the serial renderings, verify, and an outside replay."""
+"""Golden references: verify, the golden files still matching, and an outside replay (the SSGD
+family's MPI traces against its serial renderings: tests/methods/test_ssgd.py)."""
 
 import glob
 import importlib.util
@@ -9,22 +10,10 @@ import shutil
 import h5py
 import numpy as np
 import pytest
-from tests.helpers.launch import ROOT, verify_mpi_against_serial
+from tests.helpers.launch import ROOT
 from tests.helpers.launch import cli as refsgd
 
 GOLDEN = os.path.join(ROOT, "tests", "golden")
-
-
-@pytest.mark.parametrize("algo,extra", [
-    ("ssgd", ["--tau", "2", "--momentum", "0.9"]),
-    ("ssgd-opt", ["--tau", "2", "--momentum", "0.9", "--nesterov"]),
-    ("ssgd-nag", ["--momentum", "0.9", "--lr", "0.001"]),
-    ("ssgd-nag", ["--threads", "3", "--momentum", "0.9", "--lr", "0.001"]),   # L5-L9 in 3 threads
-])
-@pytest.mark.parametrize("n", [2, 4])
-def test_mpi_trace_verifies_against_the_serial_rendering(tmp_path, algo, n, extra):
-    common = ["--algo", algo, "--model", "digits_mlp", "--batch", "8", "--seed", "5", *extra]
-    verify_mpi_against_serial(tmp_path, common, n, 12)
 
 
 def test_verify_names_the_first_perturbed_step_and_worker(tmp_path):
