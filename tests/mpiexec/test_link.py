@@ -1,13 +1,10 @@
 """The emulated link (refsgd.comm.link, the model; refsgd.comm.linkcomm, MPI held to it): the Pipe-SGD eq. 5 model and the delayed all-reduces.
 
-Plain ``pytest`` runs the closed-form tests and ``test_under_mpiexec``, which launches this file
-under ``mpiexec -n 2 ... pytest --with-mpi``; there the ``mpi`` tests run on COMM_WORLD. Timing
-checks are lower bounds (completion >= start + T) plus loose upper bounds only.
+Plain pytest runs the closed-form tests; the ``world(2)`` tests run on COMM_WORLD in the world
+session of 2 ranks (tests.helpers.world). Timing checks are lower bounds (completion >= start + T)
+plus loose upper bounds only.
 """
 
-import os
-import subprocess
-import sys
 import time
 
 import numpy as np
