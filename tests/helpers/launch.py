@@ -93,9 +93,10 @@ layers = [
 def mark_launching(folder, items):
     """Marker ``mpi_launch`` on every test in ``folder`` (a folder whose tests launch mpiexec; its
     conftest.py calls this): CI runs them again under a second MPI library. The tests that run
-    in-process in a world session (marker ``world``: tests.helpers.world) launch nothing."""
+    in-process in a world session (marker ``world``: tests.helpers.world) and those marked
+    ``in_process`` launch nothing."""
     for item in items:
-        if folder in item.path.parents and item.get_closest_marker("world") is None:
+        if folder in item.path.parents and not any(item.get_closest_marker(m) for m in ("world", "in_process")):
             item.add_marker("mpi_launch")
 
 

@@ -75,6 +75,7 @@ def test_verify_compares_only_the_options_of_the_method(tmp_path):
     assert r.returncode == 1 and "lambda_norm ('whole' vs 'tensor')" in r.stdout, r.stdout
 
 
+@pytest.mark.in_process
 @pytest.mark.parametrize("algo", ALL)
 def test_golden_in_float32_keeps_float32(tmp_path, algo):
     """Every serial rendering runs in float32 (a NumPy float64 scalar must not promote the state)."""
