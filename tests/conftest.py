@@ -28,9 +28,20 @@ def _in_world(config):
     return config.getoption("--with-mpi", default=False)
 
 
+#: the slow tests that launch no mpiexec (marker slow, left out by ./run.sh test --quick): each a
+#: fresh process's first compile, a download server, a round trip through processes, threads
+SLOW = ("tests/test_one_off_costs.py", "tests/test_download.py",
+        "tests/test_conformance.py::test_export_and_check_round_trip",
+        "tests/test_conformance.py::test_the_pytest_plugin_generates_one_test_per_configuration",
+        "tests/test_layers.py::test_gradients_do_not_depend_on_the_thread_count")
+
+
 def pytest_collection_modifyitems(config, items):
     """A world session keeps the ``world`` tests of its size; plain pytest keeps the others and the
-    ``world(1, ...)`` tests (its COMM_WORLD is MPI's singleton, of one rank)."""
+    ``world(1, ...)`` tests (its COMM_WORLD is MPI's singleton, of one rank). Marks :data:`SLOW`."""
+    for item in items:
+        if item.nodeid.startswith(SLOW):
+            item.add_marker("slow")
     world_size = None
     if _in_world(config):
         from tests.helpers import world
