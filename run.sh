@@ -5,9 +5,13 @@
 #                       at least 2 and at most 4) (default: SSGD on the embedded
 #                       digits), e.g. ./run.sh --algo dcs3gd --epochs 5; the mpiexec is the one of
 #                       mpi4py's MPI library ($MPIEXEC first), with its flags (refsgd/mpilib.py)
-#   ./run.sh test       run the whole test suite (pytest -q -rs: the reason of every skip; MPI tests
-#                       launch mpiexec themselves, their time limits stretched by the machine's load);
-#                       ./run.sh test -m mpi_launch runs only the tests that launch mpiexec
+#   ./run.sh test       run the whole test suite: plain pytest (-q -rs: the reason of every skip; the
+#                       tests that launch processes, their time limits stretched by the machine's
+#                       load), then the in-process MPI tests in one `mpiexec -n N pytest --with-mpi`
+#                       session per world size N = 2, 3, 4 (tests/helpers/suite.py); the closing line
+#                       of each part again at the end. ./run.sh test --quick leaves out the tests
+#                       marked slow and runs the world of 2 ranks only; ./run.sh test PATHS/ARGS
+#                       hands the paths and pytest options to every part
 #   ./run.sh setup      only create/update .venv
 #   ./run.sh docs       build the documentation site into docs/_build/html (Sphinx, -W: a warning or
 #                       a broken link fails; installs the `docs` extra of setup.cfg);
@@ -87,7 +91,9 @@ case "${1:-main}" in
     setup
     shift
     one_thread_per_rank
-    exec "$PY" -m pytest -q -rs "$@" ;;  # -rs: every skipped test's reason
+    # plain pytest, then one pytest-mpi session per world size (tests/helpers/suite.py); -rs: every
+    # skipped test's reason
+    exec "$PY" -m tests.helpers.suite "$@" ;;
   main|-*)
     setup
     [ "${1:-}" = main ] && shift

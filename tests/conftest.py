@@ -6,16 +6,65 @@ a rank ended by a signal can remove nothing, and the suite kills ranks on purpos
 signals, timeouts): without this, every run of the suite left tens of segments, memory that
 only a reboot gave back. Removed at the end of the outermost pytest: the segments created since
 it started that no process maps any more and that are over 10 seconds old (a segment being set up
-by a job that runs beside the suite is mapped within microseconds of its creation)."""
+by a job that runs beside the suite is mapped within microseconds of its creation).
+
+And the sessions of the in-process MPI tests (tests.helpers.world): ``mpiexec -n N python -m
+pytest --with-mpi`` keeps the tests marked ``world(..., N, ...)`` and deselects the rest; plain
+pytest deselects the ``world`` tests but those of one rank (``./run.sh test`` runs both)."""
 
 import glob
 import os
 import time
 
+import pytest
+
 from refsgd import failure
 
 _STARTED = []
 _IN_A_JOB = ("PMI_RANK", "PMIX_RANK", "OMPI_COMM_WORLD_RANK")  # a pytest that mpiexec started: not the outermost
+
+
+def _in_world(config):
+    return config.getoption("--with-mpi", default=False)
+
+
+#: the slow tests that launch no mpiexec (marker slow, left out by ./run.sh test --quick): each a
+#: fresh process's first compile, a download server, a round trip through processes, threads
+SLOW = ("tests/test_one_off_costs.py", "tests/test_download.py",
+        "tests/test_conformance.py::test_export_and_check_round_trip",
+        "tests/test_conformance.py::test_the_pytest_plugin_generates_one_test_per_configuration",
+        "tests/test_layers.py::test_gradients_do_not_depend_on_the_thread_count")
+
+
+def pytest_collection_modifyitems(config, items):
+    """A world session keeps the ``world`` tests of its size; plain pytest keeps the others and the
+    ``world(1, ...)`` tests (its COMM_WORLD is MPI's singleton, of one rank). Marks :data:`SLOW`."""
+    for item in items:
+        if item.nodeid.startswith(SLOW):
+            item.add_marker("slow")
+    world_size = None
+    if _in_world(config):
+        from tests.helpers import world
+        world_size = world.comm().Get_size()
+    keep, drop = [], []
+    for item in items:
+        mark = item.get_closest_marker("world")
+        if mark is None:
+            kept = world_size is None
+        else:
+            kept = (world_size or 1) in mark.args
+        (keep if kept else drop).append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    if _in_world(item.config):
+        from tests.helpers import world
+        world.agree(outcome.get_result())
 
 
 def pytest_sessionstart(session):

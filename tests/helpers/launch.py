@@ -1,5 +1,5 @@
-"""Launching refsgd and pytest-mpi as a user does: ``mpiexec`` of the MPI library mpi4py uses,
-one BLAS thread per rank, a hang failing through a timeout."""
+"""Launching refsgd as a user does: ``mpiexec`` of the MPI library mpi4py uses, one BLAS thread per
+rank, a hang failing through a timeout (the in-process MPI tests: tests.helpers.world)."""
 
 import os
 import subprocess
@@ -7,8 +7,6 @@ import sys
 
 from refsgd import busy, mpilib
 
-#: set in the processes that `launch_under_mpiexec` starts
-UNDER_MPI = os.environ.get("REFSGD_UNDER_MPIEXEC") == "1"
 ONE_THREAD = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "NUMBA_NUM_THREADS": "1",
               "MKL_NUM_THREADS": "1"}
 
@@ -48,18 +46,6 @@ def make_config(**kw):
     kw = {k: v for k, v in kw.items() if k not in options.DEFAULTS or k in options.APPLIES[algo]}
     return options.resolve(options.from_keywords(kw))
 
-
-def launch_under_mpiexec(test_file, n, timeout=300):
-    """Run ``test_file``'s pytest-mpi tests under ``mpiexec -n n``; plain pytest calls this, so the
-    MPI tests run without --with-mpi. A hang fails through the timeout (``timeout`` seconds on
-    idle cores, :func:`scaled` by the load)."""
-    env = mpi_env(REFSGD_UNDER_MPIEXEC="1")
-    r = subprocess.run(mpiexec(n) + [sys.executable, "-m", "pytest", "--with-mpi", "-q", "-p",
-                                     "no:cacheprovider", test_file], capture_output=True, text=True,
-                       timeout=scaled(timeout), env=env)
-    assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-4000:]
-    assert " passed" in r.stdout and " failed" not in r.stdout
-    return r
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -106,9 +92,11 @@ layers = [
 
 def mark_launching(folder, items):
     """Marker ``mpi_launch`` on every test in ``folder`` (a folder whose tests launch mpiexec; its
-    conftest.py calls this): CI runs them again under a second MPI library."""
+    conftest.py calls this): CI runs them again under a second MPI library. The tests that run
+    in-process in a world session (marker ``world``: tests.helpers.world) and those marked
+    ``in_process`` launch nothing."""
     for item in items:
-        if folder in item.path.parents:
+        if folder in item.path.parents and not any(item.get_closest_marker(m) for m in ("world", "in_process")):
             item.add_marker("mpi_launch")
 
 

@@ -5,7 +5,8 @@ import json
 import h5py
 import numpy as np
 import pytest
-from tests.helpers.launch import UNDER_MPI, launch_under_mpiexec, make_config, verify_mpi_against_serial
+from tests.helpers import world
+from tests.helpers.launch import make_config
 from tests.helpers.launch import cli as refsgd
 
 from refsgd import datasets
@@ -26,13 +27,12 @@ CASES = {
 }
 
 
-@pytest.mark.skipif(UNDER_MPI, reason="launcher")
+@pytest.mark.world(2, 4)
 @pytest.mark.parametrize("case", list(CASES))
-@pytest.mark.parametrize("n", [2, 4])
-def test_mpi_equals_serial_rendering(tmp_path, case, n):
+def test_mpi_equals_serial_rendering(tmp_path, case):
     algo = case.split("-")[0]
     common = ["--algo", algo, "--model", "digits_mlp", "--batch", "8", "--seed", "4", *CASES[case]]
-    verify_mpi_against_serial(tmp_path, common, n, 12)
+    world.mpi_equals_serial(tmp_path, common, 12)
 
 
 @pytest.mark.parametrize("lambda0", [0.2, 0.0])
@@ -105,8 +105,6 @@ def cfg(**kw):
     return make_config(**{**base, **kw})
 
 
-@pytest.mark.mpi
-@pytest.mark.skipif(not UNDER_MPI, reason="runs under mpiexec")
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_adaptive_lambda_is_the_numpy_lines_bit_for_bit(dtype):
     """DC-ASGD's MeanSquare and adaptive lambda in one pass, without temporaries: the same bits
@@ -124,6 +122,7 @@ def test_adaptive_lambda_is_the_numpy_lines_bit_for_bit(dtype):
     np.testing.assert_array_equal(out, want)
 
 
+@pytest.mark.world(1)
 def test_dcs3gd_on_one_rank_is_mxnet_momentum_sgd():
     """N = 1: D_i = dw_bar - dw_i = 0, so the correction vanishes and w_i follows U exactly."""
     from mpi4py import MPI
@@ -131,8 +130,6 @@ def test_dcs3gd_on_one_rank_is_mxnet_momentum_sgd():
     from refsgd.algorithms import dcs3gd
     from refsgd.run import build_run
     comm = MPI.COMM_WORLD
-    if comm.Get_size() != 1:
-        pytest.skip("one rank")
     c = cfg()
     net, data = load_model("digits_mlp", np.float64), datasets.load(None, np.float64)
     run = build_run(c, comm, net=net, data=data, schedule=Constant(c.lr), log=lambda *a: None)
@@ -148,8 +145,7 @@ def test_dcs3gd_on_one_rank_is_mxnet_momentum_sgd():
     np.testing.assert_array_equal(w, ref)
 
 
-@pytest.mark.mpi(min_size=2)
-@pytest.mark.skipif(not UNDER_MPI, reason="runs under mpiexec")
+@pytest.mark.world(2, 4)
 def test_dcasgd_arrival_order_trains_and_serves_every_push():
     from mpi4py import MPI
 
@@ -170,13 +166,6 @@ def test_dcasgd_arrival_order_trains_and_serves_every_push():
         assert np.all(np.isnan(run.records["loss"]))  # the server computes no gradient
 
 
-@pytest.mark.skipif(UNDER_MPI, reason="launcher")
-@pytest.mark.parametrize("n", [1, 2, 4])
-def test_under_mpiexec(n):
-    launch_under_mpiexec(__file__, n)
-
-
-@pytest.mark.skipif(UNDER_MPI, reason="launcher")
 @pytest.mark.parametrize("args,n,msg", [
     (["--algo", "dcasgd"], 1, "dcasgd needs a server and at least one worker"),
     (["--algo", "dcasgd", "--momentum", "0.9"], 2, "--momentum does not apply to --algo dcasgd"),
@@ -191,7 +180,6 @@ def test_bad_input(args, n, msg):
     assert r.returncode == 2 and msg in r.stderr and r.stderr.count("refsgd: error:") == 1, r.stderr
 
 
-@pytest.mark.skipif(UNDER_MPI, reason="launcher")
 def test_golden_dcasgd_is_round_robin(tmp_path):
     """The serial rendering serves the workers in turn: refsgd golden refuses --ps-order arrival."""
     out = tmp_path / "g.h5"

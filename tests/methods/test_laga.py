@@ -1,4 +1,5 @@
-"""LAGA-SGD, LAGA-SGDM and LAGA-SGDN (refsgd/algorithms/laga.py) as a user runs them: mpiexec.
+"""LAGA-SGD, LAGA-SGDM and LAGA-SGDN (refsgd/algorithms/laga.py): in-process in the world sessions
+(tests.helpers.world) and as a user runs them (mpiexec).
 
 * the MPI trace at 2 and 4 ranks equals the serial rendering (float64, rtol 1e-10), tau 1 and 3;
 * without --trace (the all-reduce really overlaps the next iteration) the final model is the same;
@@ -14,6 +15,7 @@ import sys
 import h5py
 import numpy as np
 import pytest
+from tests.helpers import world
 from tests.helpers.launch import ROOT, mpi_env, mpiexec, scaled, verify_mpi_against_serial
 
 from refsgd import datasets
@@ -59,16 +61,18 @@ def serial(algo, common, n, T):
     return rendering(algo)(net, data, cfg, schedule, n, T)
 
 
-@pytest.mark.parametrize("n", [2, 4])
+@pytest.mark.world(2, 4)
 @pytest.mark.parametrize("tau", [1, 3])
 @pytest.mark.parametrize("algo", ALGOS)
-def test_mpi_trace_equals_the_serial_rendering(tmp_path, algo, tau, n):
-    common, T = options(algo, tau), 8
+def test_mpi_trace_equals_the_serial_rendering(tmp_path, algo, tau):
+    common, T, n = options(algo, tau), 8, world.comm().Get_size()
     if (algo, tau, n) == ("laga-sgdn", 3, 2):
         common += ["--weight-decay", "0.01", "--schedule", "warmup-linear:warmup_epochs=1,total_epochs=2"]
-    r = refsgd("train", *common, "--dtype", "float64", "--iterations", str(T), "--no-progress",
-               "--trace", str(tmp_path / "mpi.h5"), n=n)
-    assert r.returncode == 0, r.stderr
+    tmp_path = world.shared_path(tmp_path)
+    world.train(*common, "--dtype", "float64", "--iterations", str(T), "--no-progress",
+                "--trace", str(tmp_path / "mpi.h5"))
+    if world.comm().Get_rank() != 0:
+        return  # rank 0 checks; every rank's report says how it went (tests.helpers.world.agree)
     st, w0 = states(tmp_path / "mpi.h5")
     ref = serial(algo, common, n, T)
     model = "y" if algo == "laga-sgdn" else "x"
@@ -97,14 +101,17 @@ def test_cli_train_trace_golden_verify_end_to_end(tmp_path):
     assert f"OK: {T} steps x {n} workers agree (state y, m, g and loss" in out
 
 
+@pytest.mark.world(4)
 @pytest.mark.parametrize("algo", ALGOS)
 def test_overlapped_run_ends_at_the_serial_model(tmp_path, algo):
     """Without --trace the all-reduce of step t is in flight during step t+1's micro-batches (two
     alternating send buffers); the final model must still be the serial rendering's."""
     n, T, common = 4, 8, options(algo, 3)
-    r = refsgd("train", *common, "--dtype", "float64", "--iterations", str(T), "--no-progress",
-               "--log-every", "3", "--out", str(tmp_path / "run.h5"), n=n)
-    assert r.returncode == 0, r.stderr
+    tmp_path = world.shared_path(tmp_path)
+    world.train(*common, "--dtype", "float64", "--iterations", str(T), "--no-progress",
+                "--log-every", "3", "--out", str(tmp_path / "run.h5"))
+    if world.comm().Get_rank() != 0:
+        return  # rank 0 checks; every rank's report says how it went (tests.helpers.world.agree)
     ref = serial(algo, common, n, T)
     with h5py.File(tmp_path / "run.h5") as f:
         model = f["model"][...]
@@ -131,11 +138,11 @@ def _lagged_sgd_by_hand(T, lr, batch, seed):
     return np.array(xs)
 
 
+@pytest.mark.world(1)
 def test_one_rank_laga_sgd_is_sgd_with_a_one_step_lag(tmp_path):
     T = 8
-    r = refsgd("train", *options("laga-sgd", 1), "--dtype", "float64", "--iterations", str(T), "--no-progress",
-               "--trace", str(tmp_path / "t.h5"))
-    assert r.returncode == 0, r.stderr
+    world.train(*options("laga-sgd", 1), "--dtype", "float64", "--iterations", str(T), "--no-progress",
+                "--trace", str(tmp_path / "t.h5"))
     expected = _lagged_sgd_by_hand(T, lr=0.1, batch=8, seed=5)
     st, w0 = states(tmp_path / "t.h5")
     np.testing.assert_allclose(st["x"][:, 0], expected, rtol=1e-12, atol=1e-14)
@@ -143,13 +150,13 @@ def test_one_rank_laga_sgd_is_sgd_with_a_one_step_lag(tmp_path):
     assert np.abs(expected[1] - expected[0]).max() > 1e-4
 
 
+@pytest.mark.world(1)
 @pytest.mark.parametrize("algo", ["laga-sgd", "laga-sgdn"])
 def test_with_weight_decay_the_first_update_is_the_decay_alone(tmp_path, algo):
     """The authors' code takes an optimizer step on zeroed gradients: x^1 = x^0 - eta*wd*x^0
     (LAGA-SGDN also adds gamma*m^0 = gamma*wd*x^0)."""
-    r = refsgd("train", *options(algo, 2), "--weight-decay", "0.01", "--dtype", "float64", "--iterations", "1",
-               "--no-progress", "--trace", str(tmp_path / "wd.h5"))
-    assert r.returncode == 0, r.stderr
+    world.train(*options(algo, 2), "--weight-decay", "0.01", "--dtype", "float64", "--iterations", "1",
+                "--no-progress", "--trace", str(tmp_path / "wd.h5"))
     st, w0 = states(tmp_path / "wd.h5")
     gamma = 0.9 if algo == "laga-sgdn" else 0.0
     model = "y" if algo == "laga-sgdn" else "x"
@@ -193,9 +200,9 @@ def test_refuses_local_optimizer_options(algo, args, msg):
     assert r.stderr.count("refsgd: error:") == 1
 
 
-def test_listed():
-    r = refsgd("train", "--list")
-    assert r.returncode == 0
+def test_listed_with_its_algorithm():
+    """`refsgd train --list` says each variant's algorithm: its line is its Method.summary
+    (test_registry_checks.py's train_list check), which names the algorithm."""
+    from refsgd.registry import METHODS
     for name, alg in (("laga-sgd", "Algorithm 3"), ("laga-sgdm", "Algorithm 4"), ("laga-sgdn", "Algorithm 5")):
-        line = [l for l in r.stdout.splitlines() if l.startswith(name + " ")]
-        assert line and alg in line[0], r.stdout
+        assert alg in METHODS[name].summary, METHODS[name].summary

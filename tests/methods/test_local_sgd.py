@@ -6,16 +6,18 @@ tests/mpiexec/test_golden.py)."""
 import h5py
 import numpy as np
 import pytest
-from tests.helpers.launch import cli, verify_mpi_against_serial
+from tests.helpers import world
+from tests.helpers.launch import cli
 
 COMMON = ["--algo", "local-sgd", "--model", "digits_mlp", "--batch", "8", "--seed", "5", "--lr", "0.1"]
 
 
 @pytest.mark.parametrize("extra", [["--sync-every", "3", "--momentum", "0.9"], ["--sync-every", "1"],
                                    ["--sync-every", "4", "--allreduce", "ring", "--weight-decay", "0.001"]])
-@pytest.mark.parametrize("n", [2, 4])
-def test_mpi_equals_serial_rendering(tmp_path, n, extra):
-    verify_mpi_against_serial(tmp_path, COMMON + extra, n, 12, rtol="0" if n == 2 or "ring" in extra else "1e-10")
+@pytest.mark.world(2, 4)
+def test_mpi_equals_serial_rendering(tmp_path, extra):
+    world.mpi_equals_serial(tmp_path, COMMON + extra, 12, rtol=0 if world.comm().Get_size() == 2 or "ring" in extra
+                            else 1e-10)
 
 
 def test_the_models_agree_after_each_average_and_drift_between(tmp_path):

@@ -8,7 +8,8 @@ import sys
 import h5py
 import numpy as np
 import pytest
-from tests.helpers.launch import ROOT, make_config, mpi_env, mpiexec, scaled, verify_mpi_against_serial
+from tests.helpers import world
+from tests.helpers.launch import ROOT, make_config, mpi_env, mpiexec, scaled
 from tests.helpers.launch import cli as refsgd
 
 from refsgd import datasets
@@ -30,20 +31,20 @@ CASES = {  # name: (options, rtol of verify: "0" where the reduction order is mo
 }
 
 
+@pytest.mark.world(2, 4)
 @pytest.mark.parametrize("case", list(CASES))
-@pytest.mark.parametrize("n", [2, 4])
-def test_mpi_equals_serial_rendering(tmp_path, case, n):
+def test_mpi_equals_serial_rendering(tmp_path, case):
     options, rtol = CASES[case]
     steps = 30 if "warmup" in case else 12   # the warm-up epoch ends at step 11 (n=2) or 5 (n=4)
-    verify_mpi_against_serial(tmp_path, COMMON + options, n, steps, rtol=rtol)
+    world.mpi_equals_serial(tmp_path, COMMON + options, steps, rtol=rtol)
 
 
+@pytest.mark.world(2, 3)
 @pytest.mark.parametrize("algo", ["pipe-sgd", "d-sync"])
-@pytest.mark.parametrize("n", [2, 3])
-def test_q8v_mpi_equals_serial_rendering_bitwise(tmp_path, algo, n):
+def test_q8v_mpi_equals_serial_rendering_bitwise(tmp_path, algo):
     """q8v (one scale per vector): the ring's scales agreed before it and its order of partial
     sums give the serial rendering's bits at 2 and 3 ranks (3: blocks of unequal sizes)."""
-    verify_mpi_against_serial(tmp_path, COMMON + ["--algo", algo, "--compress", "q8v"], n, 12, rtol="0")
+    world.mpi_equals_serial(tmp_path, COMMON + ["--algo", algo, "--compress", "q8v"], 12, rtol=0)
 
 
 def _cfg(algo="pipe-sgd", **kw):
@@ -145,10 +146,3 @@ def test_bad_input(args, n, msg):
     r = refsgd("train", *args, "--no-progress", n=n, timeout=120)
     assert r.returncode == 2 and msg in r.stderr, r.stderr
     assert "Traceback" not in r.stderr
-
-
-def test_listed():
-    r = refsgd("train", "--list")
-    assert r.returncode == 0
-    for name in ("pipe-sgd", "d-sync", "ps-sync"):
-        assert any(line.split()[0] == name for line in r.stdout.splitlines()), r.stdout

@@ -5,7 +5,7 @@ in its Method.lacks, why a piece (a timing model, a timeline schedule) does not 
 
 Each piece: the entry points import (``train``, the serial rendering); the MPI run traces what
 the serial rendering computes (its first golden configuration, at 2 ranks where the method has
-workers there, under mpiexec); every golden file is checked in and has an outside replay
+workers there, in-process in the world session of that size: tests.helpers.world); every golden file is checked in and has an outside replay
 (tests/mpiexec/test_golden.py); a timing model (refsgd.bench.models); a timeline schedule
 (refsgd.timeline.gantt); a section of docs/algorithms.md that names ``--algo NAME``; a line of
 ``refsgd train --list``."""
@@ -16,7 +16,8 @@ import os
 import re
 
 import pytest
-from tests.helpers.launch import ROOT, cli, verify_mpi_against_serial
+from tests.helpers import world
+from tests.helpers.launch import ROOT, cli
 
 from refsgd.bench import models
 from refsgd.registry import METHODS, entry
@@ -44,18 +45,6 @@ def check_train_comes_first(m):
     before = [d for d in defs[:defs.index(name)] if d not in ("check", "check_sizes") and not d.startswith("train")]
     assert not before, (f"{m.name}: {os.path.relpath(module.__file__, ROOT)} defines {', '.join(before)} before its "
                         f"{name}: the listing first, its kernels after")
-
-
-def check_serial_equals_mpi(m, tmp_path):
-    if not m.goldens:
-        pytest.fail(f"{m.name}: no golden configuration (Method.goldens) to run its MPI and serial renderings with")
-    g = m.goldens[0]
-    n = g.workers if m.servers or "ranks_per_node" in g.options else 2
-    argv = g.argv(m.name)
-    steps = int(argv[argv.index("--steps") + 1])
-    common = [a for i, a in enumerate(argv) if a not in ("--workers", "--steps") and
-              argv[i - 1] not in ("--workers", "--steps")]
-    verify_mpi_against_serial(tmp_path, common, n, steps)
 
 
 def check_golden_files(m):
@@ -100,12 +89,14 @@ def check_docs_section(m):
 
 
 def check_train_list(m, listing):
-    assert any(line.split()[:1] == [m.name] for line in listing.splitlines()), \
-        f"{m.name}: no line of `refsgd train --list`"
+    """Its line names it and says its summary (the paper and listing: LAGA's "Algorithm 3")."""
+    lines = [line for line in listing.splitlines() if line.split()[:1] == [m.name]]
+    assert lines, f"{m.name}: no line of `refsgd train --list`"
+    assert m.summary in lines[0], f"{m.name}: its line of `refsgd train --list` does not say {m.summary!r}"
 
 
 CHECKS = [check_entry_points, check_train_comes_first, check_golden_files, check_timing_model,
-          check_timeline_schedule, check_docs_section, check_train_list, check_serial_equals_mpi]
+          check_timeline_schedule, check_docs_section, check_train_list]
 
 
 @pytest.fixture(scope="module")
@@ -124,3 +115,24 @@ def test_method(name, check, request, tmp_path):
     if "listing" in check.__code__.co_varnames[:check.__code__.co_argcount]:
         kw["listing"] = request.getfixturevalue("listing")
     check(METHODS[name], **kw)
+
+
+def _world_of(m):
+    """The world size of a method's MPI = serial check: its first golden's where the method has
+    servers or nodes of ranks, 2 otherwise (2 where it has no golden: the check then names that)."""
+    g = m.goldens[0] if m.goldens else None
+    return g.workers if g and (m.servers or "ranks_per_node" in g.options) else 2
+
+
+@pytest.mark.parametrize("name", [pytest.param(m.name, marks=pytest.mark.world(_world_of(m))) for m in METHODS.values()])
+def test_serial_equals_mpi(name, tmp_path):
+    """In the world session of its size (tests.helpers.world): the method's MPI run traces what its
+    serial rendering computes, at its first golden configuration."""
+    m = METHODS[name]
+    if not m.goldens:
+        pytest.fail(f"{m.name}: no golden configuration (Method.goldens) to run its MPI and serial renderings with")
+    argv = m.goldens[0].argv(m.name)
+    steps = int(argv[argv.index("--steps") + 1])
+    common = [a for i, a in enumerate(argv) if a not in ("--workers", "--steps") and
+              argv[i - 1] not in ("--workers", "--steps")]
+    world.mpi_equals_serial(tmp_path, common, steps)

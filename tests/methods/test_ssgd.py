@@ -1,12 +1,10 @@
-"""SSGD, SSGD-OPT and SSGD-NAG under MPI (run by pytest-mpi at 1, 2 and 4 ranks).
-
-Plain ``pytest`` runs ``test_under_mpiexec``, which launches this file under ``mpiexec -n 1,
-2, 4 ... pytest --with-mpi``; there the ``mpi`` tests run in-process on COMM_WORLD.
-"""
+"""SSGD, SSGD-OPT and SSGD-NAG under MPI, in-process on COMM_WORLD in the world sessions of 1, 2
+and 4 ranks (tests.helpers.world)."""
 
 import numpy as np
 import pytest
-from tests.helpers.launch import UNDER_MPI, launch_under_mpiexec, make_config
+from tests.helpers import world
+from tests.helpers.launch import make_config
 
 from refsgd import datasets
 from refsgd.datasets import epoch_batches
@@ -14,6 +12,8 @@ from refsgd.nn import load_model
 from refsgd.optim import SGD, Constant
 from refsgd.serial import rendering
 
+
+pytestmark = pytest.mark.world(1, 2, 4)
 
 BASE = dict(algo="ssgd", batch=16, tau=1, epochs=1, iterations=6, lr=0.1, momentum=0.0, nesterov=False,
             momentum_form="pytorch", weight_decay=0.0, seed=3, eval_every=1, log_every=2, progress=False)
@@ -55,13 +55,10 @@ def serial_ssgd(net, data, c, N):
     return x
 
 
-@pytest.mark.mpi
-@pytest.mark.skipif(not UNDER_MPI, reason="runs under mpiexec (test_under_mpiexec)")
+@pytest.mark.world(1)
 def test_ssgd_on_one_rank_is_plain_sgd():
     from mpi4py import MPI
     comm = MPI.COMM_WORLD
-    if comm.Get_size() != 1:
-        pytest.skip("one rank only")
     c = cfg(iterations=None, epochs=2, momentum=0.9)
     x, run, net, data = run_algo("ssgd", comm, c)
     T = len(run.records["wall"])
@@ -70,8 +67,6 @@ def test_ssgd_on_one_rank_is_plain_sgd():
     np.testing.assert_array_equal(x, w)  # exactly
 
 
-@pytest.mark.mpi
-@pytest.mark.skipif(not UNDER_MPI, reason="runs under mpiexec (test_under_mpiexec)")
 @pytest.mark.parametrize("tau,momentum", [(1, 0.0), (3, 0.9)])
 def test_ssgd_equals_the_serial_equations(tau, momentum):
     from mpi4py import MPI
@@ -86,8 +81,6 @@ def test_ssgd_equals_the_serial_equations(tau, momentum):
         np.testing.assert_array_equal(other, x)
 
 
-@pytest.mark.mpi
-@pytest.mark.skipif(not UNDER_MPI, reason="runs under mpiexec (test_under_mpiexec)")
 @pytest.mark.parametrize("tau", [1, 2])
 def test_ssgd_opt_equals_ssgd(tau):
     from mpi4py import MPI
@@ -99,8 +92,6 @@ def test_ssgd_opt_equals_ssgd(tau):
     assert len(run.records["comm"]) == c.iterations
 
 
-@pytest.mark.mpi
-@pytest.mark.skipif(not UNDER_MPI, reason="runs under mpiexec (test_under_mpiexec)")
 def test_ssgd_nag_equals_sato_algorithm_4():
     from mpi4py import MPI
     comm = MPI.COMM_WORLD
@@ -127,7 +118,13 @@ def test_ssgd_nag_equals_sato_algorithm_4():
     np.testing.assert_allclose(w, w_ref, rtol=1e-10, atol=1e-13)
 
 
-@pytest.mark.skipif(UNDER_MPI, reason="this is the launcher")
-@pytest.mark.parametrize("n", [1, 2, 4])
-def test_under_mpiexec(n):
-    launch_under_mpiexec(__file__, n)
+@pytest.mark.world(2, 4)
+@pytest.mark.parametrize("algo,extra", [
+    ("ssgd", ["--tau", "2", "--momentum", "0.9"]),
+    ("ssgd-opt", ["--tau", "2", "--momentum", "0.9", "--nesterov"]),
+    ("ssgd-nag", ["--momentum", "0.9", "--lr", "0.001"]),
+    ("ssgd-nag", ["--threads", "3", "--momentum", "0.9", "--lr", "0.001"]),   # L5-L9 in 3 threads
+])
+def test_mpi_trace_verifies_against_the_serial_rendering(tmp_path, algo, extra):
+    common = ["--algo", algo, "--model", "digits_mlp", "--batch", "8", "--seed", "5", *extra]
+    world.mpi_equals_serial(tmp_path, common, 12)

@@ -6,7 +6,6 @@ import time
 
 import numpy as np
 import pytest
-from tests.helpers.launch import UNDER_MPI, launch_under_mpiexec
 
 from refsgd.comm import codecs
 from refsgd.comm.codecs import Q8_BLOCK
@@ -257,15 +256,13 @@ def _world():
     return MPI.COMM_WORLD
 
 
-@pytest.mark.mpi(min_size=2)
-@pytest.mark.skipif(not UNDER_MPI, reason="runs under mpiexec")
+@pytest.mark.world(2, 4)   # the closed forms are for 2 and 4 ranks
 @pytest.mark.parametrize("name", list(CLOSED))
 def test_closed_form(name):
     comm = _world()
     p = comm.Get_size()
     make, expected = CLOSED[name]
-    if p not in expected:
-        pytest.skip("closed forms for 2 and 4 ranks")
+    assert p in expected
     x = np.array(make(comm.Get_rank()), np.float32)
     with codecs.get(name).open() as wire:
         out = wire.allreduce(comm, x, np.empty_like(x))
@@ -275,8 +272,7 @@ def test_closed_form(name):
         assert wire.op_calls == 2 * (p - 1) and wire.op_seconds > 0      # p - 1 steps per call
 
 
-@pytest.mark.mpi(min_size=2)
-@pytest.mark.skipif(not UNDER_MPI, reason="runs under mpiexec")
+@pytest.mark.world(2, 3, 4)
 @pytest.mark.parametrize("name,unit", [("t16", 2.0 ** -7), ("bf16", 2.0 ** -8), ("fp16", 2.0 ** -11), ("q8", None),
                                        ("q8v", None)])
 @pytest.mark.parametrize("n", [1, 3 * Q8_BLOCK + 40])
@@ -309,8 +305,7 @@ def test_error_bound_and_ring_order(name, unit, n):
     assert all(np.array_equal(e.view(np.uint32), got.view(np.uint32)) for e in everyone)
 
 
-@pytest.mark.mpi(min_size=2)
-@pytest.mark.skipif(not UNDER_MPI, reason="runs under mpiexec")
+@pytest.mark.world(2, 3, 4)
 def test_the_ring_on_an_emulated_link_counts_and_costs_one_all_reduce():
     from refsgd.comm.link import Link
     from refsgd.comm.linkcomm import Traffic, wrap
@@ -328,8 +323,7 @@ def test_the_ring_on_an_emulated_link_counts_and_costs_one_all_reduce():
     assert traffic.global_bytes == recv.nbytes and traffic.local_bytes == 0
 
 
-@pytest.mark.mpi(min_size=2)
-@pytest.mark.skipif(not UNDER_MPI, reason="runs under mpiexec")
+@pytest.mark.world(2, 3, 4)
 @pytest.mark.parametrize("name", ["t16", "q8v"])
 def test_the_link_holds_the_ring_for_transfer_plus_its_operator(name):
     """A compressed all-reduce on an emulated link is held for the transfer model plus the
@@ -371,9 +365,3 @@ def test_the_link_holds_the_ring_for_transfer_plus_its_operator(name):
     assert wire.op_calls == p - 1 and wire.op_seconds >= 0.04 * (p - 1)
     assert lc._free_at == pytest.approx(t0 + X + wire.op_seconds, abs=5e-3)   # queued at the call's start
     assert took >= X + wire.op_seconds - 1e-6
-
-
-@pytest.mark.skipif(UNDER_MPI, reason="launcher")
-@pytest.mark.parametrize("n", [2, 3, 4])
-def test_under_mpiexec(n):
-    launch_under_mpiexec(__file__, n)

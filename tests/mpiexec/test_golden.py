@@ -1,4 +1,5 @@
-"""Golden references: MPI traces against the serial renderings, verify, and an outside replay."""
+"""Golden references: verify, the golden files still matching, and an outside replay (the SSGD
+family's MPI traces against its serial renderings: tests/methods/test_ssgd.py)."""
 
 import glob
 import importlib.util
@@ -9,22 +10,11 @@ import shutil
 import h5py
 import numpy as np
 import pytest
-from tests.helpers.launch import ROOT, verify_mpi_against_serial
+from tests.helpers import world
+from tests.helpers.launch import ROOT
 from tests.helpers.launch import cli as refsgd
 
 GOLDEN = os.path.join(ROOT, "tests", "golden")
-
-
-@pytest.mark.parametrize("algo,extra", [
-    ("ssgd", ["--tau", "2", "--momentum", "0.9"]),
-    ("ssgd-opt", ["--tau", "2", "--momentum", "0.9", "--nesterov"]),
-    ("ssgd-nag", ["--momentum", "0.9", "--lr", "0.001"]),
-    ("ssgd-nag", ["--threads", "3", "--momentum", "0.9", "--lr", "0.001"]),   # L5-L9 in 3 threads
-])
-@pytest.mark.parametrize("n", [2, 4])
-def test_mpi_trace_verifies_against_the_serial_rendering(tmp_path, algo, n, extra):
-    common = ["--algo", algo, "--model", "digits_mlp", "--batch", "8", "--seed", "5", *extra]
-    verify_mpi_against_serial(tmp_path, common, n, 12)
 
 
 def test_verify_names_the_first_perturbed_step_and_worker(tmp_path):
@@ -143,21 +133,25 @@ def _regenerate_commands():
             yield ["golden", *g.argv(m.name), "--out", g.file]
 
 
+@pytest.mark.in_process
 def test_every_golden_file_is_a_registry_entry():
     """regenerate.sh writes the registry's Golden entries: a file here that none names would go stale."""
     named = {cmd[-1] for cmd in _regenerate_commands()}
     assert {f for f in os.listdir(GOLDEN) if f.endswith(".h5")} == named
 
 
+@pytest.mark.in_process
 @pytest.mark.parametrize("cmd", list(_regenerate_commands()), ids=lambda c: c[c.index("--out") + 1])
 def test_golden_files_still_match(tmp_path, cmd):
-    """The checked-in golden files are what today's serial renderings produce."""
+    """The checked-in golden files are what today's serial renderings produce (refsgd golden's and
+    refsgd verify's own functions, in this process: no MPI)."""
+    from refsgd import golden, trace
     name = cmd[cmd.index("--out") + 1]
-    cmd = cmd[:cmd.index("--out")] + ["--out", str(tmp_path / name)]
-    r = refsgd(*cmd)
-    assert r.returncode == 0, r.stderr
-    r = refsgd("verify", str(tmp_path / name), os.path.join(GOLDEN, name), "--rtol", "1e-12", "--atol", "1e-14")
-    assert r.returncode == 0, r.stdout
+    argv = cmd[:cmd.index("--out")]
+    workers, steps = (int(argv[argv.index(flag) + 1]) for flag in ("--workers", "--steps"))
+    golden.render(world.parse(argv), workers, steps, tmp_path / name)
+    ok, lines = trace.verify(str(tmp_path / name), os.path.join(GOLDEN, name), rtol=1e-12, atol=1e-14)
+    assert ok, "\n".join(lines)
 
 
 # ---------------------------------------------------------------------- an outside implementation
@@ -490,6 +484,7 @@ def _method_replays():
 REPLAY.update(_method_replays())
 
 
+@pytest.mark.in_process
 @pytest.mark.parametrize("name", sorted(f for f in os.listdir(GOLDEN) if f.endswith(".h5")))
 def test_replay_golden_with_numpy_and_h5py_only(name):
     with h5py.File(os.path.join(GOLDEN, name), "r") as f:

@@ -1,13 +1,10 @@
 """The emulated link (refsgd.comm.link, the model; refsgd.comm.linkcomm, MPI held to it): the Pipe-SGD eq. 5 model and the delayed all-reduces.
 
-Plain ``pytest`` runs the closed-form tests and ``test_under_mpiexec``, which launches this file
-under ``mpiexec -n 2 ... pytest --with-mpi``; there the ``mpi`` tests run on COMM_WORLD. Timing
-checks are lower bounds (completion >= start + T) plus loose upper bounds only.
+Plain pytest runs the closed-form tests; the ``world(2)`` tests run on COMM_WORLD in the world
+session of 2 ranks (tests.helpers.world). Timing checks are lower bounds (completion >= start + T)
+plus loose upper bounds only.
 """
 
-import os
-import subprocess
-import sys
 import time
 
 import numpy as np
@@ -162,7 +159,7 @@ def check_sum(y, p):
     np.testing.assert_array_equal(y, np.full(N, p * (p + 1) / 2))
 
 
-@pytest.mark.mpi(min_size=2)
+@pytest.mark.world(2)
 def test_iallreduce_sums_and_waits_at_least_T():
     comm, p, link, lc, x = setup_mpi()
     y = np.empty_like(x)
@@ -182,7 +179,7 @@ def test_iallreduce_sums_and_waits_at_least_T():
     check_sum(y, p)
 
 
-@pytest.mark.mpi(min_size=2)
+@pytest.mark.world(2)
 def test_iallreduce_in_place():
     comm, p, link, lc, x = setup_mpi()
     comm.Barrier()
@@ -194,7 +191,7 @@ def test_iallreduce_in_place():
     check_sum(x, p)
 
 
-@pytest.mark.mpi(min_size=2)
+@pytest.mark.world(2)
 def test_blocking_allreduce_takes_at_least_T():
     comm, p, link, lc, x = setup_mpi()
     T = link.time(8 * N, p)
@@ -212,7 +209,7 @@ def test_blocking_allreduce_takes_at_least_T():
     check_sum(y, p)
 
 
-@pytest.mark.mpi(min_size=2)
+@pytest.mark.world(2)
 def test_the_link_holds_transfer_plus_reduction(monkeypatch):
     """Pipe-SGD eq. 5: an all-reduce costs its transfer T(n, p) plus its reduction R (here a fake
     slow reduction of 0.15 s): a blocking all-reduce is held T + R, a request's deadline is
@@ -238,7 +235,7 @@ def test_the_link_holds_transfer_plus_reduction(monkeypatch):
     assert time.perf_counter() >= start + T + 0.05
 
 
-@pytest.mark.mpi(min_size=2)
+@pytest.mark.world(2)
 def test_test_is_false_before_the_deadline_and_true_after_wait():
     comm, p, link, lc, x = setup_mpi()
     y = np.empty_like(x)
@@ -263,7 +260,7 @@ def test_test_is_false_before_the_deadline_and_true_after_wait():
     assert req.Test() is True and req == MPI.REQUEST_NULL
 
 
-@pytest.mark.mpi(min_size=2)
+@pytest.mark.world(2)
 def test_waitall_waits_for_the_latest_deadline():
     comm, p, link, lc, x = setup_mpi()
     x2 = np.full(2 * N, 2 * (comm.Get_rank() + 1), dtype=np.float64)
@@ -285,7 +282,7 @@ def test_waitall_waits_for_the_latest_deadline():
     np.testing.assert_array_equal(y2, np.full(2 * N, p * (p + 1)))
 
 
-@pytest.mark.mpi(min_size=2)
+@pytest.mark.world(2)
 def test_wrap_none_under_mpi_and_link_none_adds_no_delay():
     comm = MPI.COMM_WORLD
     assert wrap(comm, None) is comm
@@ -298,22 +295,7 @@ def test_wrap_none_under_mpi_and_link_none_adds_no_delay():
     np.testing.assert_array_equal(y, comm.Get_size())
 
 
-# ------------------------------------------------------------------ plain pytest -> mpiexec
-
-def test_under_mpiexec(request):
-    if request.config.getoption("--with-mpi", default=False) or MPI.COMM_WORLD.Get_size() > 1 \
-            or os.environ.get("REFSGD_LINK_UNDER_MPIEXEC") == "1":
-        pytest.skip("already under mpiexec")
-    from tests.helpers.launch import mpi_env, mpiexec, scaled
-    env = {**mpi_env(), "REFSGD_LINK_UNDER_MPIEXEC": "1", "OMP_NUM_THREADS": "1",
-           "OPENBLAS_NUM_THREADS": "1", "NUMBA_NUM_THREADS": "1"}
-    r = subprocess.run(mpiexec(2) + [sys.executable, "-m", "pytest", "--with-mpi", "-q", "-p",
-                        "no:cacheprovider", __file__], capture_output=True, text=True, timeout=scaled(120), env=env)
-    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-    assert "passed" in r.stdout and "failed" not in r.stdout
-
-
-@pytest.mark.mpi(min_size=2)
+@pytest.mark.world(2)
 def test_overlapping_requests_queue_on_the_link():
     """Two requests started together: the second completes no earlier than start + 2T."""
     comm = LinkComm(MPI.COMM_WORLD, Link(0, 0.1))
@@ -330,7 +312,7 @@ def test_overlapping_requests_queue_on_the_link():
     assert ra[0] == p and rb[0] == p
 
 
-@pytest.mark.mpi(min_size=2)
+@pytest.mark.world(2)
 def test_a_message_occupies_the_senders_and_the_receivers_link():
     """Send holds the sender T_msg; Recv holds the receiver T_msg after the receipt: a round trip
     0 -> 1 -> 0 takes at least 2 T_msg at each end (a parameter server's push and reply), and both

@@ -4,13 +4,12 @@ import time
 
 import numpy as np
 import pytest
-from tests.helpers.launch import UNDER_MPI, launch_under_mpiexec, make_config, scaled
+from tests.helpers.launch import make_config, scaled
 
 from refsgd import datasets
 from refsgd.nn import load_model
 from refsgd.optim import Constant
 
-mpi_only = [pytest.mark.mpi(min_size=2), pytest.mark.skipif(not UNDER_MPI, reason="runs under mpiexec")]
 
 
 def make_run(comm, iterations=3):
@@ -21,8 +20,7 @@ def make_run(comm, iterations=3):
                      schedule=Constant(0.1), log=lambda *a: None)
 
 
-@pytest.mark.mpi(min_size=2)
-@pytest.mark.skipif(not UNDER_MPI, reason="runs under mpiexec")
+@pytest.mark.world(2, 4)
 def test_idle_is_the_wait_for_the_slowest_rank():
     """Rank r sleeps 0.1*r s ('other' work) before a blocking all-reduce: its idle is the wait for
     the last rank to arrive, never the sleep. Judged against the times each rank arrived and
@@ -63,8 +61,7 @@ def test_idle_is_the_wait_for_the_slowest_rank():
     assert out[0] == P
 
 
-@pytest.mark.mpi(min_size=2)
-@pytest.mark.skipif(not UNDER_MPI, reason="runs under mpiexec")
+@pytest.mark.world(2, 4)
 def test_compute_is_the_time_in_grad_and_requests_count_as_comm():
     from mpi4py import MPI
     comm = MPI.COMM_WORLD
@@ -85,12 +82,6 @@ def test_compute_is_the_time_in_grad_and_requests_count_as_comm():
     assert np.all(np.array(run.records["idle"]) < np.array(run.records["comm"]))
     # the loss recorded is the mean of the iteration's micro-batch losses, one per iteration
     assert len(run.records["loss"]) == 4 and np.all(np.isfinite(run.records["loss"]))
-
-
-@pytest.mark.skipif(UNDER_MPI, reason="this is the launcher")
-@pytest.mark.parametrize("n", [2, 4])
-def test_under_mpiexec(n):
-    launch_under_mpiexec(__file__, n)
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])

@@ -218,14 +218,18 @@ def test_a_usr1_pre_emption_checkpoints_and_the_job_requeues_itself_bitwise(slur
     task of the job's steps): refsgd checkpoints at the next boundary and exits 138, the script
     requeues the job, whose `--resume auto` continues to the end: bitwise the uninterrupted run."""
     n = 150
-    job = _start(slurm, tmp_path, _job_args(tmp_path / "ck", tmp_path / "b.h5", n))
+    # the order injected: the emulated link holds each of the 130 iterations after the first
+    # evaluation (iteration 20) for at least 0.15 s, so that USR1, sent once the evaluation is
+    # seen, lands at least 19 s before the last iteration on any machine (with SLOW's 0.05 s, an
+    # idle machine's job ended first, and the test skipped: it tested nothing there)
+    args = _job_args(tmp_path / "ck", tmp_path / "b.h5", n)
+    args[args.index(SLOW[1])] = "150000,1"
+    job = _start(slurm, tmp_path, args)
     _wait_for(slurm, tmp_path, job, lambda s, out: "test acc" in out, 180, "no evaluation")
     r = slurm.exec("scancel", "--signal=USR1", job)
     assert r.returncode == 0, r.stderr
     state, out = _wait_for(slurm, tmp_path, job, lambda s, out: s == "COMPLETED", 240, "not completed")
-    if "pre-empted" not in out and "requeueing" not in out:
-        # the run ended before the signal reached it (a short job on idle cores): nothing was tested
-        pytest.skip("USR1 landed after the last iteration; rerun on a slower machine")
+    assert "pre-empted" in out and "requeueing" in out, f"USR1 did not pre-empt the run:\n{out}"
     assert out.count("refsgd: pre-empted (SIGUSR1) after iteration") == 1, out
     assert "checkpoint written to" in out and f"requeueing job {job} (restart 0)" in out, out
     t = int(re.search(r"pre-empted \(SIGUSR1\) after iteration (\d+)", out).group(1))

@@ -11,8 +11,10 @@ import sys
 import h5py
 import numpy as np
 import pytest
+from tests.helpers import world
 from tests.helpers.launch import FROZEN_SPEC, ONE_THREAD, ROOT, cli, mpi_env, mpiexec, mpilib, scaled
 
+from refsgd import golden
 from refsgd.options import APPLIES
 
 ALL = sorted(APPLIES)
@@ -73,6 +75,7 @@ def test_verify_compares_only_the_options_of_the_method(tmp_path):
     assert r.returncode == 1 and "lambda_norm ('whole' vs 'tensor')" in r.stdout, r.stdout
 
 
+@pytest.mark.in_process
 @pytest.mark.parametrize("algo", ALL)
 def test_golden_in_float32_keeps_float32(tmp_path, algo):
     """Every serial rendering runs in float32 (a NumPy float64 scalar must not promote the state)."""
@@ -81,8 +84,8 @@ def test_golden_in_float32_keeps_float32(tmp_path, algo):
              "ssgd-opt": None}.get(algo, [])
     if extra is None:
         pytest.skip("ssgd-opt has the serial rendering of ssgd")
-    r = cli("golden", "--algo", algo, "--workers", "3", "--steps", "3", "--dtype", "float32", *extra, "--out", str(out))
-    assert r.returncode == 0, r.stderr
+    golden.render(world.parse(["golden", "--algo", algo, "--workers", "3", "--steps", "3", "--dtype", "float32",
+                               *extra]), 3, 3, out)   # in this process: refsgd golden's own run (no MPI)
     with h5py.File(out) as f:
         assert f.attrs["dtype"] == "float32"
         assert all(f["state"][k].dtype == np.float32 for k in f["state"])
@@ -292,12 +295,22 @@ def test_python_entry_point_trains_and_checks_its_options():
 FROZEN = slice(0, 64 * 16 + 16)  # the frozen layer's parameters in FROZEN_SPEC
 
 
+def _frozen_spec(tmp_path):
+    """FROZEN_SPEC written once, by rank 0, in the folder every rank shares (the runs' options,
+    the model file's path among them, are the same on every rank)."""
+    path = world.shared_path(tmp_path)
+    if world.comm().Get_rank() == 0:
+        (path / "frozen.toml").write_text(FROZEN_SPEC)
+    world.comm().Barrier()
+    return path, path / "frozen.toml"
+
+
+@pytest.mark.world(2)
 @pytest.mark.parametrize("algo", ALL)
 def test_a_frozen_layer_never_moves(tmp_path, algo):
     """With weight decay and momentum where the method has them, the frozen layer's parameters stay
     at w0 in every state array of every step, in the MPI run and in the serial rendering."""
-    spec = tmp_path / "frozen.toml"
-    spec.write_text(FROZEN_SPEC)
+    tmp_path, spec = _frozen_spec(tmp_path)
     opts = ["--algo", algo, "--model", str(spec), "--batch", "8", "--lr", "0.05" if "asgd" not in algo else "0.002"]
     if algo == "ssgd-nag":
         opts[-1] = "0.002"
@@ -306,15 +319,15 @@ def test_a_frozen_layer_never_moves(tmp_path, algo):
     extra = {"daso": ["--ranks-per-node", "1", "--warmup-epochs", "0"], "pp-asgd": ["--staleness", "1"],
              "asgd": ["--staleness", "1"]}.get(algo, [])
     files = []
-    if algo != "ssgd-opt":
-        files.append(tmp_path / "serial.h5")
-        r = cli("golden", *opts, *extra, "--workers", "2", "--steps", "6", "--out", str(files[-1]))
-        assert r.returncode == 0, r.stderr
     if algo not in ("ps-sync", "dcasgd"):  # a server + one worker at 2 ranks: the serial rendering covers them
         files.append(tmp_path / "mpi.h5")
-        r = cli("train", *opts, *extra, "--iterations", "6", "--dtype", "float64", "--no-progress", "--trace",
-                str(files[-1]), n=2)
-        assert r.returncode == 0, r.stderr
+        world.train(*opts, *extra, "--iterations", "6", "--dtype", "float64", "--no-progress", "--trace",
+                    str(files[-1]))
+    if world.comm().Get_rank() != 0:
+        return  # rank 0 checks; every rank's report says how it went (tests.helpers.world.agree)
+    if algo != "ssgd-opt":
+        files.append(tmp_path / "serial.h5")
+        golden.render(world.parse(["golden", *opts, *extra, "--workers", "2", "--steps", "6"]), 2, 6, files[-1])
     for path in files:
         with h5py.File(path) as f:
             w0 = f["w0"][...]
@@ -329,13 +342,13 @@ def test_a_frozen_layer_never_moves(tmp_path, algo):
             assert moved, f"{path.name}: the trainable layer never moved"
 
 
+@pytest.mark.world(3)
 @pytest.mark.parametrize("algo", ALL)
 def test_a_frozen_layer_is_bitwise_w0_in_the_final_model_at_3_ranks(tmp_path, algo):
     """3 ranks, float64, weight decay 0.01 where it applies, 20 iterations: the frozen weights of
     every traced state and of the final model (the one evaluated, /model of --out: an average of
     3 workers for DC-S3GD and DASO, where (w + w + w) / 3 can miss w by one ulp) are bitwise w0."""
-    spec = tmp_path / "frozen.toml"
-    spec.write_text(FROZEN_SPEC)
+    tmp_path, spec = _frozen_spec(tmp_path)
     lr = "0.002" if "asgd" in algo or algo == "ssgd-nag" else "0.05"
     opts = ["--algo", algo, "--model", str(spec), "--batch", "8", "--lr", lr, "--dtype", "float64",
             "--iterations", "20", "--no-progress", "--trace", str(tmp_path / "t.h5"), "--out", str(tmp_path / "m.h5")]
@@ -343,8 +356,9 @@ def test_a_frozen_layer_is_bitwise_w0_in_the_final_model_at_3_ranks(tmp_path, al
         opts += ["--weight-decay", "0.01"]
     opts += {"daso": ["--ranks-per-node", "1", "--warmup-epochs", "0"], "pp-asgd": ["--staleness", "1"],
              "asgd": ["--staleness", "1"]}.get(algo, [])
-    r = cli("train", *opts, n=3)
-    assert r.returncode == 0, r.stderr
+    world.train(*opts)
+    if world.comm().Get_rank() != 0:
+        return  # rank 0 checks; every rank's report says how it went (tests.helpers.world.agree)
     with h5py.File(tmp_path / "t.h5") as t, h5py.File(tmp_path / "m.h5") as m:
         w0 = t["w0"][...]
         for k in t["state"]:
