@@ -59,6 +59,7 @@ import sys
 import threading
 import time
 
+from refsgd import failure
 from refsgd.errors import RefsgdError
 
 #: launcher variables of an enclosing MPI job, not passed on to the mpiexec started here
@@ -74,23 +75,9 @@ def outside_job(base=None):
     if not any(k in base for k in _IN_A_JOB):
         return dict(base)
     return {k: v for k, v in base.items() if not k.startswith(LAUNCHER_PREFIXES)}
+
+
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
-
-#: (variable, what it counts) that say how many processes a launcher started: hydra's and Cray's
-#: PMI, Open MPI's mpirun, and a Slurm job step (SLURM_NTASKS in a batch script is the
-#: allocation's, not a launch's; PMIx passes its size through its server, not the environment)
-_LAUNCHED_SIZE = ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "SLURM_STEP_NUM_TASKS")
-#: the variables that give this process's rank in that launch
-_LAUNCHED_RANK = ("PMI_RANK", "PMIX_RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID")
-
-
-def _int_var(names, env):
-    for name in names:
-        v = env.get(name, "").strip()
-        if v.isdigit():
-            return name, int(v)
-    return None, None
-
 
 def singleton_error(world_size, library="", env=None):
     """The one line that refuses a world of one started as one of N processes, or "" when the launch
@@ -101,8 +88,8 @@ def singleton_error(world_size, library="", env=None):
     env = os.environ if env is None else env
     if world_size != 1:
         return ""
-    size_name, size = _int_var(_LAUNCHED_SIZE, env)
-    rank_name, rank = _int_var(_LAUNCHED_RANK, env)
+    size_name, size = failure.launched(failure.LAUNCHED_SIZE, env)
+    rank_name, rank = failure.launched(failure.LAUNCHED_RANK, env)
     if not ((size or 0) > 1 or (rank or 0) > 0):
         return ""
     said = f"{size_name}={size}" if size_name and size > 1 else f"{rank_name}={rank}"
@@ -123,7 +110,7 @@ def refuse_singleton():
     line = singleton_error(MPI.COMM_WORLD.Get_size(), " ".join(library_version(first_line=True).split()))
     if line:
         err = RefsgdError(line)
-        err.quiet = _int_var(_LAUNCHED_RANK, os.environ)[1] not in (None, 0)
+        err.quiet = not failure.speaks()  # rank 0 says it, where there is one
         raise err
 
 
@@ -430,7 +417,7 @@ def ranks_below(pid, known):
                 env = dict(v.decode(errors="replace").split("=", 1) for v in f.read().split(b"\0") if b"=" in v)
         except OSError:
             continue
-        rank = _int_var(_LAUNCHED_RANK, env)[1]
+        rank = failure.launcher_rank(env)
         if rank is not None:
             known[p] = rank
             found.append(p)
