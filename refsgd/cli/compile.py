@@ -1,6 +1,10 @@
 """``refsgd compile``: warm the Numba cache once before a job (refsgd.launch.warm), so that its
 ranks load refsgd's kernels instead of compiling them all at once on first use."""
 
+import os
+
+from refsgd import failure
+from refsgd.errors import RefsgdError
 from refsgd.registry import METHODS
 
 
@@ -18,10 +22,18 @@ def add(sub):
 
 
 def run(args, parser):
+    failure.one_process("compile")  # each rank would compile the same kernels into the same cache
+    given = os.environ.get("NUMBA_CACHE_DIR")
+    if given is not None and (not given.strip() or (os.path.exists(given) and not os.path.isdir(given))):
+        raise RefsgdError(f"NUMBA_CACHE_DIR={given!r} is not a folder: Numba cannot cache the kernels there (set it "
+                          "to a folder, or unset it for the cache beside refsgd's modules)")
     from refsgd import launch  # noqa: PLC0415 start-up: NumPy, Numba and mpi4py, which --help does without
     models = args.model or ["digits_tiny"]
     dtypes = args.dtype or ["float32", "float64"]
     seconds, left, folder, cached, total = launch.warm(models, dtypes)
+    if cached == 0:  # the command's one purpose failed
+        raise RefsgdError(f"no kernel was cached in {folder} (0 of {total}) after {seconds:.1f} s of compiling: "
+                          "Numba could not write there (a read-only folder? NUMBA_CACHE_DIR sets where)")
     print(f"refsgd compile: {len(METHODS) - len(left)} methods x {', '.join(models)} x {', '.join(dtypes)} in "
           f"{seconds:.1f} s; the Numba cache {folder} holds {cached} of {total} kernels"
           + (f" ({', '.join(left)} need 2 ranks: their kernels are the others')" if left else ""))

@@ -6,6 +6,7 @@ import os
 import tempfile
 import time
 
+from refsgd import failure
 from refsgd.errors import RefsgdError
 
 EPILOG = """examples:
@@ -43,6 +44,7 @@ def add(sub):
 
 
 def run(args, parser):
+    failure.one_process("conformance")  # every rank would run the whole suite, writing the same files
     if args.target in ("export", "check"):
         if not args.folder:
             raise RefsgdError(f"refsgd conformance {args.target} DIR: give the folder")

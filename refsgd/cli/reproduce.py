@@ -4,6 +4,7 @@ from refsgd import failure
 from refsgd.cli import cmdoptions
 from refsgd.cli.cmdoptions import positive_int
 from refsgd.comm.link import Link
+from refsgd.errors import RefsgdError
 
 
 def add(sub):
@@ -48,9 +49,15 @@ def run(args, parser):
         return 0
     if not args.name:
         parser._innermost(args).error("give a claim's NAME, all, or --list")
-    reproduce.names(args.name)  # an unknown name before anything runs
-    if args.link:
+    chosen = reproduce.names(args.name)  # an unknown name before anything runs
+    if args.link is not None:
+        if not args.link.strip():
+            raise RefsgdError("--link '': give the link as LATENCY_US,GBIT_S (e.g. 50,10), or leave --link out")
         Link.parse(args.link)
+        untimed = [c.name for c in chosen if not any(check.timing for check in c.checks)]
+        if len(untimed) == len(chosen):  # `all` has timing claims, which take it
+            raise RefsgdError(f"--link does not apply to {', '.join(untimed)}: it sets the link of the timing "
+                              "claims, and no check of this claim measures time")
     setup = reproduce.Setup(ranks=args.ranks, data=args.data, link=args.link, quick=args.quick,
                             seeds=args.seeds or (1 if args.quick else 3))
     setup.kind  # a dataset reproduce cannot use is refused before anything runs
