@@ -18,7 +18,8 @@ from refsgd.datasets import download as dl
 from refsgd.errors import RefsgdError
 
 #: the launchers' variables of this test process (a suite run under mpiexec), left out of every run
-LAUNCH_VARS = failure.LAUNCHED_SIZE + failure.LAUNCHED_RANK + ("SLURM_NTASKS", "SLURM_JOB_ID")
+LAUNCH_VARS = ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "SLURM_STEP_NUM_TASKS", "PMI_RANK", "PMIX_RANK",
+               "OMPI_COMM_WORLD_RANK", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_JOB_ID")
 
 
 def refsgd(*args, cwd=ROOT, **env):
