@@ -17,6 +17,8 @@ import numpy as np
 import pytest
 from tests.helpers.launch import ROOT, cli, mpi_env, mpiexec, mpilib, rank_of, scaled
 
+from refsgd import mpiranks
+
 INJECT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "helpers", "fault_inject.py")
 SHORT = ["--iterations", "12", "--no-progress"]
 
@@ -106,7 +108,7 @@ def _ranks_below(pid):
     """pid -> rank of the ranks descended from process ``pid``."""
     found, todo = {}, [pid]
     while todo:
-        for child in mpilib._children(todo.pop()):
+        for child in mpiranks._children(todo.pop()):
             todo.append(child)
             rank = rank_of(child)
             if rank is not None:
