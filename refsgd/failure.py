@@ -24,7 +24,17 @@ checkpoint. Outside the loop (start-up, the last writes, a command without a loo
 remembered for the loop or ignored.
 
 Signals: the handler is installed by the command's first instruction (:mod:`refsgd.entry`),
-with a bound on the time to MPI_Init (:func:`bound_mpi_start`).
+with a bound on the time to MPI_Init (:func:`bound_mpi_start`). Outside the loop the handler
+raises :class:`Stopped` (a BaseException, so that no ``except Exception`` takes it for an error)
+in the main thread's current frame; when that frame is a callback whose exceptions Python only
+prints (a garbage-collector or weakref callback, a ``__del__``), the unraisable hook
+(:meth:`_Stop.swallowed`) delivers the signal again once the callback has returned, and a
+command still running :data:`UNWIND` s after the signal is ended with its code and line.
+
+The launch environment (:func:`environment_error`, checked by :mod:`refsgd.entry` before
+anything else) and the one reading of a launcher's size and rank (:data:`LAUNCHED_SIZE`,
+:data:`LAUNCHED_RANK`: never ``SLURM_NTASKS``, an allocation's size) are here too, with
+:func:`one_process`, the refusal of the commands that run in one process under a launcher.
 During the training loop the first SIGINT or SIGTERM only sets a flag; the loss check (every
 ``--log-every`` iterations, on every rank) agrees on it, writes the checkpoint (with
 ``--checkpoint``), the ``--out`` and ``--trace`` files of the iterations done (marked
