@@ -28,7 +28,11 @@ def main(argv=None):
             if mpi_command and (failure.launcher_size() or 1) > 1:
                 failure.bound_mpi_start()  # a rank gone before MPI_Init must not leave the others there forever
             code = cli.main(argv)  # imports the parser, NumPy and the rest: after the handlers
+        lost = failure.STOP.swallowed_stop()
+        if lost is not None:  # the command caught the stop and went on: it ends as the signal says
+            raise Stopped(failure.exit_code(lost), "{} ({})".format(*failure.describe(lost)))
     except Stopped as e:  # a signal before the command line's own handling (during its imports)
+        failure.STOP.unwound()
         code = e.code
         if failure.world_rank() == 0:
             failure.say(f"refsgd: {e}")

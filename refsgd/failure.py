@@ -223,6 +223,7 @@ class _Stop:
         self.ending = None        # the signal this rank is ending the world on (see leave)
         self.warned = False       # SIGUSR1 arrived: stop at the next loss check (module docstring)
         self.raised = None        # the signal whose Stopped this process is unwinding with (see leave)
+        self.lost = None          # a signal whose Stopped Python swallowed, about to be delivered again
         self.watchdog = None      # ends this process if that unwinding does not end it (UNWIND)
         self.previous_hook = sys.unraisablehook
 
@@ -238,6 +239,7 @@ class _Stop:
             if world_rank() != 0:
                 os._exit(exit_code(self.ending))
             return
+        self.lost = None
         word, name = describe(signum)
         now = time.monotonic()
         if (self.signum is not None or self.pending is not None or self.raised is not None) \
@@ -291,10 +293,24 @@ class _Stop:
         if not (isinstance(exc, Stopped) and not exc.collective and self.raised is not None):
             return self.previous_hook(unraisable)
         signum, self.raised = self.raised, None
+        self.lost = signum
         timer = threading.Timer(AGAIN, _thread.interrupt_main, (signum,))  # the handler runs again, in
         timer.daemon = True                                                 # the main thread's next frame
         timer.start()
         return None
+
+    def unwound(self):
+        """The command line has handled the Stopped: no watchdog (a caller of refsgd.cli.main in a
+        process that goes on must not be ended later)."""
+        if self.watchdog is not None:
+            self.watchdog.cancel()
+            self.watchdog = None
+        self.raised = None
+
+    def swallowed_stop(self):
+        """The signal of a Stopped raised and never handled (a command that caught it and went on
+        to its end), or None."""
+        return self.raised if self.raised is not None else self.lost
 
     def _leave_once_mpi_is_up(self, signum):
         """A watcher thread: once MPI is initialised, deliver the signal again, to be handled as

@@ -148,3 +148,34 @@ def test_a_stop_caught_by_an_except_exception_is_not_taken_for_an_error():
             raise Stopped(130, "interrupted (SIGINT)")
         except Exception:  # noqa: BLE001 -- the point of the test
             pytest.fail("an except Exception took the stop")
+
+
+SWALLOWING = (
+    "import os, signal, sys, time\n"
+    "from refsgd import cli, entry, failure\n"
+    "failure.UNWIND = 1.0\n"
+    "def swallowing(argv):  # a command whose own except takes the stop and goes on\n"
+    "    try:\n"
+    "        os.kill(os.getpid(), signal.SIGTERM)\n"
+    "        sum(range(10))\n"
+    "    except BaseException:\n"
+    "        pass\n"
+    "    time.sleep(float(argv[0]))\n"
+    "    print('went on', flush=True)\n"
+    "    return 0\n"
+    "cli.main = swallowing\n"
+    "sys.exit(entry.main([sys.argv[1]]))\n")
+
+
+@pytest.mark.parametrize("seconds, ended_by", [(0, "at its end"), (30, "by the watchdog")])
+def test_a_stop_that_a_command_catches_still_ends_it(seconds, ended_by):
+    """A command that catches the Stopped and goes on: it ends with 143 at its end, or, when it goes
+    on for longer than failure.UNWIND, then (exit 0 at its end before, or after its 30 s)."""
+    t0 = time.monotonic()
+    r = subprocess.run([sys.executable, "-c", SWALLOWING, str(seconds)], cwd=ROOT, capture_output=True, text=True,
+                       timeout=scaled(120))
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert r.returncode == 143, (ended_by, r.stdout, r.stderr)
+    assert len(lines) == 1 and lines[0].startswith("refsgd: terminated (SIGTERM)"), r.stderr
+    if seconds:
+        assert "went on" not in r.stdout and time.monotonic() - t0 < 20, (r.stdout, time.monotonic() - t0)

@@ -52,6 +52,7 @@ def main(argv=None):
     try:
         return _dispatch(args, parser)
     except Stopped as e:
+        failure.STOP.unwound()
         if e.collective:  # every rank stops at the same boundary
             if _rank() == 0:
                 failure.say(f"refsgd: {e}")
