@@ -160,38 +160,8 @@ def abort_world(code, line=None, rank0_says=False):
         time.sleep(LINE_GRACE)
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, 2)  # MPICH prints its own "Abort(code) on node ..." line: one message is enough
-        unlink_shared_segments()
         MPI.COMM_WORLD.Abort(code)
     return code
-
-
-def unlink_shared_segments(maps="/proc/self/maps"):
-    """Remove the names of the MPICH shared-memory segments this process maps (``/dev/shm/
-    mpich_shm_*``, one per node and job), before an abort: MPICH removes them in MPI_Finalize,
-    which an aborted job never reaches, and each one left holds about 2 MB of the node's memory
-    until a reboot. The ranks still mapping it keep their memory (unlinking a mapped file only
-    removes its name); the memory is freed when the abort has ended them. Returns the paths
-    removed (Linux; none elsewhere)."""
-    removed = []
-    for path in shared_segments(maps):
-        try:
-            os.unlink(path)
-            removed.append(path)
-        except OSError:  # another rank of the node removed it first
-            pass
-    return removed
-
-
-def shared_segments(maps="/proc/self/maps"):
-    """The MPICH shared-memory segments (``/dev/shm/mpich_shm_*``) that the process whose
-    ``/proc/PID/maps`` is ``maps`` maps and that still have a name, sorted; [] where it cannot be
-    read (a process that ended, one not ours, no /proc)."""
-    try:
-        with open(maps) as f:
-            paths = {line.split(None, 5)[5].strip() for line in f if len(line.split(None, 5)) == 6}
-    except OSError:
-        return []
-    return sorted(p for p in paths if p.startswith("/dev/shm/mpich_shm_") and not p.endswith("(deleted)"))
 
 
 def end_now(code, line=None):

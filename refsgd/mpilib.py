@@ -34,7 +34,9 @@ Command line: ``python -m refsgd.mpilib -n 4 refsgd train ...`` runs ``mpiexec -
 train ...`` with these flags (``run.sh`` starts training this way); ``python -m refsgd.mpilib
 --show`` prints the launcher and its kind. Under hydra, whose banner for a rank that a signal
 ended (kill -9, the OOM killer) names only its pid, it notes each rank's pid while the job runs
-(:func:`refsgd.mpiranks.ranks_below`) and ends with a line naming the rank and the signal (:func:`refsgd.mpiranks.killed_rank_line`).
+(:func:`refsgd.mpiranks.ranks_below`) and ends with a line naming the rank and the signal (:func:`refsgd.mpiranks.killed_rank_line`), and after a job that failed it removes the MPICH shared-memory segments
+its ranks on this node mapped (:class:`refsgd.mpiranks.Segments`: an aborted job never reaches the
+MPI_Finalize that removes them).
 
 Singletons (:func:`refuse_singleton`, called before the first collective of every MPI command):
 a launcher that cannot start the library (``srun`` without the PMI it speaks) leaves each process
@@ -361,13 +363,16 @@ def main(argv=None):
     # each rank's pid, noted every half second until every rank is known, and which rank ends
     # first: hydra's banner names only a pid, not always that rank's (killed_rank_line), and
     # Open MPI's mpirun --quiet names none (signalled_rank_line)
-    ranks, exits = {}, mpiranks.Exits()
+    ranks, exits, segments = {}, mpiranks.Exits(), mpiranks.Segments()
     while job[0].poll() is None:
         if len(ranks) < int(argv[1]):
             for pid in mpiranks.ranks_below(job[0].pid, ranks):
                 exits.watch(pid)
+        segments.note(ranks)
         exits.wait(0.5 if len(ranks) < int(argv[1]) else 0.2)
     exits.close()
+    if job[0].returncode != 0:
+        segments.remove()  # an aborted job's MPICH segments on this node (MPI_Finalize never ran)
     if hydra:
         relay.join(timeout=10)
         line = mpiranks.killed_rank_line(last[0].decode(errors="replace"), ranks, exits.first)

@@ -3,7 +3,8 @@
 signals handed to the ranks themselves (:func:`forward`), each rank's pid and rank noted
 (:func:`ranks_below`) and the order in which they end (:class:`Exits`), and refsgd's line naming
 the rank that a signal ended, which hydra's banner or Open MPI's exit code only hints at
-(:func:`killed_rank_line`, :func:`signalled_rank_line`). :mod:`refsgd.mpilib` finds the launcher
+(:func:`killed_rank_line`, :func:`signalled_rank_line`), and the MPICH shared-memory segments
+that an aborted job leaves in /dev/shm (:class:`Segments`). :mod:`refsgd.mpilib` finds the launcher
 and runs jobs with these (``python -m refsgd.mpilib``, :func:`refsgd.mpilib.run_job`).
 """
 
@@ -228,3 +229,44 @@ def relay_output(src, keep=8192):
     t = threading.Thread(target=copy, daemon=True)
     t.start()
     return t, last
+
+
+def shared_segments(maps="/proc/self/maps"):
+    """The MPICH shared-memory segments (``/dev/shm/mpich_shm_*``, one per node and job) that the
+    process whose ``/proc/PID/maps`` is ``maps`` maps and that still have a name, sorted; [] where
+    it cannot be read (a process that ended, one not ours, no /proc)."""
+    try:
+        with open(maps) as f:
+            paths = {line.split(None, 5)[5].strip() for line in f if len(line.split(None, 5)) == 6}
+    except OSError:
+        return []
+    return sorted(p for p in paths if p.startswith("/dev/shm/mpich_shm_") and not p.endswith("(deleted)"))
+
+
+class Segments:
+    """The MPICH shared-memory segments of a job's ranks on this node, noted while the job runs
+    (:meth:`note`: each rank's maps read until it maps one; MPI_Init creates it), and removed
+    after a job that failed (:meth:`remove`): MPICH removes them in MPI_Finalize, which an aborted
+    job never reaches, and each one left holds about 2 MB of the node's memory until a reboot."""
+
+    def __init__(self):
+        self.paths, self.done = set(), set()
+
+    def note(self, pids):
+        for pid in set(pids) - self.done:
+            found = shared_segments(f"/proc/{pid}/maps")
+            if found:
+                self.paths.update(found)
+                self.done.add(pid)
+
+    def remove(self):
+        """Unlink the segments noted that still have a name (call once every rank has ended);
+        returns the paths removed."""
+        removed = []
+        for path in sorted(self.paths):
+            try:
+                os.unlink(path)
+                removed.append(path)
+            except OSError:  # gone already (MPI_Finalize ran on some rank)
+                pass
+        return removed

@@ -49,14 +49,14 @@ def mpmd(*parts, timeout=120):
 ])
 def test_a_rank_failing_alone_ends_every_rank(kind, code, text):
     t0 = time.monotonic()
-    r = subprocess.run(mpiexec(3) + [sys.executable, INJECT, "1", "4", kind, "train", "--iterations", "500",
-                                     "--no-progress"], capture_output=True, text=True, timeout=scaled(120), cwd=ROOT,
+    r = subprocess.run(mpilib.wrapped(3, sys.executable, INJECT, "1", "4", kind, "train", "--iterations", "500",
+                                      "--no-progress"), capture_output=True, text=True, timeout=scaled(120), cwd=ROOT,
                        env=mpi_env())
     assert r.returncode == code, r.stderr
     one_message(r, text)
     assert time.monotonic() - t0 < scaled(60)
-    # MPICH removes its shared-memory segment in MPI_Finalize, which an abort skips: refsgd removes
-    # it before aborting (each one left held 2 MB of /dev/shm until a reboot)
+    # MPICH removes its shared-memory segment in MPI_Finalize, which an abort skips: the launcher
+    # python -m refsgd.mpilib removes it after the job (each one left held 2 MB of /dev/shm until a reboot)
     segments = re.search(r"^fault_inject: maps(.*)$", r.stdout, re.M).group(1).split()
     if mpilib.launcher().kind == "hydra":
         assert segments, r.stdout
