@@ -14,7 +14,9 @@ def add(sub):
                                    "iterations in this process (nothing written), so that the job's ranks "
                                    "load refsgd's kernels instead of compiling them on first use. Run it on a "
                                    "login node when the cache (beside the package, or NUMBA_CACHE_DIR) is on a "
-                                   "shared file system, else once on each node.")
+                                   "shared file system, else once on each node. Refused under mpiexec (it runs in one "
+                                   "process); a NUMBA_CACHE_DIR that is not a folder, or no kernel cached at the "
+                                   "end, is an error (exit code 2).")
     p.add_argument("--model", action="append", default=None, metavar="MODEL",
                    help="a model the job trains (repeatable; default digits_tiny; `refsgd models` lists them)")
     p.add_argument("--dtype", action="append", choices=("float32", "float64"), default=None,
