@@ -196,6 +196,9 @@ class _Stop:
         self.lost = None          # a signal whose Stopped Python swallowed, about to be delivered again
         self.watchdog = None      # ends this process if that unwinding does not end it (UNWIND)
         self.previous_hook = sys.unraisablehook
+        self.in_hook = False      # the unraisable hook runs (see swallowed)
+        self.again = threading.Event()  # a swallowed stop waits for _deliver_again
+        self.redeliverer = None
 
     def handler(self, signum, frame):
         if signum == WARNING:
@@ -209,6 +212,8 @@ class _Stop:
             if world_rank() != 0:
                 os._exit(exit_code(self.ending))
             return
+        if self.in_hook:
+            return  # never raise inside the unraisable hook (Python would print it, and it is lost)
         self.lost = None
         word, name = describe(signum)
         now = time.monotonic()
@@ -262,12 +267,25 @@ class _Stop:
         exc = unraisable.exc_value
         if not (isinstance(exc, Stopped) and not exc.collective and self.raised is not None):
             return self.previous_hook(unraisable)
-        signum, self.raised = self.raised, None
-        self.lost = signum
-        timer = threading.Timer(AGAIN, _thread.interrupt_main, (signum,))  # the handler runs again, in
-        timer.daemon = True                                                 # the main thread's next frame
-        timer.start()
+        self.in_hook = True
+        try:
+            self.lost, self.raised = self.raised, None
+            self.again.set()  # the thread of _deliver_again; nothing here waits (a wait runs handlers)
+        finally:
+            self.in_hook = False
         return None
+
+    def _deliver_again(self):
+        """A thread (started with the handlers): while a swallowed stop waits, simulate its signal
+        every AGAIN s (the handler runs in the main thread's next frame) until the handler takes it
+        where it can raise."""
+        while True:
+            self.again.wait()
+            self.again.clear()
+            while (signum := self.lost) is not None:
+                time.sleep(AGAIN)
+                if self.lost is not None:
+                    _thread.interrupt_main(signum)
 
     def unwound(self):
         """The command line has handled the Stopped: no watchdog (a caller of refsgd.cli.main in a
@@ -341,6 +359,9 @@ def install(mpi_command=False):
         signal.signal(s, STOP.handler)
     if sys.unraisablehook != STOP.swallowed:
         STOP.previous_hook, sys.unraisablehook = sys.unraisablehook, STOP.swallowed
+    if STOP.redeliverer is None:  # started here, in the main thread's ordinary frames (see swallowed)
+        STOP.redeliverer = threading.Thread(target=STOP._deliver_again, daemon=True, name="refsgd-signal-again")
+        STOP.redeliverer.start()
 
 
 def requested():
