@@ -36,6 +36,16 @@ def main(argv=None):
         code = e.code
         if failure.world_rank() == 0:
             failure.say(f"refsgd: {e}")
+    except Exception:
+        lost = failure.STOP.swallowed_stop()
+        if lost is None:
+            raise
+        # the stop, raised inside C code that replaced it with an error of its own (NumPy's import
+        # of its C extension: "PyCapsule_Import could not import module datetime")
+        failure.STOP.unwound()
+        code = failure.exit_code(lost)
+        if failure.world_rank() == 0:
+            failure.say("refsgd: {} ({})".format(*failure.describe(lost)))
     failure.STOP.late = True  # from here a signal exits at once (MPI finalises at interpreter exit)
     return code
 

@@ -212,8 +212,9 @@ class _Stop:
             if world_rank() != 0:
                 os._exit(exit_code(self.ending))
             return
-        if self.in_hook:
-            return  # never raise inside the unraisable hook (Python would print it, and it is lost)
+        if self.in_hook:  # never raise inside the unraisable hook (Python would print it, and it is lost)
+            self.again.set()  # the swallowed stop's delivery came too soon: once more
+            return
         self.lost = None
         word, name = describe(signum)
         now = time.monotonic()
@@ -276,16 +277,16 @@ class _Stop:
         return None
 
     def _deliver_again(self):
-        """A thread (started with the handlers): while a swallowed stop waits, simulate its signal
-        every AGAIN s (the handler runs in the main thread's next frame) until the handler takes it
-        where it can raise."""
+        """A thread (started with the handlers): AGAIN s after each swallowed stop, simulate its
+        signal once (the handler runs in the main thread's next frame); a delivery that is
+        swallowed again comes back here through the hook. One delivery per swallow: a second one
+        would reach a command that has already stopped (two lines)."""
         while True:
             self.again.wait()
             self.again.clear()
-            while (signum := self.lost) is not None:
-                time.sleep(AGAIN)
-                if self.lost is not None:
-                    _thread.interrupt_main(signum)
+            time.sleep(AGAIN)
+            if (signum := self.lost) is not None:
+                _thread.interrupt_main(signum)
 
     def unwound(self):
         """The command line has handled the Stopped: no watchdog (a caller of refsgd.cli.main in a
@@ -293,7 +294,7 @@ class _Stop:
         if self.watchdog is not None:
             self.watchdog.cancel()
             self.watchdog = None
-        self.raised = None
+        self.raised = self.lost = None
 
     def swallowed_stop(self):
         """The signal of a Stopped raised and never handled (a command that caught it and went on

@@ -179,3 +179,24 @@ def test_a_stop_that_a_command_catches_still_ends_it(seconds, ended_by):
     assert len(lines) == 1 and lines[0].startswith("refsgd: terminated (SIGTERM)"), r.stderr
     if seconds:
         assert "went on" not in r.stdout and time.monotonic() - t0 < 20, (r.stdout, time.monotonic() - t0)
+
+
+REPLACING = (
+    "import os, signal, sys\n"
+    "from refsgd import cli, entry\n"
+    "def replacing(argv):  # C code (NumPy's import of its extension) that turns the stop into its own error\n"
+    "    try:\n"
+    "        os.kill(os.getpid(), signal.SIGINT)\n"
+    "        sum(range(10))\n"
+    "    except BaseException:\n"
+    "        raise ImportError('PyCapsule_Import could not import module \"datetime\"') from None\n"
+    "    return 0\n"
+    "cli.main = replacing\n"
+    "sys.exit(entry.main(['models']))\n")
+
+
+def test_a_stop_that_c_code_replaced_by_an_error_is_still_the_stop():
+    """Seen under load: SIGTERM during `import numpy` ended with NumPy's ImportError, exit code 1."""
+    r = subprocess.run([sys.executable, "-c", REPLACING], cwd=ROOT, capture_output=True, text=True, timeout=scaled(60))
+    assert r.returncode == 130, r.stderr
+    assert r.stderr.strip() == "refsgd: interrupted (SIGINT)", r.stderr
