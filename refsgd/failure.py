@@ -113,7 +113,7 @@ def mpi_state():
     if mpi is None:
         return None
     try:
-        mpi.COMM_WORLD  # the module is complete only once its last names are bound
+        mpi.COMM_WORLD  # noqa: B018 the module is complete only once its last names are bound
         initialized, finalized = mpi.Is_initialized(), mpi.Is_finalized()
     except AttributeError:  # a partially initialised module
         return "importing"
