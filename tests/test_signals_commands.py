@@ -38,7 +38,7 @@ def commands(tmp, prepared):
                    "--plot", f"{tmp}/r.png"],
         "bench": ["bench", "scale", "--plot", f"{tmp}/scale.png"],
         "reproduce": ["reproduce", "dcs3gd-iteration", "--quick", "--out-dir", f"{tmp}/reproduce"],
-        "conformance-run": ["conformance", f"{NUMPY_BACKEND}:Backend", "--algo", "asgd", "--report", f"{tmp}/conf"],
+        "conformance-run": ["conformance", "run", f"{NUMPY_BACKEND}:Backend", "--algo", "asgd", "--report", f"{tmp}/conf"],
         "conformance-export": ["conformance", "export", f"{tmp}/export", "--algo", "ssgd"],
         "conformance-check": ["conformance", "check", prepared["export"], "--report", f"{tmp}/checked"],
         "data-download": ["data", "download", "mnist", "--cache-dir", f"{tmp}/cache", "--mirror", str(DATA)],
