@@ -407,6 +407,8 @@ REQUIREMENTS = (
                 "`python -m tests.helpers.loop_lines` prints)", "tests/test_loop_lines.py::test_the_table_is_the_measured_one"),
     Requirement("docs/timelines/NAME.png", "its timeline picture, drawn by `./run.sh docs --timelines NAME`",
                 "tests/test_docs_pages.py::test_every_method_has_its_row_and_its_page"),
+    Requirement("docs/pictures.json", "the commands that drew its picture (the build writes it with the picture)",
+                "tests/test_docs_pages.py::test_every_picture_is_drawn_by_the_commands_its_page_shows"),
 )
 
 
