@@ -13,6 +13,7 @@ docs/implementers.md; a line of ``refsgd train --list``. Each check is a row of
 (tests/test_contributing_checklist.py)."""
 
 import ast
+import dataclasses
 import importlib
 import os
 import re
@@ -151,3 +152,13 @@ def test_serial_equals_mpi(name, tmp_path):
     common = [a for i, a in enumerate(argv) if a not in ("--workers", "--steps") and
               argv[i - 1] not in ("--workers", "--steps")]
     world.mpi_equals_serial(tmp_path, common, steps)
+
+
+def test_a_kind_spelled_as_a_string_fails():
+    """The null of the kinds' checks: a timing model, an update or a schedule given as the string
+    it used to be, not the registry's enum, is refused by name."""
+    m = METHODS["ssgd"]
+    for bad, check in ((dict(timing_model="sequential"), check_timing_model), (dict(update="U/N"), check_timing_model),
+                       (dict(schedule="blocking"), check_timeline_schedule)):
+        with pytest.raises(AssertionError, match="ssgd: its"):
+            check(dataclasses.replace(m, **bad))
