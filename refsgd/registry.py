@@ -14,13 +14,58 @@ tests/methods/test_registry_checks.py.
 """
 
 import dataclasses
+import enum
 import importlib
+import typing
 
 from refsgd.errors import RefsgdError, did_you_mean
 
-#: Method.micro_batches: the micro-batches of one iteration per worker are --tau (accumulated), one
-#: (--tau 1 only), or --threads (PP-ASGD's gradient threads, one sub-batch each)
-TAU, ONE, THREADS = "tau", "one", "threads"
+class MicroBatches(enum.Enum):
+    """Method.micro_batches: the micro-batches of one iteration per worker."""
+
+    TAU = "tau"             # --tau, accumulated
+    ONE = "one"             # one (--tau 1 only)
+    THREADS = "threads"     # --threads (PP-ASGD's gradient threads, one sub-batch each)
+
+
+TAU, ONE, THREADS = MicroBatches
+
+
+class Update(enum.Enum):
+    """Method.update: its update's kind, as refsgd.bench.models.update_seconds times it (U is the
+    local optimizer refsgd.optim.SGD, N the workers, B the batches between merges)."""
+
+    U_OVER_N = "U/N"                     # U with the sum divided by N within the step (SSGD)
+    U_OVER_N_MERGE = "U/N, merge/B"      # the same, and DASO's eq. 1 merge every B batches
+    DIVIDE_U = "1/N, U"                  # 1/N before the send, then U (LAGA)
+    DIVIDE_U_NESTEROV = "1/N, U Nesterov"  # the same with Nesterov's momentum
+    U_MEAN = "U, mean/B"                 # U, no 1/N, and the mean of the models every B steps (local SGD)
+    PREDICT = "predict"                  # Sato et al.'s momentum with parameter prediction
+    FUSED = "fused"                      # w <- w - gamma g_sum, one fused pass (Pipe-SGD)
+    CORRECTED = "corrected"              # DC-S3GD's corrected step
+    COMPENSATED = "compensated"          # DC-ASGD's compensated step
+
+
+class Timing(enum.Enum):
+    """Method.timing_model: its model of one iteration's seconds (refsgd.bench.models.TIMINGS
+    holds the function of each; the value is that function's name)."""
+
+    SEQUENTIAL = "sequential"
+    PER_LAYER = "per_layer"
+    OVERLAPPED = "overlapped"
+    PIPELINED = "pipelined"
+    HIERARCHICAL = "hierarchical"
+    PERIODIC = "periodic"
+    PS_SYNC = "ps_sync"
+    PS_ASYNC = "ps_async"
+
+
+class Schedule(enum.Enum):
+    """Method.schedule: how refsgd.timeline.gantt draws its modelled iteration."""
+
+    BLOCKING = "blocking"      # compute, all-reduce, update
+    LAGGED = "lagged"          # all-reduce iteration t-1's result while iteration t computes
+    PIPELINED = "pipelined"    # Pipe-SGD's thread all-reduces while the computation runs K ahead
 
 #: the options of the local optimizer U (refsgd.optim.SGD) and of the methods' own updates
 MOMENTUM_U = ("momentum", "nesterov", "momentum_form", "weight_decay")
@@ -57,7 +102,7 @@ class Method:
     colour: str                     # its colour in figures (refsgd report --plot)
     check: str = None               # "module:function", its own checks of its options f(cfg, world), MPI-free
     servers: int = 0                # leading ranks that are parameter servers (no data)
-    micro_batches: str = TAU        # TAU, ONE or THREADS (see above)
+    micro_batches: MicroBatches = TAU   # TAU, ONE or THREADS (see above)
     by_gradients: bool = False      # unless --staleness: its iterations consume the gradients that arrived
     optimizer: tuple = ()           # the options of its update among MOMENTUM_U
     options: tuple = ()             # its own options (refsgd.options.table, group "method" and the like)
@@ -70,13 +115,11 @@ class Method:
     update_note: str = ""           # its update in the header's words, where the options do not say it
     no_allreduce: str = ""          # a method without --allreduce: why (its sums are its own)
     one_worker: str = ""            # why it is plain SGD with a server and one worker (2 ranks), if it is
-    timing_model: str = None        # function of refsgd.bench.models: seconds of one iteration
+    timing_model: Timing = None     # its model of one iteration's seconds (refsgd.bench.models)
     timing_text: str = ""           # that model in words, with its source
-    update: str = None              # its update as refsgd.bench.models.update_seconds times it: "U/N",
-    #                                 "U/N, merge/B", "1/N, U", "1/N, U Nesterov", "U, mean/B", "predict",
-    #                                 "fused", "corrected", "compensated"
+    update: Update = None           # its update's kind, as refsgd.bench.models.update_seconds times it
     lr_of_sum: bool = False         # --lr multiplies a sum over samples, sub-batches and workers (Sato et al.)
-    schedule: str = None            # its timeline schedule (refsgd.timeline.gantt): blocking, lagged, pipelined
+    schedule: Schedule = None       # its timeline schedule (refsgd.timeline.gantt)
     example: tuple = ()             # options of a short 2-rank run whose --timeline window communicates
     goldens: tuple = ()             # Golden files of tests/golden
     variant: dict = dataclasses.field(default_factory=dict)  # its choices in a train(run) that several methods share
@@ -134,9 +177,9 @@ _LIST = [
            listing=(_SSGD, "Algorithms 1-2"), train="refsgd.algorithms.ssgd:train_ssgd",
            serial="refsgd.serial.ssgd:ssgd", colour="#1f77b4",
            optimizer=MOMENTUM_U, options=("compress",) + _SUMS,
-           update="U/N",
-           timing_model="sequential", timing_text="tau t_C + T_AR + t_up (Rigazzi eq. 13, LAGA eq. 3)",
-           schedule="blocking", example=("--tau", "2"),
+           update=Update.U_OVER_N,
+           timing_model=Timing.SEQUENTIAL, timing_text="tau t_C + T_AR + t_up (Rigazzi eq. 13, LAGA eq. 3)",
+           schedule=Schedule.BLOCKING, example=("--tau", "2"),
            goldens=(_golden("ssgd-n2.h5", 2, steps=10, tau=2, momentum=0.9, lr=0.1, batch=16, model="digits_tiny",
                             seed=1),
                     _golden("ssgd-n4.h5", 4, steps=10, tau=1, lr=0.2, batch=8, model="digits_tiny", seed=2),
@@ -146,8 +189,8 @@ _LIST = [
            "and 5, PyTorch DDP)", paper="Hakimi et al. 2021", listing=(_SSGD, "SSGD-OPT (sections 1 and 5)"),
            train="refsgd.algorithms.ssgd:train_ssgd_opt", serial="refsgd.serial.ssgd:ssgd_opt", colour="#17becf",
            optimizer=MOMENTUM_U, options=_SUMS, polled=True,
-           update="U/N",
-           timing_model="per_layer", timing_text="tau t_C + max(R, T_AR - 2/3 t_C) + t_up (LAGA eq. 4)",
+           update=Update.U_OVER_N,
+           timing_model=Timing.PER_LAYER, timing_text="tau t_C + max(R, T_AR - 2/3 t_C) + t_up (LAGA eq. 4)",
            example=("--tau", "2"), lacks={"schedule": _NO_DRAWING},
            goldens=(_golden("ssgd-opt-n2.h5", 2, steps=10, tau=2, momentum=0.9, nesterov=True, lr=0.1, batch=16,
                             model="digits_tiny", seed=15),)),
@@ -161,8 +204,8 @@ _LIST = [
            option_help=dict(threads="the G sub-batches of a step, computed by G threads (the same as --tau G; "
                                     "default 1)"),
            hint=": its update is M = mu*M - lambda*D_A, w = w + M, w^ = w + mu*M (Sato Alg. 4)",
-           update="predict",
-           timing_model="sequential", timing_text="tau t_C + T_AR + t_up (Sato Alg. 4)", schedule="blocking",
+           update=Update.PREDICT,
+           timing_model=Timing.SEQUENTIAL, timing_text="tau t_C + T_AR + t_up (Sato Alg. 4)", schedule=Schedule.BLOCKING,
            example=("--tau", "2", "--compress", "fp16"),
            goldens=(_golden("ssgd-nag-n2.h5", 2, steps=10, tau=1, momentum=0.9, lr=0.002, batch=16,
                             model="digits_tiny", seed=3),)),
@@ -174,8 +217,8 @@ _LIST = [
            defaults=dict(momentum=0.9),   # Rigazzi 2019: MXNet momentum 0.9
            hint=": its U is MXNet's momentum SGD, v = mu*v - eta*(g + wd*w), as in the paper",
            update_note="U: MXNet momentum v = mu*v - eta*(g + wd*w)",
-           update="corrected",
-           timing_model="overlapped", timing_text="max(t_C + R, T_AR) + t_up (Rigazzi eq. 14)", schedule="lagged",
+           update=Update.CORRECTED,
+           timing_model=Timing.OVERLAPPED, timing_text="max(t_C + R, T_AR) + t_up (Rigazzi eq. 14)", schedule=Schedule.LAGGED,
            goldens=tuple(_golden(f"dcs3gd{tag}-n4.h5", 4, steps=10, momentum=0.9, lr=0.1, lambda0=0.2, **norm,
                                  weight_decay=0.001, schedule="warmup-linear:warmup_iters=3,total_iters=10", batch=8,
                                  model="digits_tiny", seed=4)
@@ -189,8 +232,8 @@ _LIST = [
            lr_meaning="eta, times one worker's mean gradient per push (Zheng et al. 2017)",
            no_allreduce="its server applies each worker's gradient in turn, nothing is summed over ranks",
            one_worker="one worker: no gradient is stale, the delay compensation is zero and dcasgd is plain SGD",
-           update="compensated",
-           timing_model="ps_async", timing_text="max(t_C + 2 T_msg + t_up, (p-1)(2 T_msg + t_up)) (PS, async)",
+           update=Update.COMPENSATED,
+           timing_model=Timing.PS_ASYNC, timing_text="max(t_C + 2 T_msg + t_up, (p-1)(2 T_msg + t_up)) (PS, async)",
            lacks={"schedule": _NO_DRAWING},
            goldens=(_golden("dcasgd-n3.h5", 3, steps=10, ps_order="round-robin", dc_lambda=0.04, lr=0.1, batch=16,
                             model="digits_tiny", seed=5),)),
@@ -200,8 +243,8 @@ _LIST = [
            train="refsgd.algorithms.laga:train", serial="refsgd.serial.laga:laga_sgd", colour="#2ca02c",
            optimizer=("weight_decay",), options=_SUMS, polled=True,
            hint=": Algorithm 3 has no momentum (laga-sgdm and laga-sgdn have)",
-           update="1/N, U",
-           timing_model="overlapped", timing_text="max(tau t_C + R, T_AR) + t_up (LAGA eq. 6)", schedule="lagged",
+           update=Update.DIVIDE_U,
+           timing_model=Timing.OVERLAPPED, timing_text="max(tau t_C + R, T_AR) + t_up (LAGA eq. 6)", schedule=Schedule.LAGGED,
            example=("--tau", "2"),
            goldens=(_golden("laga-sgd-n2.h5", 2, steps=10, tau=2, weight_decay=0.001, lr=0.1, batch=16,
                             model="digits_tiny", seed=16),)),
@@ -211,8 +254,8 @@ _LIST = [
            colour="#7fbf3f", optimizer=("momentum", "weight_decay"), options=_SUMS, polled=True,
            variant=dict(momentum=True),
            defaults=dict(momentum=0.9),   # Hakimi et al. 2021: gamma = 0.9
-           update="1/N, U",
-           timing_model="overlapped", timing_text="max(tau t_C + R, T_AR) + t_up (LAGA eq. 6)", schedule="lagged",
+           update=Update.DIVIDE_U,
+           timing_model=Timing.OVERLAPPED, timing_text="max(tau t_C + R, T_AR) + t_up (LAGA eq. 6)", schedule=Schedule.LAGGED,
            goldens=(_golden("laga-sgdm-n2.h5", 2, steps=10, tau=2, momentum=0.9, lr=0.1, batch=16,
                             model="digits_tiny", seed=6),)),
     Method(name="laga-sgdn", summary="LAGA-SGDN, LAGA with Nesterov momentum (y = x - eta*gamma*m), Hakimi et al. 2021 "
@@ -220,8 +263,8 @@ _LIST = [
            train="refsgd.algorithms.laga:train", serial="refsgd.serial.laga:laga_sgdn", colour="#bcbd22",
            optimizer=("momentum", "weight_decay"), options=_SUMS, polled=True, defaults=dict(momentum=0.9),
            variant=dict(momentum=True, nesterov=True),
-           update="1/N, U Nesterov",
-           timing_model="overlapped", timing_text="max(tau t_C + R, T_AR) + t_up (LAGA eq. 6)", schedule="lagged",
+           update=Update.DIVIDE_U_NESTEROV,
+           timing_model=Timing.OVERLAPPED, timing_text="max(tau t_C + R, T_AR) + t_up (LAGA eq. 6)", schedule=Schedule.LAGGED,
            goldens=(_golden("laga-sgdn-n4.h5", 4, steps=10, tau=2, momentum=0.9, lr=0.1, weight_decay=0.001,
                             batch=8, model="digits_tiny", seed=7),)),
     Method(name="pipe-sgd",
@@ -233,10 +276,10 @@ _LIST = [
            lr_meaning=_PIPE_LR.format(", Alg. 1"),
            option_help=dict(warmup_epochs="with dependency 1 (D-Sync), as the paper trains AlexNet and ResNet "
                                           "(default 0)"),
-           update="fused",
-           timing_model="pipelined", timing_text="max(t_up + t_C, T_AR), K = 2 (Pipe-SGD eq. 4, 5; one core per "
+           update=Update.FUSED,
+           timing_model=Timing.PIPELINED, timing_text="max(t_up + t_C, T_AR), K = 2 (Pipe-SGD eq. 4, 5; one core per "
                                                  "rank: max(t_up + t_C + R, T_AR))",
-           schedule="pipelined", example=("--dependency", "2", "--compress", "t16"),
+           schedule=Schedule.PIPELINED, example=("--dependency", "2", "--compress", "t16"),
            goldens=(_golden("pipe-sgd-k2-n4.h5", 4, steps=10, dependency=2, lr=0.05, batch=8, model="digits_tiny",
                             seed=8),
                     _golden("pipe-sgd-k2-t16-n4.h5", 4, steps=10, dependency=2, compress="t16", lr=0.05, batch=8,
@@ -249,8 +292,8 @@ _LIST = [
            train="refsgd.algorithms.pipesgd:train_d_sync", serial="refsgd.serial.pipesgd:d_sync", colour="#e377c2",
            check="refsgd.options.checks:pipe_sgd", micro_batches=ONE,
            options=("compress",) + _SUMS, lr_meaning=_PIPE_LR.format(""),
-           update="fused",
-           timing_model="sequential", timing_text="t_C + T_AR + t_up (Pipe-SGD eq. 2, 5)", schedule="blocking",
+           update=Update.FUSED,
+           timing_model=Timing.SEQUENTIAL, timing_text="t_C + T_AR + t_up (Pipe-SGD eq. 2, 5)", schedule=Schedule.BLOCKING,
            example=("--compress", "q8"),
            goldens=(_golden("d-sync-n2.h5", 2, steps=10, lr=0.05, batch=16, model="digits_tiny", seed=10),)),
     Method(name="ps-sync",
@@ -262,8 +305,8 @@ _LIST = [
            no_allreduce="its server sums the gathered gradients itself, in rank order (the same bits under any "
                         "MPI library)",
            one_worker="one worker: the server applies its one gradient, ps-sync is plain SGD",
-           update="fused",
-           timing_model="ps_sync", timing_text="t_C + 2 T_PS + (p-2) n gamma + t_up (PS, Pipe-SGD's baseline)",
+           update=Update.FUSED,
+           timing_model=Timing.PS_SYNC, timing_text="t_C + 2 T_PS + (p-2) n gamma + t_up (PS, Pipe-SGD's baseline)",
            lacks={"schedule": _NO_DRAWING},
            goldens=(_golden("ps-sync-n3.h5", 3, steps=10, lr=0.05, batch=16, model="digits_tiny", seed=17),)),
     Method(name="daso", summary="DASO, hierarchical syncs with rotating groups, bf16 blocking and eq.-1 stale syncs, "
@@ -278,8 +321,8 @@ _LIST = [
                                        "halve at each plateau (default 4, the paper's)",
                             warmup_epochs="sync globally every batch, blocking"),
            hint=": its blocking global syncs carry bf16 and its cycling syncs float32, by the method",
-           update="U/N, merge/B",
-           timing_model="hierarchical",
+           update=Update.U_OVER_N_MERGE,
+           timing_model=Timing.HIERARCHICAL,
            timing_text="t_C + T_loc + t_up + (T_bc + max(R_g, T_AR_g - W it))/B (DASO sec. 3)",
            example=("--ranks-per-node", "1", "--warmup-epochs", "0", "--cooldown-epochs", "0", "--sync-every", "2"),
            lacks={"schedule": _NO_DRAWING},
@@ -313,15 +356,60 @@ _LIST = [
            optimizer=MOMENTUM_U, options=("sync_every",) + _SUMS,
            option_help=dict(sync_every="H, the local steps of each worker between two averages of the models "
                                        "(default 4)"),
-           update="U, mean/B",
-           timing_model="periodic", timing_text="t_C + t_up + T_AR / H (Lin et al. 2020, one all-reduce per H steps)",
-           schedule="blocking", example=("--sync-every", "2"),
+           update=Update.U_MEAN,
+           timing_model=Timing.PERIODIC, timing_text="t_C + t_up + T_AR / H (Lin et al. 2020, one all-reduce per H steps)",
+           schedule=Schedule.BLOCKING, example=("--sync-every", "2"),
            goldens=(_golden("local-sgd-n2.h5", 2, steps=12, sync_every=3, momentum=0.9, lr=0.1, batch=16,
                             model="digits_tiny", seed=18),)),
 ]
 
 #: every method, by --algo name, in the order of `refsgd train --list`
 METHODS = {m.name: m for m in _LIST}
+
+
+class Requirement(typing.NamedTuple):
+    """One file a new method needs, and the generic check that fails without it (a function of
+    tests/methods/test_registry_checks.py, or ``FILE::TEST`` of another test file)."""
+
+    file: str
+    what: str
+    check: str
+
+
+#: the files a new method needs, each with the check that requires it: docs/contributing.md's
+#: checklist is generated from this table (docs/_ext/refsgd_checklist.py), and
+#: tests/methods/test_registry_checks.py fails when a generic check has no row here
+REQUIREMENTS = (
+    Requirement("refsgd/registry.py", "its `Method` (the template below): a line of `refsgd train --list` says its "
+                "summary", "check_train_list"),
+    Requirement("refsgd/registry.py", "its timing model (`Method.timing_model`, a `Timing` with a function in "
+                "refsgd.bench.models.TIMINGS) and its update's kind (`Method.update`), or why none in "
+                "`Method.lacks`", "check_timing_model"),
+    Requirement("refsgd/registry.py", "its timeline schedule (`Method.schedule`, a `Schedule`), or why none "
+                "in `Method.lacks`", "check_timeline_schedule"),
+    Requirement("refsgd/algorithms/NAME.py", "its listing in the module docstring, `train(run)` (`Method.train`) "
+                "with the listing's `# Ln` labels and the MPI calls visible", "check_entry_points"),
+    Requirement("refsgd/algorithms/NAME.py", "`train` before its kernels and helpers (only `check` and other "
+                "`train*` functions before it)", "check_train_comes_first"),
+    Requirement("refsgd/serial/NAME.py", "its serial rendering (`Method.serial`), from the equations",
+                "check_entry_points"),
+    Requirement("refsgd/serial/NAME.py", "what the MPI run traces at its first golden configuration, in the world "
+                "session of its size", "test_serial_equals_mpi"),
+    Requirement("tests/golden/NAME-nN.h5", "its golden files (`Method.goldens`, written by "
+                "`tests/golden/regenerate.sh NAME`)", "check_golden_files"),
+    Requirement("tests/methods/test_NAME.py", "`REPLAY`: the outside replay of its golden file, an implementer's "
+                "NumPy loop", "check_golden_files"),
+    Requirement("docs/algorithms.md", "a section `## TITLE` (`Method.listing`) with the paper, the equations, "
+                "every reading taken, `--algo NAME` and its listing's mark", "check_docs_section"),
+    Requirement("docs/implementers.md", "a section `## NAME` (or one naming it among others): what an implementer "
+                "of it must know to match the golden files", "check_implementers_section"),
+    Requirement("docs/architecture.md", "its row of the table of loops against listings (what "
+                "`python -m tests.helpers.loop_lines` prints)", "tests/test_loop_lines.py::test_the_table_is_the_measured_one"),
+    Requirement("docs/timelines/NAME.png", "its timeline picture, drawn by `./run.sh docs --timelines NAME`",
+                "tests/test_docs_pages.py::test_every_method_has_its_row_and_its_page"),
+    Requirement("docs/pictures.json", "the commands that drew its picture (the build writes it with the picture)",
+                "tests/test_docs_pages.py::test_every_picture_is_drawn_by_the_commands_its_page_shows"),
+)
 
 
 def method(name):

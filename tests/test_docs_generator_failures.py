@@ -21,14 +21,15 @@ DOCS = Path(ROOT) / "docs"
 
 @pytest.fixture
 def gen(tmp_path, monkeypatch):
-    """The generator with a copy of docs/algorithms.md and docs/implementers.md in a temporary
-    docs/ folder (its pages written there too)."""
+    """The generator with a copy of docs/algorithms.md, docs/implementers.md and
+    docs/contributing.md (its checklist rewritten by the build) in a temporary docs/ folder (its
+    pages written there too)."""
     spec = importlib.util.spec_from_file_location("refsgd_docs_f", DOCS / "_ext" / "refsgd_docs.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     docs = tmp_path / "docs"
     docs.mkdir()
-    for name in ("algorithms.md", "implementers.md"):
+    for name in ("algorithms.md", "implementers.md", "contributing.md"):
         shutil.copy(DOCS / name, docs / name)
     monkeypatch.setattr(mod.docs_io, "DOCS", docs)      # its folders are its part refsgd_docs_io's
     monkeypatch.setattr(mod.docs_io, "OUT", docs)

@@ -23,13 +23,15 @@ in docs/ (``../algorithms.md#laga``: they work on a forge too), at read time.
 Every file is written atomically (refsgd.files), and every failure is one line
 (``refsgd_docs: error: ...``) and exit code 2.
 
-``python docs/_ext/refsgd_docs.py timelines [NAME ...]`` (``./run.sh docs --timelines``) redraws
+``python docs/_ext/refsgd_docs.py checklist`` rewrites docs/contributing.md's checklist from
+``refsgd.registry.REQUIREMENTS`` (the build does too); ``python docs/_ext/refsgd_docs.py timelines [NAME ...]`` (``./run.sh docs --timelines``) redraws
 the pictures, current or not (refsgd_pictures.py; the build itself redraws the stale ones).
 
 This file is the extension's door (Sphinx's hooks, the command line); its parts beside it:
 refsgd_docs_io.py (the folders, reading and atomic writing), refsgd_markdown.py (sections, split
 files, links), refsgd_listings.py (the listings from the docstrings), refsgd_method_pages.py,
-refsgd_reference_pages.py (the implementer's pages, the CLI and golden files' references).
+refsgd_reference_pages.py (the implementer's pages, the CLI and golden files' references),
+refsgd_checklist.py (docs/contributing.md's checklist of a new method's files, from the registry).
 """
 
 import sys
@@ -39,6 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))   # its parts beside th
 import refsgd_docs_io as docs_io  # noqa: E402
 import refsgd_markdown  # noqa: E402
 import refsgd_pictures  # noqa: E402
+from refsgd_checklist import checklist, sync_checklist, with_checklist  # noqa: E402, F401
 from refsgd_docs_io import GENERATED, SphinxError, read, write  # noqa: E402, F401
 from refsgd_listings import (  # noqa: E402, F401
     LABEL, MARK, docstring_listings, listing_sources, registry, sync_listings, with_listings)
@@ -83,6 +86,8 @@ def _on_init(app):
     try:
         if sync_listings():
             print("refsgd_docs: docs/algorithms.md's listings rewritten from the methods' docstrings: commit it")
+        if sync_checklist():
+            print("refsgd_docs: docs/contributing.md's checklist rewritten from refsgd.registry.REQUIREMENTS: commit it")
         refsgd_pictures.draw(registry())   # the pictures whose commands changed since they were drawn
         generate(app)
     except (SphinxError, refsgd_pictures.PictureError) as e:
@@ -122,5 +127,10 @@ if __name__ == "__main__":
             print("docs/algorithms.md", "rewritten" if sync_listings() else "already holds the docstrings' listings")
         except SphinxError as e:
             sys.exit(f"refsgd_docs: error: {e}")
+    elif sys.argv[1:] == ["checklist"]:
+        try:
+            print("docs/contributing.md", "rewritten" if sync_checklist() else "already holds the registry's checklist")
+        except SphinxError as e:
+            sys.exit(f"refsgd_docs: error: {e}")
     else:
-        sys.exit("usage: python docs/_ext/refsgd_docs.py timelines [NAME ...] | listings")
+        sys.exit("usage: python docs/_ext/refsgd_docs.py timelines [NAME ...] | listings | checklist")

@@ -12,7 +12,7 @@ import time
 import numpy as np
 
 from refsgd.optim import SGD, fused_step, momentum_predict
-from refsgd.registry import METHODS, TAU
+from refsgd.registry import METHODS, TAU, Timing, Update
 
 #: DASO's cycling parameters when not given: B = 4 (the paper's B_max), W = max(1, B / 4)
 DASO_B = 4
@@ -265,9 +265,14 @@ class Model:
 
 #: method -> its timing model (the registry's Method.timing_model and timing_text; the methods
 #: without one, PP-ASGD and ASGD, say why in Method.lacks)
-#: (a name that is no function here is left out: tests/methods/test_registry_checks.py names it)
-MODELS = {m.name: Model(m.timing_text, globals()[m.timing_model], servers=m.servers, tau=m.micro_batches == TAU)
-          for m in METHODS.values() if callable(globals().get(m.timing_model))}
+#: the function of each kind of timing model (the registry's Timing)
+TIMINGS = {Timing.SEQUENTIAL: sequential, Timing.PER_LAYER: per_layer, Timing.OVERLAPPED: overlapped,
+           Timing.PIPELINED: pipelined, Timing.HIERARCHICAL: hierarchical, Timing.PERIODIC: periodic,
+           Timing.PS_SYNC: ps_sync, Timing.PS_ASYNC: ps_async}
+
+#: (a kind with no function here is left out: tests/methods/test_registry_checks.py names it)
+MODELS = {m.name: Model(m.timing_text, TIMINGS[m.timing_model], servers=m.servers, tau=m.micro_batches is TAU)
+          for m in METHODS.values() if m.timing_model in TIMINGS}
 
 
 def iteration_time(algo, costs, net, p):
@@ -345,35 +350,35 @@ def update_seconds(algo, n, dtype=np.float32, world=2, B=DASO_B, repeat=20, befo
     lr = 1e-3
     method = METHODS[algo]
     kind, mu = method.update, 0.9 if "momentum" in method.optimizer else 0.0
-    if kind in ("U/N", "U/N, merge/B", "1/N, U", "1/N, U Nesterov", "U, mean/B"):
-        opt = SGD(n, dt, momentum=mu, nesterov=kind.endswith("Nesterov"))
-        if kind.startswith("1/N"):
+    if kind in (Update.U_OVER_N, Update.U_OVER_N_MERGE, Update.DIVIDE_U, Update.DIVIDE_U_NESTEROV, Update.U_MEAN):
+        opt = SGD(n, dt, momentum=mu, nesterov=kind is Update.DIVIDE_U_NESTEROV)
+        if kind in (Update.DIVIDE_U, Update.DIVIDE_U_NESTEROV):
             def step():  # LAGA: L3/L4's 1/N before the send, then the fused L2(-L3)
                 np.divide(g, world, out=h)
                 opt.step(w, h, lr)
-        elif kind.startswith("U/N"):
+        elif kind in (Update.U_OVER_N, Update.U_OVER_N_MERGE):
             def step():  # SSGD and DASO divide within the step
                 opt.step(w, g, lr, divide=world)
         else:
             def step():  # local SGD's U, no 1/N
                 opt.step(w, g, lr)
         base = median_time(step, repeat, before=before)
-        if kind == "U/N, merge/B":  # DASO's eq. 1 merge every B batches
+        if kind is Update.U_OVER_N_MERGE:  # DASO's eq. 1 merge every B batches
             from refsgd.algorithms import daso  # noqa: PLC0415 mpi4py: refsgd.algorithms imports it; bench scale runs without MPI
             base += median_time(lambda: daso.merge(w, g, 1, 2), repeat, before=before) / max(1, B)
-        if kind == "U, mean/B":  # local SGD's mean of the models every B steps
+        if kind is Update.U_MEAN:  # local SGD's mean of the models every B steps
             base += median_time(lambda: np.divide(h, world, out=m), repeat, before=before) / max(1, B)
         return base
-    if kind == "predict":
+    if kind is Update.PREDICT:
         return median_time(lambda: momentum_predict(w, m, h, g, lr, 0.99, 0.99), repeat, before=before)
-    if kind == "fused":  # w <- w - gamma g_sum, one fused pass
+    if kind is Update.FUSED:  # w <- w - gamma g_sum, one fused pass
         return median_time(lambda: fused_step(w, g, None, lr), repeat, before=before)
-    if kind == "corrected":
+    if kind is Update.CORRECTED:
         from refsgd.algorithms import dcs3gd  # noqa: PLC0415 mpi4py
         dw, v, bar = vec(), vec(), vec()
         return median_time(lambda: dcs3gd.corrected_step(w, dw, v, g, bar, world, 0.2, lr, 0.9, 0.0), repeat,
                            before=before)
-    if kind == "compensated":
+    if kind is Update.COMPENSATED:
         from refsgd.algorithms import dcasgd  # noqa: PLC0415 mpi4py
         bak = vec(1.0)
         return median_time(lambda: dcasgd.compensated_step(w, g, bak, lr, 0.04, 0.0), repeat, before=before)

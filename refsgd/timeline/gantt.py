@@ -7,7 +7,7 @@ import textwrap
 import numpy as np
 
 from refsgd.errors import RefsgdError
-from refsgd.registry import METHODS
+from refsgd.registry import METHODS, Schedule
 
 from .chrome import tracks
 
@@ -118,14 +118,14 @@ def model_schedule(d, n):
                                 for t in its]))
     C, U = per_iteration("compute"), per_iteration("update")
     comp, comm = [], []
-    if how == "blocking":
+    if how is Schedule.BLOCKING:
         s = 0.0
         for _ in range(n):
             comp.append((s, s + C, "compute"))
             comm.append((s + C, s + C + T, "flight"))
             comp.append((s + C + T, s + C + T + U, "update"))
             s += C + T + U
-    elif how == "lagged":
+    elif how is Schedule.LAGGED:
         s, arrives = 0.0, T                    # the previous iteration's all-reduce, in flight at the start
         comm.append((0.0, T, "flight"))
         for _ in range(n):

@@ -7,10 +7,13 @@ Each piece: the entry points import (``train``, the serial rendering); the MPI r
 the serial rendering computes (its first golden configuration, at 2 ranks where the method has
 workers there, in-process in the world session of that size: tests.helpers.world); every golden file is checked in and has an outside replay
 (tests/mpiexec/test_golden.py); a timing model (refsgd.bench.models); a timeline schedule
-(refsgd.timeline.gantt); a section of docs/algorithms.md that names ``--algo NAME``; a line of
-``refsgd train --list``."""
+(refsgd.timeline.gantt); a section of docs/algorithms.md that names ``--algo NAME``; a section of
+docs/implementers.md; a line of ``refsgd train --list``. Each check is a row of
+``refsgd.registry.REQUIREMENTS``, the table docs/contributing.md's checklist is generated from
+(tests/test_contributing_checklist.py)."""
 
 import ast
+import dataclasses
 import importlib
 import os
 import re
@@ -20,10 +23,9 @@ from tests.helpers import world
 from tests.helpers.launch import ROOT, cli
 
 from refsgd.bench import models
-from refsgd.registry import METHODS, entry
+from refsgd.registry import METHODS, Schedule, Timing, Update, entry
 
 GOLDEN = os.path.join(ROOT, "tests", "golden")
-SCHEDULE_KINDS = ("blocking", "lagged", "pipelined")   # what refsgd.timeline.gantt.model_schedule draws
 
 
 def check_entry_points(m):
@@ -64,19 +66,20 @@ def check_timing_model(m):
         assert m.lacks.get("timing_model"), (f"{m.name}: no timing model (Method.timing_model, a function of "
                                              "refsgd.bench.models) and no reason in Method.lacks")
         return
-    assert callable(getattr(models, m.timing_model, None)), \
-        f"{m.name}: its timing model {m.timing_model!r} is not a function of refsgd.bench.models"
+    assert isinstance(m.timing_model, Timing) and callable(models.TIMINGS.get(m.timing_model)), \
+        f"{m.name}: its timing model {m.timing_model!r} is no Timing with a function in refsgd.bench.models.TIMINGS"
+    assert isinstance(m.update, Update), f"{m.name}: its update {m.update!r} (Method.update) is no registry.Update"
     assert m.timing_text and m.name in models.MODELS, f"{m.name}: its timing model has no text (Method.timing_text)"
 
 
 def check_timeline_schedule(m):
     gantt = importlib.import_module("refsgd.timeline.gantt")
     if m.schedule is None:
-        assert m.lacks.get("schedule"), (f"{m.name}: no timeline schedule (Method.schedule: one of "
-                                         f"{', '.join(SCHEDULE_KINDS)}) and no reason in Method.lacks")
+        assert m.lacks.get("schedule"), (f"{m.name}: no timeline schedule (Method.schedule: a "
+                                         "registry.Schedule) and no reason in Method.lacks")
         return
-    assert m.schedule in SCHEDULE_KINDS and gantt.SCHEDULES.get(m.name) == m.schedule, \
-        f"{m.name}: its timeline schedule {m.schedule!r} is not one refsgd.timeline.gantt draws ({SCHEDULE_KINDS})"
+    assert isinstance(m.schedule, Schedule) and gantt.SCHEDULES.get(m.name) is m.schedule, \
+        f"{m.name}: its timeline schedule {m.schedule!r} is not a registry.Schedule refsgd.timeline.gantt draws"
 
 
 def check_docs_section(m):
@@ -88,6 +91,19 @@ def check_docs_section(m):
         f"{m.name}: docs/algorithms.md, section '{m.section}', does not name `--algo {m.name}`"
 
 
+def implementers_sections():
+    """The method names of docs/implementers.md's sections (``## ssgd``, ``## laga-sgd, laga-sgdm,
+    laga-sgdn``, ``## pp-asgd and asgd``)."""
+    with open(os.path.join(ROOT, "docs", "implementers.md")) as f:
+        titles = re.findall(r"^## (.+)$", f.read(), re.M)
+    return {name for t in titles for name in re.split(r", | and ", t.strip())}
+
+
+def check_implementers_section(m):
+    assert m.name in implementers_sections(), (f"{m.name}: no section of docs/implementers.md names it "
+                                               f"('## {m.name}', or one naming it among others)")
+
+
 def check_train_list(m, listing):
     """Its line names it and says its summary (the paper and listing: LAGA's "Algorithm 3")."""
     lines = [line for line in listing.splitlines() if line.split()[:1] == [m.name]]
@@ -96,7 +112,7 @@ def check_train_list(m, listing):
 
 
 CHECKS = [check_entry_points, check_train_comes_first, check_golden_files, check_timing_model,
-          check_timeline_schedule, check_docs_section, check_train_list]
+          check_timeline_schedule, check_docs_section, check_implementers_section, check_train_list]
 
 
 @pytest.fixture(scope="module")
@@ -136,3 +152,13 @@ def test_serial_equals_mpi(name, tmp_path):
     common = [a for i, a in enumerate(argv) if a not in ("--workers", "--steps") and
               argv[i - 1] not in ("--workers", "--steps")]
     world.mpi_equals_serial(tmp_path, common, steps)
+
+
+def test_a_kind_spelled_as_a_string_fails():
+    """The null of the kinds' checks: a timing model, an update or a schedule given as the string
+    it used to be, not the registry's enum, is refused by name."""
+    m = METHODS["ssgd"]
+    for bad, check in ((dict(timing_model="sequential"), check_timing_model), (dict(update="U/N"), check_timing_model),
+                       (dict(schedule="blocking"), check_timeline_schedule)):
+        with pytest.raises(AssertionError, match="ssgd: its"):
+            check(dataclasses.replace(m, **bad))
