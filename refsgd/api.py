@@ -286,9 +286,10 @@ def check_outputs(cfg):
     if cfg.checkpoint:
         check_folder(cfg.checkpoint, "--checkpoint")
         if holds_other_run(cfg) and not cfg.force:
-            raise RefsgdError(f"--checkpoint {cfg.checkpoint} holds the checkpoints of another run; continue that "
-                              f"run with --resume {cfg.checkpoint}, choose another folder, or give --force to "
-                              "replace them")
+            hint = checkpoint.resume_hint(cfg.checkpoint)
+            raise RefsgdError(f"--checkpoint {cfg.checkpoint} holds the checkpoints of another run; "
+                              + (f"continue that run with {hint}, " if hint else "")
+                              + "choose another folder, or give --force to replace them")
         for flag, path in (("--data", cfg.data), ("--model", model_file)):
             if path and same_path(os.path.dirname(os.path.abspath(path)), cfg.checkpoint):
                 raise RefsgdError(f"{flag} {path} is inside --checkpoint {cfg.checkpoint}, whose content refsgd "

@@ -74,8 +74,7 @@ def _ckpt_dir(path):
     latest = os.path.join(path, "latest")
     if not os.path.isfile(latest):
         raise RefsgdError(f"--resume {path}: not a checkpoint (no meta.json and no 'latest' file)")
-    with open(latest) as f:
-        name = f.read().strip()
+    name = _read_latest(latest, f"--resume {path}")
     d = os.path.join(path, name)
     if not os.path.isfile(os.path.join(d, "meta.json")):
         raise RefsgdError(f"--resume {path}: 'latest' names {name}, which is missing or incomplete")
@@ -248,12 +247,41 @@ def _write_rank(run, path, t):
         f.attrs["sha256"] = digest(run.state, sched, run.records, evals, events, t, segments)
 
 
+def _read_latest(latest, flag):
+    """The checkpoint name that the file ``latest`` holds; RefsgdError (one line) when it cannot be
+    read or is not a name (bytes that are not UTF-8 text, a path: a damaged disk)."""
+    try:
+        with open(latest, "rb") as f:
+            name = f.read().decode("utf-8").strip()
+    except OSError as e:
+        raise RefsgdError(f"{flag}: cannot read {latest} ({e.strerror or e})") from None
+    except UnicodeDecodeError:
+        raise RefsgdError(f"{flag}: {latest} holds bytes that are not a checkpoint's name (not UTF-8 text: a "
+                          "damaged file?); resume from one ckpt-<t> folder (--resume DIR/ckpt-<t>) or give --force "
+                          "to start again") from None
+    if not name or os.sep in name or name in (".", ".."):
+        raise RefsgdError(f"{flag}: {latest} holds {name!r}, not the name of a ckpt-<t> folder")
+    return name
+
+
 def _latest_name(root):
     try:
-        with open(os.path.join(root, "latest")) as f:
-            return f.read().strip() or None
-    except OSError:
+        return _read_latest(os.path.join(root, "latest"), "latest")
+    except RefsgdError:
         return None
+
+
+def resume_hint(root):
+    """``--resume X`` that continues the run whose checkpoints are in ``root``: ``root`` when its
+    ``latest`` names a complete checkpoint, else the newest complete ``ckpt-<t>`` folder (a folder
+    without ``latest`` is refused by ``--resume root``); None when there is none."""
+    name = _latest_name(root)
+    if name and os.path.isfile(os.path.join(root, name, "meta.json")):
+        return f"--resume {root}"
+    for _, folder in reversed(checkpoints(root)):
+        if os.path.isfile(os.path.join(root, folder, "meta.json")):
+            return f"--resume {os.path.join(root, folder)}"
+    return None
 
 
 def checkpoints(root):

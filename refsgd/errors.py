@@ -44,8 +44,10 @@ class RankFailure(Exception):
     (failure.EXIT_RANK)."""
 
 
-class Stopped(Exception):
-    """The run stops on a signal (SIGINT 130, SIGTERM 143): ``code`` is the exit code. With
+class Stopped(BaseException):
+    """The run stops on a signal (SIGINT 130, SIGTERM 143): ``code`` is the exit code. A
+    BaseException, as KeyboardInterrupt, so that no ``except Exception`` (a loader's "not a batch
+    file", a backend's own error) takes a stop for a failure and carries on. With
     ``collective = True`` every rank stops at the same iteration boundary (agreed on); ``saved``
     lists what was written for the iterations done (a checkpoint, the metrics, the trace)."""
 

@@ -24,7 +24,17 @@ checkpoint. Outside the loop (start-up, the last writes, a command without a loo
 remembered for the loop or ignored.
 
 Signals: the handler is installed by the command's first instruction (:mod:`refsgd.entry`),
-with a bound on the time to MPI_Init (:func:`bound_mpi_start`).
+with a bound on the time to MPI_Init (:func:`bound_mpi_start`). Outside the loop the handler
+raises :class:`Stopped` (a BaseException, so that no ``except Exception`` takes it for an error)
+in the main thread's current frame; when that frame is a callback whose exceptions Python only
+prints (a garbage-collector or weakref callback, a ``__del__``), the unraisable hook
+(:meth:`_Stop.swallowed`) delivers the signal again once the callback has returned, and a
+command still running :data:`UNWIND` s after the signal is ended with its code and line.
+
+The launch environment (:func:`environment_error`, checked by :mod:`refsgd.entry` before
+anything else) and the one reading of a launcher's size and rank (:data:`LAUNCHED_SIZE`,
+:data:`LAUNCHED_RANK`: never ``SLURM_NTASKS``, an allocation's size) are here too, with
+:func:`one_process`, the refusal of the commands that run in one process under a launcher.
 During the training loop the first SIGINT or SIGTERM only sets a flag; the loss check (every
 ``--log-every`` iterations, on every rank) agrees on it, writes the checkpoint (with
 ``--checkpoint``), the ``--out`` and ``--trace`` files of the iterations done (marked
@@ -39,13 +49,15 @@ acted on as soon as MPI is up (a watcher thread), which takes the start-up's imp
 :data:`GRACE` s.
 """
 
+import _thread
+import math
 import os
 import signal
 import sys
 import threading
 import time
 
-from refsgd.errors import Stopped
+from refsgd.errors import RefsgdError, Stopped
 
 #: the exit codes of every command (the table of ``refsgd --help`` and docs/reference/exit-codes.md)
 EXIT_CHECK = 1     # a check or comparison failed (verify's MISMATCH, a conformance check, a verdict)
@@ -74,6 +86,11 @@ RANK0_FIRST = 1.0
 RANK0_FIRST_OPENMPI_TERM = 3.0
 #: seconds between two looks of the watcher that waits for MPI to be up (see _Stop.handler)
 WATCH = 0.02
+#: seconds between a stop that Python swallowed (see _Stop.swallowed) and its delivery again
+AGAIN = 0.01
+#: seconds a command has to unwind after a signal outside the loop (its clean-up: a launched job's
+#: ranks get 10 s to end) before this process ends at once with the signal's code and line
+UNWIND = 20.0
 
 _NAMES = {signal.SIGINT: ("interrupted", "SIGINT"), signal.SIGTERM: ("terminated", "SIGTERM"),
           signal.SIGUSR1: ("pre-empted", "SIGUSR1")}
@@ -102,7 +119,7 @@ def mpi_state():
     if mpi is None:
         return None
     try:
-        mpi.COMM_WORLD  # the module is complete only once its last names are bound
+        mpi.COMM_WORLD  # noqa: B018 the module is complete only once its last names are bound
         initialized, finalized = mpi.Is_initialized(), mpi.Is_finalized()
     except AttributeError:  # a partially initialised module
         return "importing"
@@ -149,38 +166,8 @@ def abort_world(code, line=None, rank0_says=False):
         time.sleep(LINE_GRACE)
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, 2)  # MPICH prints its own "Abort(code) on node ..." line: one message is enough
-        unlink_shared_segments()
         MPI.COMM_WORLD.Abort(code)
     return code
-
-
-def unlink_shared_segments(maps="/proc/self/maps"):
-    """Remove the names of the MPICH shared-memory segments this process maps (``/dev/shm/
-    mpich_shm_*``, one per node and job), before an abort: MPICH removes them in MPI_Finalize,
-    which an aborted job never reaches, and each one left holds about 2 MB of the node's memory
-    until a reboot. The ranks still mapping it keep their memory (unlinking a mapped file only
-    removes its name); the memory is freed when the abort has ended them. Returns the paths
-    removed (Linux; none elsewhere)."""
-    removed = []
-    for path in shared_segments(maps):
-        try:
-            os.unlink(path)
-            removed.append(path)
-        except OSError:  # another rank of the node removed it first
-            pass
-    return removed
-
-
-def shared_segments(maps="/proc/self/maps"):
-    """The MPICH shared-memory segments (``/dev/shm/mpich_shm_*``) that the process whose
-    ``/proc/PID/maps`` is ``maps`` maps and that still have a name, sorted; [] where it cannot be
-    read (a process that ended, one not ours, no /proc)."""
-    try:
-        with open(maps) as f:
-            paths = {line.split(None, 5)[5].strip() for line in f if len(line.split(None, 5)) == 6}
-    except OSError:
-        return []
-    return sorted(p for p in paths if p.startswith("/dev/shm/mpich_shm_") and not p.endswith("(deleted)"))
 
 
 def end_now(code, line=None):
@@ -211,6 +198,13 @@ class _Stop:
         self.pending = None       # a signal that waits for MPI to be up (see the module docstring)
         self.ending = None        # the signal this rank is ending the world on (see leave)
         self.warned = False       # SIGUSR1 arrived: stop at the next loss check (module docstring)
+        self.raised = None        # the signal whose Stopped this process is unwinding with (see leave)
+        self.lost = None          # a signal whose Stopped Python swallowed, about to be delivered again
+        self.watchdog = None      # ends this process if that unwinding does not end it (UNWIND)
+        self.previous_hook = sys.unraisablehook
+        self.in_hook = False      # the unraisable hook runs (see swallowed)
+        self.again = threading.Event()  # a swallowed stop waits for _deliver_again
+        self.redeliverer = None
 
     def handler(self, signum, frame):
         if signum == WARNING:
@@ -224,9 +218,14 @@ class _Stop:
             if world_rank() != 0:
                 os._exit(exit_code(self.ending))
             return
+        if self.in_hook:  # never raise inside the unraisable hook (Python would print it, and it is lost)
+            self.again.set()  # the swallowed stop's delivery came too soon: once more
+            return
+        self.lost = None
         word, name = describe(signum)
         now = time.monotonic()
-        if (self.signum is not None or self.pending is not None) and now - self.since < REPEAT:
+        if (self.signum is not None or self.pending is not None or self.raised is not None) \
+                and now - self.since < REPEAT:
             return  # the same stop, delivered twice (by the launcher and to the process group)
         self.since = now
         state = mpi_state()
@@ -258,7 +257,55 @@ class _Stop:
             if world_rank() == 0:
                 say(line)
             os._exit(code)
+        self.raised = signum
+        if self.watchdog is None:
+            self.watchdog = threading.Timer(UNWIND, end_now, (code, f"{line}; the command did not end within "
+                                                                    f"{UNWIND:.0f} s"))
+            self.watchdog.daemon = True
+            self.watchdog.start()
         raise Stopped(code, f"{word} ({name})")
+
+    def swallowed(self, unraisable):
+        """sys.unraisablehook: a Stopped raised by this handler while the main thread ran a
+        callback whose exceptions Python only prints ("Exception ignored in": a weakref's or the
+        garbage collector's callback, a ``__del__``) is delivered again a moment later, once that
+        callback has returned, instead of being lost (the command would run on and exit 0). Any
+        other unraisable exception goes to the hook there was before."""
+        exc = unraisable.exc_value
+        if not (isinstance(exc, Stopped) and not exc.collective and self.raised is not None):
+            return self.previous_hook(unraisable)
+        self.in_hook = True
+        try:
+            self.lost, self.raised = self.raised, None
+            self.again.set()  # the thread of _deliver_again; nothing here waits (a wait runs handlers)
+        finally:
+            self.in_hook = False
+        return None
+
+    def _deliver_again(self):
+        """A thread (started with the handlers): AGAIN s after each swallowed stop, simulate its
+        signal once (the handler runs in the main thread's next frame); a delivery that is
+        swallowed again comes back here through the hook. One delivery per swallow: a second one
+        would reach a command that has already stopped (two lines)."""
+        while True:
+            self.again.wait()
+            self.again.clear()
+            time.sleep(AGAIN)
+            if (signum := self.lost) is not None:
+                _thread.interrupt_main(signum)
+
+    def unwound(self):
+        """The command line has handled the Stopped: no watchdog (a caller of refsgd.cli.main in a
+        process that goes on must not be ended later)."""
+        if self.watchdog is not None:
+            self.watchdog.cancel()
+            self.watchdog = None
+        self.raised = self.lost = None
+
+    def swallowed_stop(self):
+        """The signal of a Stopped raised and never handled (a command that caught it and went on
+        to its end), or None."""
+        return self.raised if self.raised is not None else self.lost
 
     def _leave_once_mpi_is_up(self, signum):
         """A watcher thread: once MPI is initialised, deliver the signal again, to be handled as
@@ -284,11 +331,9 @@ STOP = _Stop()
 
 def start_timeout():
     """Seconds a rank of an MPI command has from its first instruction to MPI being up
-    (REFSGD_MPI_START_TIMEOUT, default 300)."""
-    try:
-        return max(1, int(float(os.environ.get("REFSGD_MPI_START_TIMEOUT", "300"))))
-    except ValueError:
-        return 300
+    (REFSGD_MPI_START_TIMEOUT, default 300; :func:`environment_error` refuses a value that is not
+    a positive number of seconds, at most :data:`MAX_START_TIMEOUT`), rounded up."""
+    return math.ceil(float(os.environ.get("REFSGD_MPI_START_TIMEOUT", "300")))
 
 
 def bound_mpi_start():
@@ -319,6 +364,11 @@ def install(mpi_command=False):
     STOP.mpi_command = mpi_command
     for s in (signal.SIGINT, signal.SIGTERM, WARNING):
         signal.signal(s, STOP.handler)
+    if sys.unraisablehook != STOP.swallowed:
+        STOP.previous_hook, sys.unraisablehook = sys.unraisablehook, STOP.swallowed
+    if STOP.redeliverer is None:  # started here, in the main thread's ordinary frames (see swallowed)
+        STOP.redeliverer = threading.Thread(target=STOP._deliver_again, daemon=True, name="refsgd-signal-again")
+        STOP.redeliverer.start()
 
 
 def requested():
@@ -339,19 +389,91 @@ class deferring:
         return False
 
 
-def launcher_rank():
+#: (variable, what it counts) that say how many processes a launcher started: hydra's and Cray's
+#: PMI, Open MPI's mpirun, and a Slurm job step (SLURM_NTASKS, set in a batch script, is the
+#: allocation's size, not a launch's; PMIx passes its size through its server, not the environment)
+LAUNCHED_SIZE = ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "SLURM_STEP_NUM_TASKS")
+#: the variables that give this process's rank in that launch
+LAUNCHED_RANK = ("PMI_RANK", "PMIX_RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID")
+#: a rank variable and the size variable of the same launcher
+_SAME_LAUNCHER = (("PMI_RANK", "PMI_SIZE"), ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"),
+                  ("SLURM_PROCID", "SLURM_STEP_NUM_TASKS"))
+#: the longest REFSGD_MPI_START_TIMEOUT (a day; SIGALRM's counter overflows far above)
+MAX_START_TIMEOUT = 86400
+
+
+def launched(names, env=None):
+    """(variable, value) of the first of ``names`` set to a whole number in ``env`` (default
+    os.environ), or (None, None). Never raises: a signal handler reads it (:func:`environment_error`
+    refuses a bad value at the command's start)."""
+    env = os.environ if env is None else env
+    for name in names:
+        v = env.get(name, "").strip()
+        if v.isdigit():
+            return name, int(v)
+    return None, None
+
+
+def launcher_rank(env=None):
     """This process's rank as the MPI launcher says (MPICH/Hydra, Open MPI, PMIx, Slurm), without
     initialising MPI; None when not launched by one."""
-    for key in ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "SLURM_PROCID"):
-        v = os.environ.get(key)
-        if v is not None and v.strip().isdigit():
-            return int(v)
-    return None
+    return launched(LAUNCHED_RANK, env)[1]
 
 
-def launcher_size():
-    for key in ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "SLURM_NTASKS"):
-        v = os.environ.get(key)
-        if v is not None and v.strip().isdigit():
-            return int(v)
-    return None
+def launcher_size(env=None):
+    """How many processes the launcher of this one started (:data:`LAUNCHED_SIZE`: the one reading
+    of these variables), or None when not launched by one."""
+    return launched(LAUNCHED_SIZE, env)[1]
+
+
+def speaks(env=None):
+    """Whether this process says a line that every process of its launch would say alike: rank 0
+    does; another rank only where there may be no rank 0 to say it (the launch's size unknown or
+    1, or its rank not below that size: a process alone, whose rank variable was set by hand or
+    left from another job)."""
+    rank, size = launcher_rank(env), launcher_size(env)
+    return rank in (None, 0) or not (size is not None and 1 < size and rank < size)
+
+
+def environment_error(env=None):
+    """The one line refusing a variable of the launch environment that refsgd reads and that means
+    nothing (a launcher's size or rank that is not a whole number, a rank not below its size,
+    NUMBA_NUM_THREADS that Numba cannot start with, a REFSGD_MPI_START_TIMEOUT that is not a
+    positive number of seconds), naming the variable and its value; "" when all are fine."""
+    env = os.environ if env is None else env
+    for name in LAUNCHED_SIZE + ("SLURM_NTASKS", "NUMBA_NUM_THREADS") + LAUNCHED_RANK:
+        v = env.get(name)
+        if v is None:
+            continue
+        least = 0 if name in LAUNCHED_RANK else 1
+        if not v.strip().isdigit() or int(v) < least:
+            what = "a rank (0 or more)" if least == 0 else "a whole number above 0"
+            why = (" (Numba starts that many threads: a job script's cores / ranks that came out 0 sets this)"
+                   if name == "NUMBA_NUM_THREADS" else " (set by the launcher, or left from another job)")
+            return f"{name}={v!r}: not {what}{why}"
+    for rank_name, size_name in _SAME_LAUNCHER:
+        rank, size = env.get(rank_name), env.get(size_name)
+        if rank is not None and size is not None and int(rank) >= int(size):
+            return (f"{rank_name}={rank.strip()} is not below {size_name}={size.strip()}: the launcher's rank and "
+                    "size disagree (a variable left from another job or set by hand?)")
+    v = env.get("REFSGD_MPI_START_TIMEOUT")
+    if v is not None:
+        try:
+            seconds = float(v)
+        except ValueError:
+            seconds = float("nan")
+        if not 0 < seconds <= MAX_START_TIMEOUT:  # nan fails too
+            return (f"REFSGD_MPI_START_TIMEOUT={v!r}: not a number of seconds above 0 and at most "
+                    f"{MAX_START_TIMEOUT} (the time a rank has to MPI_Init; default 300)")
+    return ""
+
+
+def one_process(command):
+    """RefsgdError under a launcher of several processes: ``command`` runs in one process (and
+    launches its own mpiexec where it needs ranks); under mpiexec each rank would run it whole,
+    writing the same files."""
+    size = launcher_size()
+    if (size or 1) > 1:
+        name = launched(LAUNCHED_SIZE)[0]
+        raise RefsgdError(f"{command} runs in one process, not once per rank ({name}={size}: started by a launcher "
+                          "of several processes): run it without mpiexec or srun")

@@ -21,7 +21,7 @@ import os
 import re
 import time
 
-from refsgd import api, busy, mpilib
+from refsgd import api, busy, failure, mpilib
 from refsgd.api import ranges
 from refsgd.bench.measure.world import message_times
 from refsgd.errors import AgreedError
@@ -48,6 +48,10 @@ def started_by(env=None, parent=None):
                 parent = f.read().strip()
         except OSError:
             parent = ""
+    if parent not in LAUNCHERS and failure.launcher_size(env) is None and failure.launcher_rank(env) is None:
+        # no launcher's variables: one process started by hand (a shell, a batch script)
+        what = f"no launcher: one process, started by {parent or 'an unknown process'}"
+        return what + (f", in Slurm job {env['SLURM_JOB_ID']}" if "SLURM_JOB_ID" in env else "")
     what = LAUNCHERS.get(parent, f"{parent or 'an unknown process'}")
     if parent == "mpiexec" and any(v in env for v in OPEN_MPI_VARS):
         # Open MPI's mpiexec is its mpirun under another name: on one node it is the ranks' parent
@@ -58,6 +62,20 @@ def started_by(env=None, parent=None):
     if "SLURM_JOB_ID" in env and parent != "slurmstepd":
         what += f", in Slurm job {env['SLURM_JOB_ID']}"
     return what
+
+
+def thread_variables_ignored(env=None):
+    """A warning for each thread variable (busy.THREAD_VARIABLES) set to something other than a
+    whole number above 0 (OMP_NUM_THREADS=lots): OpenMP and the BLAS libraries ignore it, and each
+    rank starts a thread per core (NUMBA_NUM_THREADS is refused at the start: Numba cannot start)."""
+    env = os.environ if env is None else env
+    out = []
+    for name in busy.THREAD_VARIABLES:
+        v = env.get(name)
+        if v is not None and not (v.strip().isdigit() and int(v) > 0):
+            out.append(f"{name}={v!r} is not a whole number of threads above 0: the libraries ignore it and "
+                       f"each rank may start a thread per core; set {name}=1 (or --blas-threads 1)")
+    return out
 
 
 def kernels_in_source(package):
@@ -144,8 +162,8 @@ def report(comm):
     between = next((r for r in range(1, world) if leader[r] != leader[0]), None)
     links = {key: message_times(comm, peer, (1, MIB // 8)) for key, peer in (("within", within), ("between", between))
              if peer is not None}
-    facts = comm.gather(dict(started=started_by(), single=mpilib.singleton_error(world, env=os.environ),
-                             over=local_size * threads > cores, cores=cores, local=local_size), root=0)
+    facts = comm.gather(dict(started=started_by(), over=local_size * threads > cores, cores=cores,
+                             local=local_size, bad=thread_variables_ignored()), root=0)
     if rank != 0:
         return None
     per_node = [[r for r in range(world) if leader[r] == n] for n in nodes]
@@ -170,10 +188,13 @@ def report(comm):
                      "one way, fastest of 20)")
     if any(f["over"] for f in facts):
         bad = sorted({names[leader[r]] for r, f in enumerate(facts) if f["over"]})
-        warnings.append(f"oversubscribed: ranks x threads exceed the usable cores on {', '.join(bad)}: fewer ranks "
-                        "per node, or --blas-threads 1 (OMP_NUM_THREADS=1)")
-    if facts[0]["single"]:
-        warnings.append("a world of one under a launcher of several processes: " + facts[0]["single"])
+        fix = "fewer ranks per node" + (", or --blas-threads 1 (OMP_NUM_THREADS=1)" if threads > 1 else "")
+        warnings.append(f"oversubscribed: ranks x threads exceed the usable cores on {', '.join(bad)}: {fix}")
+    for line in sorted({b for f in facts for b in f["bad"]}):
+        warnings.append(line)
+    if world == 1:
+        warnings.append("a world of one rank: this checks no launch; start it as the job starts refsgd train "
+                        "(mpiexec -n 4 refsgd check, srun refsgd check)")
     if cached == 0:
         warnings.append("the Numba cache is cold: every rank compiles refsgd's kernels on first use (tens of "
                         "seconds, all ranks at once): run `refsgd compile` once before the job")

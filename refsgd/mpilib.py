@@ -23,7 +23,7 @@ an MPICH mpiexec comes first on PATH. The launcher's kind brings its flags:
   OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1`` (it refuses root otherwise). Open MPI's ``mpirun`` puts
   every rank in a process group of its own, so a signal to mpirun's group (Ctrl-C, ``kill --
   -PGID``) reaches mpirun alone, which then kills the ranks and exits 1; ``python -m
-  refsgd.mpilib`` (:func:`forward`) hands SIGINT and SIGTERM to the ranks themselves, as srun and
+  refsgd.mpilib`` (:func:`refsgd.mpiranks.forward`) hands SIGINT and SIGTERM to the ranks themselves, as srun and
   scancel do, and the job ends with their 130 or 143 as under MPICH.
 * MPICH's hydra (and Intel MPI's, also hydra): no flags.
 
@@ -34,31 +34,32 @@ Command line: ``python -m refsgd.mpilib -n 4 refsgd train ...`` runs ``mpiexec -
 train ...`` with these flags (``run.sh`` starts training this way); ``python -m refsgd.mpilib
 --show`` prints the launcher and its kind. Under hydra, whose banner for a rank that a signal
 ended (kill -9, the OOM killer) names only its pid, it notes each rank's pid while the job runs
-(:func:`ranks_below`) and ends with a line naming the rank and the signal (:func:`killed_rank_line`).
+(:func:`refsgd.mpiranks.ranks_below`) and ends with a line naming the rank and the signal (:func:`refsgd.mpiranks.killed_rank_line`), and after a job that failed it removes the MPICH shared-memory segments
+its ranks on this node mapped (:class:`refsgd.mpiranks.Segments`: an aborted job never reaches the
+MPI_Finalize that removes them).
 
 Singletons (:func:`refuse_singleton`, called before the first collective of every MPI command):
 a launcher that cannot start the library (``srun`` without the PMI it speaks) leaves each process
 in a world of one; the launcher's variables give it away, and every process stops with exit
 code 2, the launcher's rank 0 printing the one line.
 
+The processes of a running job (tied to this process, signals handed to the ranks, the rank a
+signal ended named) are :mod:`refsgd.mpiranks`'s.
+
 This module does not import ``mpi4py.MPI`` at import time: the processes that launch jobs (the
 tests, ``refsgd bench all``) must not start an MPI singleton of their own.
 """
 
-import ctypes
 import functools
 import os
-import platform
 import re
-import select
 import shlex
 import shutil
 import signal
 import subprocess
 import sys
-import threading
-import time
 
+from refsgd import failure, mpiranks
 from refsgd.errors import RefsgdError
 
 #: launcher variables of an enclosing MPI job, not passed on to the mpiexec started here
@@ -74,23 +75,9 @@ def outside_job(base=None):
     if not any(k in base for k in _IN_A_JOB):
         return dict(base)
     return {k: v for k, v in base.items() if not k.startswith(LAUNCHER_PREFIXES)}
+
+
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
-
-#: (variable, what it counts) that say how many processes a launcher started: hydra's and Cray's
-#: PMI, Open MPI's mpirun, and a Slurm job step (SLURM_NTASKS in a batch script is the
-#: allocation's, not a launch's; PMIx passes its size through its server, not the environment)
-_LAUNCHED_SIZE = ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "SLURM_STEP_NUM_TASKS")
-#: the variables that give this process's rank in that launch
-_LAUNCHED_RANK = ("PMI_RANK", "PMIX_RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID")
-
-
-def _int_var(names, env):
-    for name in names:
-        v = env.get(name, "").strip()
-        if v.isdigit():
-            return name, int(v)
-    return None, None
-
 
 def singleton_error(world_size, library="", env=None):
     """The one line that refuses a world of one started as one of N processes, or "" when the launch
@@ -101,8 +88,8 @@ def singleton_error(world_size, library="", env=None):
     env = os.environ if env is None else env
     if world_size != 1:
         return ""
-    size_name, size = _int_var(_LAUNCHED_SIZE, env)
-    rank_name, rank = _int_var(_LAUNCHED_RANK, env)
+    size_name, size = failure.launched(failure.LAUNCHED_SIZE, env)
+    rank_name, rank = failure.launched(failure.LAUNCHED_RANK, env)
     if not ((size or 0) > 1 or (rank or 0) > 0):
         return ""
     said = f"{size_name}={size}" if size_name and size > 1 else f"{rank_name}={rank}"
@@ -123,7 +110,7 @@ def refuse_singleton():
     line = singleton_error(MPI.COMM_WORLD.Get_size(), " ".join(library_version(first_line=True).split()))
     if line:
         err = RefsgdError(line)
-        err.quiet = _int_var(_LAUNCHED_RANK, os.environ)[1] not in (None, 0)
+        err.quiet = not failure.speaks()  # rank 0 says it, where there is one
         raise err
 
 
@@ -302,45 +289,17 @@ def wrapped(n, *program):
     return [sys.executable, "-m", "refsgd.mpilib", "-n", str(n), *map(str, program)]
 
 
-def _prctl():
-    """libc's prctl (Linux), loaded in the parent: a child between fork and exec must not dlopen."""
-    if not sys.platform.startswith("linux"):
-        return None
-    try:
-        return ctypes.CDLL(None, use_errno=True).prctl
-    except (OSError, AttributeError):
-        return None
-
-
-_PR_SET_PDEATHSIG = 1
-
-
-def tied():
-    """A ``preexec_fn`` that has the child (an mpiexec) sent SIGTERM when this process ends, kill -9
-    included (Linux ``prctl(PR_SET_PDEATHSIG)``, sent when the thread that started the child ends:
-    start it from the main thread); None elsewhere."""
-    prctl, parent = _prctl(), os.getpid()
-    if prctl is None:
-        return None
-
-    def tie():  # in the child, between fork and exec
-        prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
-        if os.getppid() != parent:  # the parent was gone before prctl took effect
-            os.kill(os.getpid(), signal.SIGTERM)
-    return tie
-
-
 def run_job(cmd, env=None, timeout=None):
     """Run the job ``cmd`` (an mpiexec command line) to its end, tied to this process; returns
     its CompletedProcess (stdout and stderr captured as text).
 
     mpiexec gets a session of its own and, on Linux, SIGTERM when this process ends however it
-    ends, kill -9 included (:func:`tied`: call this from the main thread); mpiexec, so signalled,
+    ends, kill -9 included (:func:`refsgd.mpiranks.tied`: call this from the main thread); mpiexec, so signalled,
     ends its ranks. Any exception here (the ``timeout`` in seconds, a signal's Stopped,
-    KeyboardInterrupt) hands SIGTERM to the ranks (:func:`forward`), and SIGKILL to what is left
+    KeyboardInterrupt) hands SIGTERM to the ranks (:func:`refsgd.mpiranks.forward`), and SIGKILL to what is left
     10 s later, before it propagates: no rank outlives the command that launched it."""
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-                            start_new_session=True, preexec_fn=tied())
+                            start_new_session=True, preexec_fn=mpiranks.tied())
     try:
         out, err = proc.communicate(timeout=timeout)
     except BaseException:
@@ -352,201 +311,19 @@ def run_job(cmd, env=None, timeout=None):
 def stop_job(proc, grace=10.0):
     """End the job that ``proc`` (an mpiexec in a session of its own) runs: SIGTERM to its ranks,
     SIGKILL to what is left after ``grace`` seconds."""
-    forward(proc, signal.SIGTERM)
+    mpiranks.forward(proc, signal.SIGTERM, launcher().kind)
     try:
         proc.communicate(timeout=grace)
     except subprocess.TimeoutExpired:
-        forward(proc, signal.SIGKILL)
+        mpiranks.forward(proc, signal.SIGKILL, launcher().kind)
         proc.kill()
         proc.communicate()
 
 
-def _children(pid):
-    """The process ids whose parent is ``pid`` (Linux /proc; empty elsewhere)."""
-    kids = []
-    try:
-        entries = os.listdir("/proc")
-    except OSError:
-        return kids
-    for d in entries:
-        if d.isdigit():
-            try:
-                with open(f"/proc/{d}/stat") as f:
-                    stat = f.read()
-            except OSError:
-                continue
-            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
-                kids.append(int(d))
-    return kids
-
-
-def forward(proc, sig, kind=None):
-    """Deliver ``sig`` to the ranks of the job that ``proc`` (an mpiexec started in a session of
-    its own) runs, as srun and scancel do. Hydra keeps its ranks in its own process group, which
-    gets the signal. Open MPI's mpirun puts each rank in a process group of its own and, itself
-    signalled, kills the ranks and exits 1: the signal goes to each rank's group only."""
-    kind = launcher().kind if kind is None else kind
-    targets = [proc.pid]
-    if kind == "openmpi":
-        targets = _children(proc.pid)
-        for _ in range(100):             # a signal at the launch: wait (up to 10 s) for the ranks
-            if targets or proc.poll() is not None:
-                break
-            time.sleep(0.1)
-            targets = _children(proc.pid)
-    for pgid in targets:
-        try:
-            os.killpg(pgid, sig)
-        except (ProcessLookupError, PermissionError):
-            pass
-
-
-def ranks_below(pid, known):
-    """Note in ``known`` (pid -> rank) the ranks among the processes descended from ``pid`` (an
-    mpiexec): those whose environment has their launcher's rank variable (hydra's PMI_RANK,
-    Open MPI's OMPI_COMM_WORLD_RANK, ...); returns the pids found now. Linux /proc, nothing
-    elsewhere."""
-    parent, found = {}, []
-    try:
-        entries = [d for d in os.listdir("/proc") if d.isdigit()]
-    except OSError:
-        return found
-    for d in entries:
-        try:
-            with open(f"/proc/{d}/stat") as f:
-                parent[int(d)] = int(f.read().rsplit(")", 1)[1].split()[1])
-        except (OSError, IndexError, ValueError):
-            continue
-    for p in parent:
-        if p in known:
-            continue
-        q = parent[p]
-        while q not in (pid, 0, 1) and q in parent:
-            q = parent[q]
-        if q != pid:
-            continue
-        try:
-            with open(f"/proc/{p}/environ", "rb") as f:
-                env = dict(v.decode(errors="replace").split("=", 1) for v in f.read().split(b"\0") if b"=" in v)
-        except OSError:
-            continue
-        rank = _int_var(_LAUNCHED_RANK, env)[1]
-        if rank is not None:
-            known[p] = rank
-            found.append(p)
-    return found
-
-
-#: hydra's banner for a rank that ended badly: its pid and host, and for a signal its name
-_BANNER_PID = re.compile(r"^=   PID (\d+) RUNNING AT (\S+)", re.M)
-_BANNER_SIGNAL = re.compile(r"EXIT STRING: .*\(signal (\d+)\)")
-
-
-def killed_rank_line(banner, ranks, first=None):
-    """refsgd's line after hydra's banner (``banner``: mpiexec's last output) for a rank that a
-    signal ended (kill -9, the OOM killer, a crash): which rank (``ranks``: pid -> rank, from
-    :func:`ranks_below`), on which host, which signal; "" when the banner says no such thing.
-    ``first``: the pid of the rank seen to end first, where known. The banner names the lowest
-    rank that a signal ended, which is not that rank when hydra's cleanup (SIGKILL) ended a lower
-    one: the line then names the rank that ended first, whose signal the banner does not give."""
-    pid, sig = _BANNER_PID.search(banner), _BANNER_SIGNAL.search(banner)
-    if not (pid and sig):
-        return ""
-    host, culprit, n = pid.group(2), int(pid.group(1)), int(sig.group(1))
-    tail = "; mpiexec then ended every rank of the job"
-    if first is not None and first != culprit and first in ranks:
-        return (f"refsgd: rank {ranks[first]} on {host} (pid {first}) ended first, without a word of refsgd's (a "
-                f"signal: kill -9, the OOM killer, a crash){tail}")
-    try:
-        name = signal.Signals(n).name
-    except ValueError:
-        name = f"signal {n}"
-    who = f"rank {ranks[culprit]}" if culprit in ranks else "a rank"
-    return f"refsgd: {who} on {host} (pid {culprit}) was ended by signal {n} ({name}){tail}"
-
-
-#: exit codes 128 + N of refsgd's own (a stop on SIGINT, SIGTERM, SIGUSR1): not a rank killed by N
-_OWN_SIGNAL_CODES = (128 + signal.SIGINT, 128 + signal.SIGTERM, 128 + signal.SIGUSR1)
-
-
-def signalled_rank_line(code, ranks, first=None):
-    """refsgd's line after an Open MPI job whose ``mpirun --quiet`` said nothing of a rank that a
-    signal ended (kill -9, the OOM killer, a crash): mpirun's exit code ``code`` is 128 + the
-    signal; ``ranks`` (pid -> rank) and ``first`` (the pid seen to end first, where known) name the
-    rank. "" for any other code (refsgd's own 130, 143 and 138 are stops its ranks announced)."""
-    if not 128 < code < 160 or code in _OWN_SIGNAL_CODES:
-        return ""
-    n = code - 128
-    try:
-        name = signal.Signals(n).name
-    except ValueError:
-        name = f"signal {n}"
-    tail = f"; mpirun then ended every rank of the job (exit code {code})"
-    if first in ranks:
-        return (f"refsgd: rank {ranks[first]} on {platform.node()} (pid {first}) ended first, by signal {n} "
-                f"({name}) as mpirun's exit code says{tail}")
-    return f"refsgd: a rank was ended by signal {n} ({name}){tail}"
-
-
-class _Exits:
-    """The order in which the ranks end (Linux pidfds; nothing where there are none): :meth:`wait`
-    waits up to ``timeout`` s for one to end; ``first`` is the pid of the one that ended first, once
-    one has (None while none has, or when two ended within one wait)."""
-
-    def __init__(self):
-        self.poller = select.poll()
-        self.fds = {}
-        self.first = None
-        self.ended = False
-
-    def watch(self, pid):
-        try:
-            fd = os.pidfd_open(pid)
-        except (AttributeError, OSError):
-            return
-        self.fds[fd] = pid
-        self.poller.register(fd, select.POLLIN)
-
-    def wait(self, timeout):
-        if not self.fds:
-            time.sleep(timeout)
-            return
-        ready = [self.fds[fd] for fd, _ in self.poller.poll(1000 * timeout)]
-        if ready and not self.ended:
-            self.ended = True
-            self.first = ready[0] if len(ready) == 1 else None
-        for fd in [fd for fd, pid in self.fds.items() if pid in ready]:
-            self.poller.unregister(fd)
-            os.close(fd)
-            del self.fds[fd]
-
-    def close(self):
-        for fd in self.fds:
-            os.close(fd)
-
-
-def _relay(src, keep=8192):
-    """Copy ``src`` (mpiexec's stdout) to this process's as it comes; returns the thread and a list
-    that holds the last ``keep`` bytes once the thread ends."""
-    last = [b""]
-
-    def copy():
-        out = sys.stdout.fileno()
-        while chunk := os.read(src.fileno(), 65536):
-            last[0] = (last[0] + chunk)[-keep:]
-            try:
-                os.write(out, chunk)
-            except OSError:  # a reader that left (piped into head): keep reading, for the banner
-                pass
-    t = threading.Thread(target=copy, daemon=True)
-    t.start()
-    return t, last
-
-
 def main(argv=None):
     """``python -m refsgd.mpilib -n N PROGRAM ...``: run PROGRAM under this library's mpiexec;
-    SIGINT and SIGTERM reach the ranks (:func:`forward`), the job ends with this process
-    (:func:`tied`), and the exit code is the job's.
+    SIGINT and SIGTERM reach the ranks (:func:`refsgd.mpiranks.forward`), the job ends with this process
+    (:func:`refsgd.mpiranks.tied`), and the exit code is the job's.
     ``--show`` prints the launcher."""
     argv = sys.argv[1:] if argv is None else argv
     job, pending = [], []
@@ -554,7 +331,7 @@ def main(argv=None):
     def on_signal(sig, _frame):
         # a signal before mpiexec runs is kept and handed to the ranks once they exist
         if job:
-            forward(job[0], sig, launcher().kind)
+            mpiranks.forward(job[0], sig, launcher().kind)
         else:
             pending.append(sig)
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -576,28 +353,31 @@ def main(argv=None):
         hydra = lau.kind == "hydra"
         job.append(subprocess.Popen(lau.command(int(argv[1]), *argv[2:]), env=lau.environ(),
                                     stdout=subprocess.PIPE if hydra else None, start_new_session=True,
-                                    preexec_fn=tied()))
+                                    preexec_fn=mpiranks.tied()))
     except RefsgdError as exc:
         print(f"refsgd: error: {exc}", file=sys.stderr)
         return 2
     for sig in pending:
-        forward(job[0], sig, lau.kind)
-    relay, last = _relay(job[0].stdout) if hydra else (None, [b""])
+        mpiranks.forward(job[0], sig, lau.kind)
+    relay, last = mpiranks.relay_output(job[0].stdout) if hydra else (None, [b""])
     # each rank's pid, noted every half second until every rank is known, and which rank ends
     # first: hydra's banner names only a pid, not always that rank's (killed_rank_line), and
     # Open MPI's mpirun --quiet names none (signalled_rank_line)
-    ranks, exits = {}, _Exits()
+    ranks, exits, segments = {}, mpiranks.Exits(), mpiranks.Segments()
     while job[0].poll() is None:
         if len(ranks) < int(argv[1]):
-            for pid in ranks_below(job[0].pid, ranks):
+            for pid in mpiranks.ranks_below(job[0].pid, ranks):
                 exits.watch(pid)
+        segments.note(ranks)
         exits.wait(0.5 if len(ranks) < int(argv[1]) else 0.2)
     exits.close()
+    if job[0].returncode != 0:
+        segments.remove()  # an aborted job's MPICH segments on this node (MPI_Finalize never ran)
     if hydra:
         relay.join(timeout=10)
-        line = killed_rank_line(last[0].decode(errors="replace"), ranks, exits.first)
+        line = mpiranks.killed_rank_line(last[0].decode(errors="replace"), ranks, exits.first)
     else:
-        line = signalled_rank_line(exit_code(job[0].returncode), ranks, exits.first)
+        line = mpiranks.signalled_rank_line(exit_code(job[0].returncode), ranks, exits.first)
     if line:
         sys.stdout.flush()
         print(line, file=sys.stderr)

@@ -1,8 +1,8 @@
 """Hooks of the whole suite: what the suite's killed jobs leave in /dev/shm is removed at its end.
 
 MPICH removes a job's shared-memory segment (``/dev/shm/mpich_shm_*``, about 2 MB a node) in
-``MPI_Finalize``. refsgd removes it before an abort (refsgd.failure.unlink_shared_segments), but
-a rank ended by a signal can remove nothing, and the suite kills ranks on purpose (kill -9,
+``MPI_Finalize``. ``python -m refsgd.mpilib`` removes an aborted job's (refsgd.mpiranks.Segments),
+but a job launched by mpiexec itself leaves them, and the suite kills ranks on purpose (kill -9,
 signals, timeouts): without this, every run of the suite left tens of segments, memory that
 only a reboot gave back. Removed at the end of the outermost pytest: the segments created since
 it started that no process maps any more and that are over 10 seconds old (a segment being set up
@@ -18,7 +18,7 @@ import time
 
 import pytest
 
-from refsgd import failure
+from refsgd import mpiranks
 
 _STARTED = []
 _IN_A_JOB = ("PMI_RANK", "PMIX_RANK", "OMPI_COMM_WORLD_RANK")  # a pytest that mpiexec started: not the outermost
@@ -75,7 +75,7 @@ def pytest_sessionfinish(session, exitstatus):
     if not _STARTED or any(v in os.environ for v in _IN_A_JOB):
         return
     now = time.time()
-    mapped = {path for maps in glob.glob("/proc/[0-9]*/maps") for path in failure.shared_segments(maps)}
+    mapped = {path for maps in glob.glob("/proc/[0-9]*/maps") for path in mpiranks.shared_segments(maps)}
     for path in glob.glob("/dev/shm/mpich_shm_*"):
         try:
             created = os.stat(path).st_ctime

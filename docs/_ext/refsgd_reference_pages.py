@@ -34,7 +34,7 @@ IMPLEMENTERS = [
 def implementer_pages(splits):
     imp = splits["implementers.md"]
     taken = set()
-    for page, _title, titles in IMPLEMENTERS:
+    for _page, _title, titles in IMPLEMENTERS:
         for t in titles or ():
             taken.add(t)
     rest = [s for s in imp.top() if s.title not in taken]

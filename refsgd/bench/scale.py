@@ -55,8 +55,7 @@ def prepare(model, dtype, link, local_link, t_c, ranks_per_node, ranks, plot=Non
     """Check every option of ``bench scale`` before anything is measured (the links and --ranks as
     given on the command line, text or None); returns ``(link, local_link, ranks)``: the links as
     :class:`refsgd.comm.link.Link` objects and the world sizes as a list. RefsgdError on bad input."""
-    if (failure.launcher_size() or 1) > 1:
-        raise RefsgdError("bench scale runs in one process (--check launches its own mpiexec): run it without mpiexec")
+    failure.one_process("bench scale (--check launches its own mpiexec)")
     link = Link.parse(link)
     local_link = Link.parse(local_link, "--local-link")
     if t_c is not None and not (np.isfinite(t_c) and t_c > 0):

@@ -58,6 +58,7 @@ def main(argv=None):
     try:
         return _dispatch(args, parser)
     except Stopped as e:
+        failure.STOP.unwound()
         if e.collective:  # every rank stops at the same boundary
             if _rank() == 0:
                 failure.say(f"refsgd: {e}")
@@ -84,6 +85,10 @@ def main(argv=None):
             return failure.abort_world(code, f"refsgd: error: rank {_rank()} exited on its own (code {e.code})")
         raise
     except Exception as e:
+        lost = failure.STOP.swallowed_stop()
+        if lost is not None:  # the stop, replaced by C code with an error of its own (see refsgd.entry)
+            failure.STOP.unwound()
+            return failure.abort_world(failure.exit_code(lost), "refsgd: {} ({})".format(*failure.describe(lost)))
         line = _peer_failure(e)
         if line:  # not a bug of refsgd's: one line, and the world ends (no traceback wall)
             return failure.abort_world(failure.EXIT_RANK, line)

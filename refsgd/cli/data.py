@@ -1,6 +1,8 @@
 """``refsgd data download | convert | info``: datasets fetched or converted to refsgd's HDF5 layout, or
 a dataset described."""
 
+from refsgd import failure
+
 
 def add(sub):
     p = sub.add_parser("data", help="download or convert datasets to refsgd's HDF5 layout, or describe one")
@@ -40,6 +42,8 @@ DOWNLOADABLE = ("mnist", "fashion-mnist", "cifar10")
 
 
 def run(args, parser):
+    if args.data_command in ("download", "convert"):
+        failure.one_process(f"data {args.data_command}")  # every rank would write the same files
     from refsgd import datasets  # noqa: PLC0415 start-up: h5py, which `refsgd --help` does without
     if args.data_command == "download":
         datasets.download.download(args.name, cache_dir=args.cache_dir, mirror=args.mirror)

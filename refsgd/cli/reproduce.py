@@ -4,6 +4,7 @@ from refsgd import failure
 from refsgd.cli import cmdoptions
 from refsgd.cli.cmdoptions import positive_int
 from refsgd.comm.link import Link
+from refsgd.errors import RefsgdError
 
 
 def add(sub):
@@ -52,14 +53,20 @@ def run(args, parser):
         return 0
     if not args.name:
         parser._innermost(args).error("give a claim's NAME, all, or --list")
-    reproduce.names(args.name)  # an unknown name before anything runs
+    chosen = reproduce.names(args.name)  # an unknown name before anything runs
     if args.rejudge:
         for r in reproduce.rejudge_folder(args.name, args.out_dir, args.force,
                                           log=lambda line: failure.say(f"reproduce: {line}")):
             print(f"{r['name']:<18} {r['verdict']:<18} {r['why']}")
         return 0
-    if args.link:
+    if args.link is not None:
+        if not args.link.strip():
+            raise RefsgdError("--link '': give the link as LATENCY_US,GBIT_S (e.g. 50,10), or leave --link out")
         Link.parse(args.link)
+        untimed = [c.name for c in chosen if not any(check.timing for check in c.checks)]
+        if len(untimed) == len(chosen):  # `all` has timing claims, which take it
+            raise RefsgdError(f"--link does not apply to {', '.join(untimed)}: it sets the link of the timing "
+                              "claims, and no check of this claim measures time")
     setup = reproduce.Setup(ranks=args.ranks, data=args.data, link=args.link, quick=args.quick,
                             seeds=args.seeds or (1 if args.quick else 3))
     setup.kind  # noqa: B018 reading it refuses a dataset reproduce cannot use, before anything runs

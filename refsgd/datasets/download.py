@@ -71,6 +71,10 @@ def download(name, cache_dir=None, mirror=None, log=print) -> Path:
     to do; a broken-off download keeps its bytes, and the next call resumes it.
     """
     _check_name(name)
+    for flag, value in (("--cache-dir", cache_dir), ("--mirror", mirror)):
+        if value is not None and not str(value).strip():
+            raise RefsgdError(f"{flag} '': give a folder{' or URL' if flag == '--mirror' else ''}, or leave "
+                              f"{flag} out")
     root = Path(cache_dir).expanduser() if cache_dir is not None else _cache.cache_dir()
     out = h5_path(name, root)
     if os.path.lexists(out):
@@ -189,11 +193,11 @@ def _get(name, url, part, have, size, log):
         if e.code == 416:
             raise _Unreachable(f"HTTP 416: the server's file is shorter than the {have:,} bytes of {part}, so it "
                                f"is not the published one") from None
-        raise _Unreachable(f"HTTP {e.code} {e.reason}") from None
+        raise _Unreachable(f"HTTP {e.code} {_one_line(e.reason)}") from None  # a redirect loop: 3 lines
     except urllib.error.URLError as e:
-        raise _Unreachable(str(e.reason)) from None
+        raise _Unreachable(_one_line(e.reason)) from None
     except (OSError, ValueError, http.client.HTTPException) as e:
-        raise _Unreachable(str(e) or type(e).__name__) from None
+        raise _Unreachable(_one_line(e) or type(e).__name__) from None
     with resp:
         resumed = bool(have) and getattr(resp, "status", None) == 206
         if resumed and not resp.headers.get("Content-Range", "").startswith(f"bytes {have}-"):
@@ -228,6 +232,11 @@ def _get(name, url, part, have, size, log):
                     log(f"{name}: {min(got, size) * 100 // size} % of {part.name[:-len('.part')]}")
     if expect is not None and got < min(expect, size + 1):
         _broke_off(name, url, part, got, size, f"the server announced {expect:,}")
+
+
+def _one_line(text):
+    """A library's message (urllib's redirect loop spans three lines) as one line."""
+    return " ".join(str(text).split())
 
 
 def _broke_off(name, url, part, got, size, why):

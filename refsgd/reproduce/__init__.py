@@ -237,8 +237,7 @@ def rejudge_folder(name, out_dir, force=False, log=None):
 
 def reproduce(name, setup, out_dir, force=False, log=None):
     """Run the claims ``name`` names and write their outputs in ``out_dir``; returns the results."""
-    if (failure.launcher_size() or 1) > 1:
-        raise RefsgdError("reproduce launches its own mpiexec: run it without mpiexec")
+    failure.one_process("reproduce (it launches its own mpiexec)")
     chosen = names(name)
     check_folder(out_dir, "--out-dir")
     if os.path.isdir(out_dir):  # a new folder holds nothing to replace

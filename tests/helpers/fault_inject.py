@@ -23,7 +23,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
-from refsgd import RefsgdError, cli, failure  # noqa: E402
+from refsgd import RefsgdError, cli, failure, mpiranks  # noqa: E402
 from refsgd.run import Run  # noqa: E402
 
 
@@ -33,7 +33,7 @@ def main():
 
     def faulty(self, *args, **kwargs):
         if self.rank == rank and self.t == iteration:
-            print("fault_inject: maps", " ".join(failure.shared_segments()), flush=True)
+            print("fault_inject: maps", " ".join(mpiranks.shared_segments()), flush=True)
             if kind == "user":
                 raise RefsgdError(f"injected: a file only rank {rank} reads is damaged")
             if kind == "bug":

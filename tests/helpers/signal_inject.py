@@ -21,15 +21,23 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspa
 PHASES = ("start", "imports", "mpi-import", "mpi-up", "data", "collective", "loop", "write", "exit")
 #: before refsgd's first instruction (the interpreter's start-up): Python's default handlers apply
 BEFORE = "interpreter"
+#: the moments of any command (tests/test_signals_commands.py): ``after@S`` S seconds after the
+#: handlers are installed (from a thread, as a signal from outside lands); ``gc@K`` inside the
+#: garbage collector's K-th collection after that (a callback whose exceptions Python only prints:
+#: the stop that was lost); ``file`` when the command's first atomic write (refsgd.files.atomic_path)
+#: has written its temporary file and not yet renamed it. A moment the command never reaches is
+#: replaced by its end ("inject: at exit" on stderr): the signal still comes, after the command's work.
+COMMAND_PHASES = ("after", "gc", "file")
 
 
 def main():
     phase, spec = sys.argv[1], sys.argv[2]
+    phase, _, arg = phase.partition("@")
     name, _, ranks = spec.partition(":")
     sig = None if name == "EXIT" else getattr(signal, name)
     # the launcher's rank: hydra's PMI_RANK, Open MPI's OMPI_COMM_WORLD_RANK (refsgd not imported yet)
     rank = int(os.environ.get("PMI_RANK", os.environ.get("OMPI_COMM_WORLD_RANK", "0")))
-    if phase not in PHASES + (BEFORE,):
+    if phase not in PHASES + COMMAND_PHASES + (BEFORE,):
         raise SystemExit(f"unknown phase {phase!r}")
     armed = ranks == "" or str(rank) in ranks.split(",")
     if phase == BEFORE and armed:
@@ -37,8 +45,11 @@ def main():
             os._exit(1)
         os.kill(os.getpid(), sig)
 
+    fired = []
+
     def fire(where):
-        if armed:
+        if armed and not fired:
+            fired.append(where)
             os.kill(os.getpid(), sig)  # the handler runs at the next bytecode, here
 
     sys.argv = ["refsgd"] + sys.argv[3:]
@@ -48,6 +59,15 @@ def main():
         from refsgd.entry import main as command
     else:  # refsgd before its entry module (the tests' "before" runs)
         from refsgd.cli import main as command
+    if phase in COMMAND_PHASES:
+        install = failure.install
+
+        def install_then_arm(*a, **kw):
+            install(*a, **kw)
+            _arm(phase, arg, fire, fired)
+        failure.install = install_then_arm
+    if phase == "file":
+        sys.meta_path.insert(0, _Patcher(phase, fire))
     if phase == "start":
         install = failure.install
 
@@ -62,7 +82,31 @@ def main():
     code = command(sys.argv[1:])
     if phase == "exit":
         fire("exit")
+    if phase in COMMAND_PHASES and not fired:
+        os.write(2, b"inject: at exit\n")
+        fire("exit")
+        import time
+        time.sleep(5)  # the handler ends the process (its command has returned)
     return code
+
+
+def _arm(phase, arg, fire, fired):
+    """Start the moment ``after@S`` or ``gc@K`` (COMMAND_PHASES), once the handlers are in place."""
+    import gc
+    import threading
+    if phase == "after":
+        threading.Timer(float(arg), fire, ("after",)).start()
+    elif phase == "gc":
+        seen = [0]
+
+        def inside_collection(stage, info):
+            if stage == "start":
+                seen[0] += 1
+                if seen[0] > int(arg):
+                    gc.callbacks.remove(inside_collection)
+                    fire("gc")
+                    sum(range(100))  # the handler runs here, inside the collector's callback
+        gc.callbacks.append(inside_collection)
 
 
 def _mpi_state():
@@ -112,7 +156,8 @@ class _Patcher:
     """An import hook that wraps a refsgd function as soon as its module is loaded."""
 
     TARGETS = {"data": ("refsgd.datasets", "load", "before"), "collective": ("refsgd.api", "prepare", "after"),
-               "loop": ("refsgd.run", None, None), "write": ("refsgd.metrics", "gather", "after")}
+               "loop": ("refsgd.run", None, None), "write": ("refsgd.metrics", "gather", "after"),
+               "file": ("refsgd.files", "atomic_path", "written")}
 
     def __init__(self, phase, fire):
         self.phase, self.fire = phase, fire
@@ -144,6 +189,16 @@ class _Patcher:
             module.Run._record = fire_then_record
             return
         original = getattr(module, self.func)
+        if when == "written":
+            import contextlib
+
+            @contextlib.contextmanager
+            def written_then_fire(*a, **kw):
+                with original(*a, **kw) as tmp:
+                    yield tmp
+                    fire(phase)  # the temporary file is written, not yet renamed into place
+            setattr(module, self.func, written_then_fire)
+            return
 
         def wrapped(*a, **kw):
             if when == "before":

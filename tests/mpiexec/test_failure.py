@@ -17,6 +17,8 @@ import numpy as np
 import pytest
 from tests.helpers.launch import ROOT, cli, mpi_env, mpiexec, mpilib, rank_of, scaled
 
+from refsgd import mpiranks
+
 INJECT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "helpers", "fault_inject.py")
 SHORT = ["--iterations", "12", "--no-progress"]
 
@@ -47,14 +49,14 @@ def mpmd(*parts, timeout=120):
 ])
 def test_a_rank_failing_alone_ends_every_rank(kind, code, text):
     t0 = time.monotonic()
-    r = subprocess.run(mpiexec(3) + [sys.executable, INJECT, "1", "4", kind, "train", "--iterations", "500",
-                                     "--no-progress"], capture_output=True, text=True, timeout=scaled(120), cwd=ROOT,
+    r = subprocess.run(mpilib.wrapped(3, sys.executable, INJECT, "1", "4", kind, "train", "--iterations", "500",
+                                      "--no-progress"), capture_output=True, text=True, timeout=scaled(120), cwd=ROOT,
                        env=mpi_env())
     assert r.returncode == code, r.stderr
     one_message(r, text)
     assert time.monotonic() - t0 < scaled(60)
-    # MPICH removes its shared-memory segment in MPI_Finalize, which an abort skips: refsgd removes
-    # it before aborting (each one left held 2 MB of /dev/shm until a reboot)
+    # MPICH removes its shared-memory segment in MPI_Finalize, which an abort skips: the launcher
+    # python -m refsgd.mpilib removes it after the job (each one left held 2 MB of /dev/shm until a reboot)
     segments = re.search(r"^fault_inject: maps(.*)$", r.stdout, re.M).group(1).split()
     if mpilib.launcher().kind == "hydra":
         assert segments, r.stdout
@@ -106,7 +108,7 @@ def _ranks_below(pid):
     """pid -> rank of the ranks descended from process ``pid``."""
     found, todo = {}, [pid]
     while todo:
-        for child in mpilib._children(todo.pop()):
+        for child in mpiranks._children(todo.pop()):
             todo.append(child)
             rank = rank_of(child)
             if rank is not None:

@@ -10,7 +10,7 @@ import sys
 import pytest
 from tests.helpers.launch import ROOT, mpi_env, scaled
 
-from refsgd import mpilib
+from refsgd import mpilib, mpiranks
 
 
 def test_library_text_is_cleaned():
@@ -85,16 +85,16 @@ def test_the_line_after_hydras_banner_names_the_rank_that_ended_first():
     without a signal; no banner of a signal, no line."""
     ranks = {1000: 0, 1001: 1, 1002: 2}
     tail = "; mpiexec then ended every rank of the job"
-    assert mpilib.killed_rank_line(BANNER, ranks, 1001) == \
+    assert mpiranks.killed_rank_line(BANNER, ranks, 1001) == \
         "refsgd: rank 1 on node7 (pid 1001) was ended by signal 9 (SIGKILL)" + tail
-    assert mpilib.killed_rank_line(BANNER, ranks) == mpilib.killed_rank_line(BANNER, ranks, 1001)
-    assert mpilib.killed_rank_line(BANNER, {}, None) == \
+    assert mpiranks.killed_rank_line(BANNER, ranks) == mpiranks.killed_rank_line(BANNER, ranks, 1001)
+    assert mpiranks.killed_rank_line(BANNER, {}, None) == \
         "refsgd: a rank on node7 (pid 1001) was ended by signal 9 (SIGKILL)" + tail
-    assert mpilib.killed_rank_line(BANNER, ranks, 1002) == ("refsgd: rank 2 on node7 (pid 1002) ended first, without a "
+    assert mpiranks.killed_rank_line(BANNER, ranks, 1002) == ("refsgd: rank 2 on node7 (pid 1002) ended first, without a "
                                                             "word of refsgd's (a signal: kill -9, the OOM killer, a "
                                                             "crash)" + tail)
     exited = BANNER.replace("EXIT CODE: 9", "EXIT CODE: 3").split("YOUR APPLICATION")[0]
-    assert mpilib.killed_rank_line(exited, ranks, 1001) == ""
+    assert mpiranks.killed_rank_line(exited, ranks, 1001) == ""
 
 
 def test_the_line_after_open_mpis_silence_reads_the_signal_from_mpiruns_exit_code():
@@ -103,10 +103,10 @@ def test_the_line_after_open_mpis_silence_reads_the_signal_from_mpiruns_exit_cod
     codes give no line."""
     ranks = {1000: 0, 1001: 1}
     tail = "; mpirun then ended every rank of the job"
-    assert mpilib.signalled_rank_line(137, ranks, 1001) == (
+    assert mpiranks.signalled_rank_line(137, ranks, 1001) == (
         f"refsgd: rank 1 on {platform.node()} (pid 1001) ended first, by signal 9 (SIGKILL) as mpirun's exit code "
         f"says{tail} (exit code 137)")
-    assert mpilib.signalled_rank_line(139, ranks, None) == \
+    assert mpiranks.signalled_rank_line(139, ranks, None) == \
         f"refsgd: a rank was ended by signal 11 (SIGSEGV){tail} (exit code 139)"
     for code in (0, 1, 2, 130, 138, 143, 255):
-        assert mpilib.signalled_rank_line(code, ranks, 1001) == "", code
+        assert mpiranks.signalled_rank_line(code, ranks, 1001) == "", code

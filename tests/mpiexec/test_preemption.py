@@ -14,6 +14,8 @@ import numpy as np
 import pytest
 from tests.helpers.launch import ROOT, cli, mpi_env, mpilib
 
+from refsgd import mpiranks
+
 COMMON = ["train", "--dtype", "float64", "--momentum", "0.9", "--no-progress", "--eval-every", "20it"]
 
 
@@ -21,7 +23,7 @@ def _descendants(pid):
     """Every process below ``pid`` (Linux /proc)."""
     kids, todo = [], [pid]
     while todo:
-        for k in mpilib._children(todo.pop()):
+        for k in mpiranks._children(todo.pop()):
             kids.append(k)
             todo.append(k)
     return kids
