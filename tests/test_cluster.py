@@ -296,7 +296,7 @@ def test_bench_overlap_measures_the_real_link_and_models_with_it(tmp_path):
     try:
         assert r.returncode == 0, r.stderr
         cmd = c.command("bench", "overlap", "--model", "mnist_mlp", "--batch", "16", "--iterations", "8",
-                        "--skip", "2", "--algos", "ssgd,dcs3gd", "--json", str(tmp_path / "o.json"))
+                        "--skip", "2", "--algo", "ssgd,dcs3gd", "--json", str(tmp_path / "o.json"))
         cmd[cmd.index("-n") + 1], cmd[cmd.index("-ppn") + 1] = "2", "1"
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=scaled(400), cwd=ROOT,
                            env={**os.environ, **ONE_THREAD})
