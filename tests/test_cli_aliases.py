@@ -65,3 +65,14 @@ def test_golden_regenerate_refuses_an_option_of_golden(tmp_path, capfd):
     assert "--regenerate takes no other option (given: --steps)" in capfd.readouterr().err
     assert app.main(["golden", "regenerate", str(tmp_path), "--algo", "nosuch"]) == 2
     assert "--algo: unknown method 'nosuch'" in capfd.readouterr().err
+
+
+def test_conformance_algo_takes_the_one_spelling_and_the_old_list_says_it(capfd):
+    def chosen(*argv):
+        return cmdoptions.algos(build_parser().parse_args(["conformance", "export", "d", *argv]).algo)
+    assert chosen("--algo", "ssgd,dcs3gd") == chosen("--algo", "ssgd", "--algo", "dcs3gd") == ["ssgd", "dcs3gd"]
+    assert capfd.readouterr().err == ""
+    assert chosen("--algo", "ssgd", "dcs3gd") == ["ssgd", "dcs3gd"]
+    err = capfd.readouterr().err
+    assert err.strip() == ("refsgd: note: `--algo ssgd dcs3gd` is deprecated (it goes in the next release); "
+                           "write `--algo ssgd,dcs3gd`"), err

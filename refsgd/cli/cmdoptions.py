@@ -93,11 +93,27 @@ def config_of(args, leave=()):
     return Config(**{k: v for k, v in vars(args).items() if k in BY_NAME and k not in leave})
 
 
-def add_algos(p, help):
+def add_algos(p, help, default=None, several=False):
     """``--algo NAME[,NAME...]``, repeatable: the methods a command runs (one spelling wherever
-    several are chosen); :func:`algos` reads it."""
-    p.add_argument("--algo", dest="algo", action="append", metavar="NAME[,NAME...]",
-                   help=f"{help} (repeatable or comma-separated)")
+    several are chosen); :func:`algos` reads it. ``several``: ``--algo A B`` (the spelling of the
+    release before, where a command has no positional argument after it) still works and says the
+    new one."""
+    p.add_argument("--algo", dest="algo", action=_Algos, nargs="+" if several else None, default=default,
+                   metavar="NAME[,NAME...]", help=f"{help} (repeatable or comma-separated)")
+
+
+class _Algos(argparse.Action):
+    def __call__(self, parser, ns, values, option_string=None):
+        values = values if isinstance(values, list) else [values]
+        if len(values) > 1:
+            _note(f"`{option_string} {' '.join(values)}`", f"{option_string} {','.join(values)}")
+        setattr(ns, self.dest, list(getattr(ns, self.dest) or []) + values)
+
+
+def _note(old, new):
+    """Say, once (on the launcher's rank 0 only), that the spelling ``old`` goes: write ``new``."""
+    if failure.launcher_rank() in (None, 0):
+        failure.say(f"refsgd: note: {old} is deprecated (it goes in the next release); write `{new}`")
 
 
 def algos(values, default=()):
@@ -114,9 +130,7 @@ class _Deprecated(argparse.Action):
         self.new, self.append = new, append
 
     def __call__(self, parser, ns, values, option_string=None):
-        if failure.launcher_rank() in (None, 0):
-            failure.say(f"refsgd: note: `{option_string}` is deprecated (it goes in the next release); "
-                        f"write `{self.new}`")
+        _note(f"`{option_string}`", self.new)
         setattr(ns, self.dest, (getattr(ns, self.dest) or []) + [values] if self.append else values)
 
 

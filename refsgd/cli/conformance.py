@@ -12,6 +12,7 @@ import tempfile
 import time
 
 from refsgd import failure
+from refsgd.cli import cmdoptions
 from refsgd.errors import RefsgdError
 
 EPILOG = """examples:
@@ -47,7 +48,7 @@ def add(sub):
                    help="run module.path:Class (or path/to/file.py:Class); export DIR; check DIR")
     p.add_argument("folder", nargs="?", help=argparse.SUPPRESS)
     p.add_argument("--list", action="store_true", help="print the configurations and their options, and exit")
-    p.add_argument("--algo", nargs="+", default=[], metavar="METHOD", help="only these methods (default: all)")
+    cmdoptions.add_algos(p, "only these methods (default: all)", default=[], several=True)
     p.add_argument("--include", action="append", default=[], metavar="REGEX",
                    help="only the configurations whose name matches (re.search; repeatable)")
     p.add_argument("--exclude", action="append", default=[], metavar="REGEX",
@@ -69,6 +70,7 @@ def run(args, parser):
                 backend = key == "action" or args.action == "run"          # the positional a backend is given in
                 flag = FLAGS[key][0] if key in FLAGS else ("the backend" if backend else "the folder")
                 raise RefsgdError(f"refsgd conformance: {flag} is empty ({v!r}); give a value")
+    args.algo = cmdoptions.algos(args.algo)
     if args.list:
         return _list(args)
     command, target = args.action, args.folder
