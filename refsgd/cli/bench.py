@@ -124,7 +124,7 @@ def add(sub):
                                     "MPI library) with "
                                     "one BLAS/Numba thread per rank; writes DIR/bench.md, bench.csv and "
                                     "bench.png and prints the markdown. Run it without mpiexec.")
-    a.add_argument("--out-dir", default="bench", metavar="DIR", help="output folder (default ./bench)")
+    cmdoptions.add_out_dir(a, "output folder (default ./bench)", default="bench")
     cmdoptions.deprecated(a, "--out", "--out-dir", "out_dir")
     a.add_argument("--quick", action="store_true", help="fewer iterations and repeats (about a minute)")
     a.add_argument("--force", action="store_true", help="replace existing bench.md / .csv / .png in --out-dir")

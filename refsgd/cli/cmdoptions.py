@@ -116,6 +116,11 @@ def _note(old, new):
         failure.say(f"refsgd: note: {old} is deprecated (it goes in the next release); write `{new}`")
 
 
+def add_out_dir(p, help, default=None):
+    """``--out-dir DIR``: the folder a command writes (``--out`` names a file)."""
+    p.add_argument("--out-dir", default=default, metavar="DIR", help=help)
+
+
 def algos(values, default=()):
     """The method names of ``--algo`` (a list of comma-separated texts, or None), in order."""
     return [a.strip() for v in (values or default) for a in v.split(",") if a.strip()]

@@ -56,8 +56,8 @@ def add(sub):
     p.add_argument("--out", default=None, metavar="NAME",
                    help="run, check: write the table to NAME.json and NAME.md (default conformance, in the "
                         "current folder; '-': no files)")
-    p.add_argument("--out-dir", metavar="DIR", help="run: keep the backend's traces in DIR (DIR/<name>.h5) and the "
-                                                  "expected ones in DIR/expected/, for refsgd verify")
+    cmdoptions.add_out_dir(p, "run: keep the backend's traces in DIR (DIR/<name>.h5) and the expected ones in "
+                              "DIR/expected/, for refsgd verify")
     cmdoptions.deprecated(p, "--report", "--out", "out")
     cmdoptions.deprecated(p, "--traces", "--out-dir", "out_dir")
     p.add_argument("--force", action="store_true", help="export: replace configuration folders already in DIR")
