@@ -40,7 +40,8 @@ class AgreedError(RefsgdError):
 class RankFailure(Exception):
     """A failure on this rank alone (e.g. an exception in a method's communication thread), while
     the other ranks may be blocked in a collective: the command line prints its message once, on
-    this rank, and aborts every rank (``MPI.COMM_WORLD.Abort``) with exit code 1."""
+    this rank, and aborts every rank (``MPI.COMM_WORLD.Abort``) with exit code 4
+    (failure.EXIT_RANK)."""
 
 
 class Stopped(BaseException):

@@ -59,10 +59,16 @@ import time
 
 from refsgd.errors import RefsgdError, Stopped
 
-EXIT_FAILURE = 1
-EXIT_USER = 2
+#: the exit codes of every command (the table of ``refsgd --help`` and docs/reference/exit-codes.md)
+EXIT_CHECK = 1     # a check or comparison failed (verify's MISMATCH, a conformance check, a verdict)
+EXIT_USER = 2      # bad usage or input (refsgd: error: ...)
+EXIT_INTERNAL = 3  # an internal error: a bug of refsgd's (its traceback is printed)
+EXIT_RANK = 4      # a rank or peer failed (a thread of a rank, a rank gone, a link down)
 EXIT_INTERRUPTED = 130
 EXIT_TERMINATED = 143
+EXIT_CODES = ((0, "ok"), (EXIT_CHECK, "a check or comparison failed (a mismatch, a failed verdict)"),
+              (EXIT_USER, "bad usage or input"), (EXIT_INTERNAL, "internal error (a bug of refsgd's)"),
+              (EXIT_RANK, "a rank or peer failed"), ("128+N", "ended by signal N (130 SIGINT, 143 SIGTERM)"))
 
 #: seconds between a signal during the loop and the forced end of every rank
 GRACE = 30.0

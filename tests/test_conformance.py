@@ -93,7 +93,7 @@ def test_a_bug_in_the_numpy_example_is_caught_and_located(tmp_path, references, 
 
 
 def test_the_numpy_example_passes_with_one_command(tmp_path):
-    r = cli("conformance", "run", f"{NUMPY}:Backend", "--report", str(tmp_path / "report"), timeout=900)
+    r = cli("conformance", "run", f"{NUMPY}:Backend", "--out", str(tmp_path / "report"), timeout=900)
     assert r.returncode == 0, r.stdout + r.stderr
     n = len(configurations())
     declared = {c.name for c in configurations() if c.codec == "none" and c.method in (
@@ -113,7 +113,7 @@ def test_the_numpy_example_passes_with_one_command(tmp_path):
 
 def test_the_torch_example_passes_with_one_command(tmp_path):
     pytest.importorskip("torch")
-    r = cli("conformance", f"{TORCH}:Backend", "--report", "-", timeout=1800)
+    r = cli("conformance", f"{TORCH}:Backend", "--out", "-", timeout=1800)
     assert r.returncode == 0, r.stdout + r.stderr
     n, k = len(configurations()), sum(map(load_backend(f"{TORCH}:Backend")().supports, configurations()))
     assert k >= 27
@@ -224,7 +224,7 @@ def test_export_and_check_round_trip(tmp_path):
     np.save(folder / "result" / "loss.npy", np.array(loss))
     for k, v in states.items():
         np.save(folder / "result" / f"{k}.npy", np.stack(v))
-    r = cli("conformance", "check", str(suite), "--report", "-")
+    r = cli("conformance", "check", str(suite), "--out", "-")
     assert r.returncode == 1, r.stdout + r.stderr                 # dcasgd-n3 has no result: no green
     assert _row(r.stdout, "pp-asgd-s3-n2") == ["pp-asgd-s3-n2", "pp-asgd", "2", "float64", "none", "pass"]
     assert _row(r.stdout, "dcasgd-n3") == ["dcasgd-n3", "dcasgd", "3", "float64", "none", "no", "result"]
@@ -233,12 +233,12 @@ def test_export_and_check_round_trip(tmp_path):
     w = np.load(folder / "result" / "M.npy")
     w[7, 1, 300] *= 1 + 1e-6
     np.save(folder / "result" / "M.npy", w)
-    r = cli("conformance", "check", str(suite), "--report", "-")
+    r = cli("conformance", "check", str(suite), "--out", "-")
     assert r.returncode == 1
     assert f"FAIL step 7, worker 1, M[300] (fc1.weight[4, 44]): got {float(w[7, 1, 300])!r}, expected " in r.stdout, \
         r.stdout
     os.remove(folder / "result" / "M.npy")
-    r = cli("conformance", "check", str(suite), "--report", "-")
+    r = cli("conformance", "check", str(suite), "--out", "-")
     assert r.returncode == 1 and "result: M.npy is missing" in r.stdout
     # export refuses to replace a folder without --force
     r = cli("conformance", "export", str(suite), "--include", "^dcasgd-n3$")

@@ -67,7 +67,7 @@ def suite(exported, tmp_path):
 
 
 def _check(suite):
-    return cli("conformance", "check", str(suite), "--report", "-")
+    return cli("conformance", "check", str(suite), "--out", "-")
 
 
 def test_check_passes_only_with_every_result_right(suite):
@@ -170,7 +170,7 @@ _BACKENDS = {
 ])
 def test_a_backend_that_is_not_one_is_one_line(tmp_path, kind, message):
     (tmp_path / "b.py").write_text(_BACKENDS[kind])
-    _one_line(cli("conformance", "run", f"{tmp_path / 'b.py'}:B", "--report", "-"), message)
+    _one_line(cli("conformance", "run", f"{tmp_path / 'b.py'}:B", "--out", "-"), message)
     r = _pytest("--pyargs", "refsgd.conformance", "--backend", f"{tmp_path / 'b.py'}:B", cwd=tmp_path)
     assert r.returncode == 4 and message in r.stderr and "Traceback" not in r.stdout + r.stderr, r.stdout + r.stderr
 
@@ -225,7 +225,7 @@ def test_ctrl_c_ends_the_command_as_interrupted(tmp_path, sig):
         "class Backend(Base):\n    def step(self, t, lr, b):\n        if t == 2:\n"
         f"            os.kill(os.getpid(), {int(sig)})\n        return super().step(t, lr, b)\n")
     shutil.copy(NUMPY, tmp_path / "numpy_backend.py")
-    r = cli("conformance", "run", f"{tmp_path / 'slow.py'}:Backend", "--report", str(tmp_path / "report"),
+    r = cli("conformance", "run", f"{tmp_path / 'slow.py'}:Backend", "--out", str(tmp_path / "report"),
             "--include", "^ps-sync")
     assert r.returncode == 128 + sig, r.stdout + r.stderr
     said = "refsgd: interrupted" if sig == signal.SIGINT else "refsgd: terminated (SIGTERM)"
@@ -234,14 +234,14 @@ def test_ctrl_c_ends_the_command_as_interrupted(tmp_path, sig):
 
 # ---------------------------------------------------------------------------- the command line
 @pytest.mark.parametrize("args, message", [
-    (["run", f"{NUMPY}:Backend", "--report", ""], "--report is empty"),
-    (["run", f"{NUMPY}:Backend", "--traces", " "], "--traces is empty"),
+    (["run", f"{NUMPY}:Backend", "--out", ""], "--out is empty"),
+    (["run", f"{NUMPY}:Backend", "--out-dir", " "], "--out-dir is empty"),
     (["run", ""], "the backend is empty"),
     (["check", ""], "the folder is empty"),
     (["run", f"{NUMPY}:Backend", "--include", ""], "--include is empty"),
-    (["export", "x", "--traces", "y"], "refsgd conformance export: --traces does not apply"),
+    (["export", "x", "--out-dir", "y"], "refsgd conformance export: --out-dir does not apply"),
     (["check", "x", "--algo", "ssgd"], "refsgd conformance check: --algo does not apply"),
-    (["export", "x", "--report", "r"], "refsgd conformance export: --report does not apply"),
+    (["export", "x", "--out", "r"], "refsgd conformance export: --out does not apply"),
     (["run", f"{NUMPY}:Backend", "--force"], "refsgd conformance run: --force does not apply"),
     (["run", f"{NUMPY}:Backend", "--algo", "ps-synk"], "no configuration of ps-synk (did you mean ps-sync?)"),
     ([], "give run BACKEND, export DIR or check DIR"),
@@ -252,6 +252,6 @@ def test_bad_input_of_the_command_line_is_one_line(tmp_path, args, message):
 
 
 def test_the_old_spelling_still_runs_and_says_the_new_one(tmp_path):
-    r = cli("conformance", f"{NUMPY}:Backend", "--include", "^ps-sync-n3$", "--report", "-")
+    r = cli("conformance", f"{NUMPY}:Backend", "--include", "^ps-sync-n3$", "--out", "-")
     assert r.returncode == 0, r.stdout + r.stderr
     assert f"write `refsgd conformance run {NUMPY}:Backend`" in r.stderr and "1 of 1 declared" in r.stdout

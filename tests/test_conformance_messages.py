@@ -70,11 +70,11 @@ def test_a_nan_is_located_by_worker_and_element(tmp_path, references):
 def test_removed_traces_are_not_cited_and_kept_ones_are(tmp_path):
     text = open(NUMPY).read().replace("self.M = mu * self.M - lr * D_A", "self.M = - lr * D_A")
     (tmp_path / "bugged.py").write_text(text)
-    r = cli("conformance", "run", f"{tmp_path / 'bugged.py'}:Backend", "--include", "^pp-asgd-s3-n2$", "--report", "-")
+    r = cli("conformance", "run", f"{tmp_path / 'bugged.py'}:Backend", "--include", "^pp-asgd-s3-n2$", "--out", "-")
     assert r.returncode == 1 and "refsgd-conformance-" not in r.stdout, r.stdout
-    assert "A: pp-asgd-s3-n2.h5 (" in r.stdout and "give --traces DIR to keep them for refsgd verify" in r.stdout
-    r = cli("conformance", "run", f"{tmp_path / 'bugged.py'}:Backend", "--include", "^pp-asgd-s3-n2$", "--report", "-",
-            "--traces", str(tmp_path / "traces"))
+    assert "A: pp-asgd-s3-n2.h5 (" in r.stdout and "give --out-dir DIR to keep them for refsgd verify" in r.stdout
+    r = cli("conformance", "run", f"{tmp_path / 'bugged.py'}:Backend", "--include", "^pp-asgd-s3-n2$", "--out", "-",
+            "--out-dir", str(tmp_path / "traces"))
     assert r.returncode == 1 and f"A: {tmp_path / 'traces' / 'pp-asgd-s3-n2.h5'} (" in r.stdout
     assert f"kept in {tmp_path / 'traces'}" in r.stdout and (tmp_path / "traces" / "pp-asgd-s3-n2.h5").is_file()
 

@@ -17,7 +17,7 @@ from tests.helpers.launch import ROOT
 #: the options of each refsgd command whose value is a file or folder it writes
 OUTPUTS = {"train": ("--out", "--trace", "--checkpoint"), "golden": ("--out",),
            "report": ("--plot", "--csv", "--json", "--timeline", "--timeline-plot"),
-           "bench overlap": ("--json",), "bench scale": ("--plot",), "bench all": ("--out",),
+           "bench overlap": ("--json",), "bench scale": ("--plot",), "bench all": ("--out-dir",),
            "reproduce": ("--out-dir",)}
 #: the folder a command writes when its option is not given
 DEFAULT_OUTPUT = {"bench all": "bench", "reproduce": "reproduce"}

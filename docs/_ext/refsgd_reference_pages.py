@@ -8,6 +8,7 @@ import re
 
 import refsgd_docs_io as docs_io
 from refsgd.cli.app import build_parser
+from refsgd.failure import EXIT_CODES
 from refsgd_docs_io import table, write
 from refsgd_markdown import relink
 from refsgd_method_pages import golden_files, golden_rows
@@ -105,6 +106,10 @@ def cli_page():
            "Every command of `refsgd` and every option, generated from refsgd's argparse parsers "
            "(`refsgd.cli.app.build_parser`): what `refsgd COMMAND --help` prints.", ""]
     _command_page(parser, "refsgd", 2, out)
+    out += ["## Exit codes", "",
+            "Every command ends with one of these (`refsgd.failure.EXIT_CODES`; `refsgd --help` lists them too). "
+            "A launched job (`python -m refsgd.mpilib`, `mpiexec`) ends with its ranks' code.", "",
+            table(["code", "meaning"], [(f"`{c}`", what) for c, what in EXIT_CODES]), ""]
     write(docs_io.OUT / "reference" / "cli.md", "\n".join(out))
 
 

@@ -37,7 +37,7 @@ Communication (:class:`models.Network`)::
                                                       (Link.ps_time; docs/algorithms.md, Pipe-SGD)
     T_msg   = alpha + n beta                          one message (DC-ASGD's push or pull)
 
-A compressed all-reduce (``--compress``; ``bench overlap --algos ALGO+CODEC``) has n = its wire
+A compressed all-reduce (``--compress``; ``bench overlap --algo ALGO+CODEC``) has n = its wire
 bytes and R = its operator's measured seconds per all-reduce (decompress, add, compress at each
 of the ring's p - 1 steps), the time Pipe-SGD's Figure 4 finds on D-Sync+T/+Q's critical path.
 

@@ -189,7 +189,7 @@ def check(inputs, iterations=60, skip=None, worlds=(2, 4), methods=METHODS, log=
             G = 1 if p <= 2 else min(max(1, inputs.G), p // 2)
             out = os.path.join(tmp, f"check-{p}.json")
             argv = ["bench", "overlap", "--model", inputs.model, "--batch", str(inputs.batch), "--dtype",
-                    inputs.dtype, "--iterations", str(iterations), "--skip", str(skip), "--algos", ",".join(methods),
+                    inputs.dtype, "--iterations", str(iterations), "--skip", str(skip), "--algo", ",".join(methods),
                     "--link", str_link(inputs.link), "--ranks-per-node", str(G), "--sync-every", str(inputs.B)]
             if G > 1 and inputs.local_link is not None:
                 argv += ["--local-link", str_link(inputs.local_link)]

@@ -114,11 +114,11 @@ def output_paths(out):
 
 
 def check_outputs(out, force):
-    check_folder(out, "--out")
+    check_folder(out, "--out-dir")
     if not os.path.isdir(out):
         return
     for path in output_paths(out).values():
-        check_output(path, "--out", force)
+        check_output(path, "--out-dir", force)
 
 
 def run_all(out, quick=False, force=False, log=None):
@@ -139,10 +139,10 @@ def run_all(out, quick=False, force=False, log=None):
     with tempfile.TemporaryDirectory(prefix="refsgd-bench-") as tmp:
         say("1 rank, no link ...")
         f1 = os.path.join(tmp, "one.json")
-        launch(1, ["bench", "overlap", *common, "--algos", ",".join(METHODS_1), "--json", f1])
+        launch(1, ["bench", "overlap", *common, "--algo", ",".join(METHODS_1), "--json", f1])
         say(f"2 ranks, no link and ratios {', '.join(f'{r:g}' for r in RATIOS)}, codecs ...")
         f2 = os.path.join(tmp, "two.json")
-        launch(2, ["bench", "overlap", *common, "--algos", ",".join(METHODS_2), "--ratio",
+        launch(2, ["bench", "overlap", *common, "--algo", ",".join(METHODS_2), "--ratio",
                    ",".join(["0"] + [f"{r:g}" for r in RATIOS]), "--ranks-per-node", "1", "--codecs",
                    "--codec-repeat", "5" if quick else "20", "--json", f2])
         with open(f1) as f:

@@ -29,12 +29,18 @@ COMMANDS = {"train": train, "golden": golden, "verify": verify, "conformance": c
 def build_parser():
     parser = _Parser(
         prog="refsgd",
-        description="Reference implementations of distributed SGD methods (MPI, NumPy, Numba).")
+        description="Reference implementations of distributed SGD methods (MPI, NumPy, Numba).",
+        epilog=exit_codes_epilog(), formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"refsgd {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for command in COMMANDS.values():
         command.add(sub)
     return parser
+
+
+def exit_codes_epilog():
+    """``refsgd --help``'s table of exit codes (failure.EXIT_CODES)."""
+    return "exit codes:\n" + "\n".join(f"  {code:<8}{what}" for code, what in failure.EXIT_CODES)
 
 
 def main(argv=None):
@@ -66,7 +72,7 @@ def main(argv=None):
         # this rank alone: the others may be waiting in a collective, so end them all
         return failure.abort_world(failure.EXIT_USER, f"refsgd: error: {e} (rank {_rank()})")
     except RankFailure as e:
-        return failure.abort_world(failure.EXIT_FAILURE, f"refsgd: error: {e}")
+        return failure.abort_world(failure.EXIT_RANK, f"refsgd: error: {e}")
     except KeyboardInterrupt:  # a command without MPI (golden, verify, ...)
         failure.say("refsgd: interrupted")
         return failure.EXIT_INTERRUPTED
@@ -75,7 +81,7 @@ def main(argv=None):
         return 0
     except SystemExit as e:  # a rank leaving on its own while the others may wait for it
         if failure.world_size() > 1:
-            code = e.code if isinstance(e.code, int) and e.code else failure.EXIT_FAILURE
+            code = e.code if isinstance(e.code, int) and e.code else failure.EXIT_RANK
             return failure.abort_world(code, f"refsgd: error: rank {_rank()} exited on its own (code {e.code})")
         raise
     except Exception as e:
@@ -85,10 +91,10 @@ def main(argv=None):
             return failure.abort_world(failure.exit_code(lost), "refsgd: {} ({})".format(*failure.describe(lost)))
         line = _peer_failure(e)
         if line:  # not a bug of refsgd's: one line, and the world ends (no traceback wall)
-            return failure.abort_world(failure.EXIT_FAILURE, line)
+            return failure.abort_world(failure.EXIT_RANK, line)
         # a bug on one rank must not leave the others waiting in a collective forever
         traceback.print_exc()
-        return failure.abort_world(failure.EXIT_FAILURE, f"refsgd: internal error on rank {_rank()} (traceback above)"
+        return failure.abort_world(failure.EXIT_INTERNAL, f"refsgd: internal error on rank {_rank()} (traceback above)"
                                    if failure.world_size() > 1 else None)
 
 

@@ -11,6 +11,9 @@ from refsgd.cli.cmdoptions import nonneg_float, nonneg_int, positive_int
 from refsgd.comm.link import Link
 from refsgd.registry import METHODS
 
+#: bench overlap's methods without --algo
+OVERLAP_ALGOS = "ssgd,ssgd-opt,dcs3gd,laga-sgd"
+
 
 def add(sub):
     p = sub.add_parser("bench", help="measure speed: the network step against PyTorch, the methods against "
@@ -45,13 +48,13 @@ def add(sub):
     cmdoptions.add(o, "iterations", default=60, help="iterations per method (default 60)")
     o.add_argument("--skip", type=int, default=10,
                    help="first iterations left out of the means (default 10; the last is left out too)")
-    o.add_argument("--algos", default="ssgd,ssgd-opt,dcs3gd,laga-sgd",
-                   help="comma-separated methods, run as train runs them (--poll on), each optionally "
-                        "with +nopoll for --no-poll (e.g. NAME+nopoll; +poll is accepted) and +CODEC for "
-                        "--compress CODEC (the methods that take it: "
-                        f"{', '.join(m.name for m in METHODS.values() if 'compress' in m.options)}): "
-                        f"{', '.join(m.name for m in METHODS.values() if m.timing_model)} (Pipe-SGD with K = 2, "
-                        "DASO cycling from the first batch); default %(default)s")
+    cmdoptions.add_algos(o, help="the methods, run as train runs them (--poll on), each optionally "
+                         "with +nopoll for --no-poll (e.g. NAME+nopoll; +poll is accepted) and +CODEC for "
+                         "--compress CODEC (the methods that take it: "
+                         f"{', '.join(m.name for m in METHODS.values() if 'compress' in m.options)}): "
+                         f"{', '.join(m.name for m in METHODS.values() if m.timing_model)} (Pipe-SGD with K = 2, "
+                         f"DASO cycling from the first batch); default {OVERLAP_ALGOS}")
+    cmdoptions.deprecated(o, "--algos", "--algo", "algo", append=True)
     cmdoptions.add(o, "link", default=None, help="emulated link (see train --help)")
     o.add_argument("--ratio", default=None, metavar="R[,R...]",
                    help="emulated links whose all-reduce of the gradient takes R x t_C, one run of every "
@@ -119,11 +122,12 @@ def add(sub):
                                     "(2 ranks); codec throughput; framework overhead at 1 and 2 ranks. "
                                     "Launches `mpiexec -n 1` and `-n 2` ($MPIEXEC, or the one of mpi4py's "
                                     "MPI library) with "
-                                    "one BLAS/Numba thread per rank; writes OUT/bench.md, bench.csv and "
+                                    "one BLAS/Numba thread per rank; writes DIR/bench.md, bench.csv and "
                                     "bench.png and prints the markdown. Run it without mpiexec.")
-    a.add_argument("--out", default="bench", metavar="DIR", help="output folder (default ./bench)")
+    cmdoptions.add_out_dir(a, "output folder (default ./bench)", default="bench")
+    cmdoptions.deprecated(a, "--out", "--out-dir", "out_dir")
     a.add_argument("--quick", action="store_true", help="fewer iterations and repeats (about a minute)")
-    a.add_argument("--force", action="store_true", help="replace existing bench.md / .csv / .png in --out")
+    a.add_argument("--force", action="store_true", help="replace existing bench.md / .csv / .png in --out-dir")
 
 
 # The imports inside the functions below keep `refsgd --help` and `refsgd bench step` from
@@ -137,9 +141,9 @@ def _prepare_overlap(args, world):
     from refsgd import bench, datasets  # noqa: PLC0415 start-up: the benchmarks, h5py
     from refsgd.algorithms import check  # noqa: PLC0415 mpi4py
     from refsgd.nn import load_model  # noqa: PLC0415 start-up
-    args.algos = [a.strip() for a in args.algos.split(",") if a.strip()]
+    args.algos = cmdoptions.algos(args.algo, [OVERLAP_ALGOS])
     if not args.algos:
-        raise RefsgdError("--algos names no method")
+        raise RefsgdError("--algo names no method")
     if not 0 <= args.skip < args.iterations:
         raise RefsgdError(f"--skip {args.skip} leaves no iteration of --iterations {args.iterations} to measure")
     if args.link and args.ratio is not None:
@@ -157,11 +161,11 @@ def _prepare_overlap(args, world):
         if algo not in bench.OVERLAP_MODELS or parts is None:
             lacks = METHODS[algo].lacks.get("timing_model") if algo in METHODS else None
             why = f" ({algo} has no per-iteration timing model: {lacks}; help(refsgd.bench) says more)" if lacks else ""
-            raise RefsgdError(f"--algos: {name!r} is not one of {', '.join(bench.OVERLAP_MODELS)} "
+            raise RefsgdError(f"--algo: {name!r} is not one of {', '.join(bench.OVERLAP_MODELS)} "
                               f"(optionally with +nopoll, or +CODEC for --compress){why}")
         compress = parts[2]
         if compress != "none" and "compress" not in options.APPLIES[algo]:
-            raise RefsgdError(f"--algos: {name!r}: --compress does not apply to {algo}")
+            raise RefsgdError(f"--algo: {name!r}: --compress does not apply to {algo}")
         check(algo, bench.method_config(algo, batch=args.batch, tau=args.tau, iterations=args.iterations,
                                         lr=args.lr, seed=args.seed, ranks_per_node=args.ranks_per_node,
                                         local_link=bench.measure.str_link(args.local_link),
@@ -241,7 +245,7 @@ def run(args, parser):
         return 0
     if args.bench_command == "all":
         from refsgd.bench import suite  # noqa: PLC0415 start-up
-        md = suite.run_all(args.out, quick=args.quick, force=args.force,
+        md = suite.run_all(args.out_dir, quick=args.quick, force=args.force,
                            log=lambda line: failure.say(f"bench all: {line}"))
         print(md, end="")
         return 0

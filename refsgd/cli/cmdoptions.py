@@ -10,6 +10,7 @@ command's module with the parsers below (``positive_int``, ...), which are the t
 
 import argparse
 
+from refsgd import failure
 from refsgd.optim import SCHEDULES
 from refsgd.options import BY_NAME, Choice, Config, Float, Int, Text
 
@@ -90,3 +91,55 @@ def config_of(args, leave=()):
     """The frozen configuration of a run from a command's Namespace: its options of the table
     (less those named in ``leave``). The Namespace goes no further than the command line."""
     return Config(**{k: v for k, v in vars(args).items() if k in BY_NAME and k not in leave})
+
+
+def add_algos(p, help, default=None, several=False):
+    """``--algo NAME[,NAME...]``, repeatable: the methods a command runs (one spelling wherever
+    several are chosen); :func:`algos` reads it. ``several``: ``--algo A B`` (the spelling of the
+    release before, where a command has no positional argument after it) still works and says the
+    new one."""
+    p.add_argument("--algo", dest="algo", action=_Algos, nargs="+" if several else None, default=default,
+                   metavar="NAME[,NAME...]", help=f"{help} (repeatable or comma-separated)")
+
+
+class _Algos(argparse.Action):
+    def __call__(self, parser, ns, values, option_string=None):
+        values = values if isinstance(values, list) else [values]
+        if len(values) > 1:
+            _note(f"`{option_string} {' '.join(values)}`", f"{option_string} {','.join(values)}")
+        setattr(ns, self.dest, list(getattr(ns, self.dest) or []) + values)
+
+
+def _note(old, new):
+    """Say, once (on the launcher's rank 0 only), that the spelling ``old`` goes: write ``new``."""
+    if failure.launcher_rank() in (None, 0):
+        failure.say(f"refsgd: note: {old} is deprecated (it goes in the next release); write `{new}`")
+
+
+def add_out_dir(p, help, default=None):
+    """``--out-dir DIR``: the folder a command writes (``--out`` names a file)."""
+    p.add_argument("--out-dir", default=default, metavar="DIR", help=help)
+
+
+def algos(values, default=()):
+    """The method names of ``--algo`` (a list of comma-separated texts, or None), in order."""
+    return [a.strip() for v in (values or default) for a in v.split(",") if a.strip()]
+
+
+class _Deprecated(argparse.Action):
+    """An old spelling kept for one release: it sets what its new one sets (appending where that
+    one is repeatable) and says the new spelling, once (on the launcher's rank 0 only)."""
+
+    def __init__(self, option_strings, dest, new, append=False, **kw):
+        super().__init__(option_strings, dest, **kw)
+        self.new, self.append = new, append
+
+    def __call__(self, parser, ns, values, option_string=None):
+        _note(f"`{option_string}`", self.new)
+        setattr(ns, self.dest, (getattr(ns, self.dest) or []) + [values] if self.append else values)
+
+
+def deprecated(p, old, new, dest, append=False):
+    """Parser ``p`` takes ``old`` (hidden from --help) as the option ``new`` whose value is ``dest``."""
+    p.add_argument(old, dest=dest, action=_Deprecated, new=new, append=append, default=argparse.SUPPRESS,
+                   help=argparse.SUPPRESS)

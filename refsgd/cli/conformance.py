@@ -12,11 +12,12 @@ import tempfile
 import time
 
 from refsgd import failure
+from refsgd.cli import cmdoptions
 from refsgd.errors import RefsgdError
 
 EPILOG = """examples:
   refsgd conformance run mypkg.mymodule:MyBackend      the table; conformance.json and conformance.md
-  refsgd conformance run my_backend.py:Backend --include '^ssgd' --traces traces/
+  refsgd conformance run my_backend.py:Backend --include '^ssgd' --out-dir traces/
   refsgd conformance export suite/ --algo dcs3gd       inputs and expected states, HDF5 and NPY
   refsgd conformance check suite/                      compare suite/*/result/ with the expected states
   refsgd conformance --list                            the configurations and their options
@@ -25,13 +26,13 @@ The same suite runs under pytest: pytest --pyargs refsgd.conformance --backend m
 (docs/conformance.md)."""
 
 #: subcommand -> the options it takes (besides --list); any other given is refused
-TAKES = {"run": ("algo", "include", "exclude", "report", "traces"),
+TAKES = {"run": ("algo", "include", "exclude", "out", "out_dir"),
          "export": ("algo", "include", "exclude", "force"),
-         "check": ("report",)}
+         "check": ("out",)}
 
 #: option -> (its flag, its value when not given)
 FLAGS = {"algo": ("--algo", []), "include": ("--include", []), "exclude": ("--exclude", []),
-         "report": ("--report", None), "traces": ("--traces", None), "force": ("--force", False)}
+         "out": ("--out", None), "out_dir": ("--out-dir", None), "force": ("--force", False)}
 
 
 def add(sub):
@@ -47,28 +48,31 @@ def add(sub):
                    help="run module.path:Class (or path/to/file.py:Class); export DIR; check DIR")
     p.add_argument("folder", nargs="?", help=argparse.SUPPRESS)
     p.add_argument("--list", action="store_true", help="print the configurations and their options, and exit")
-    p.add_argument("--algo", nargs="+", default=[], metavar="METHOD", help="only these methods (default: all)")
+    cmdoptions.add_algos(p, "only these methods (default: all)", default=[], several=True)
     p.add_argument("--include", action="append", default=[], metavar="REGEX",
                    help="only the configurations whose name matches (re.search; repeatable)")
     p.add_argument("--exclude", action="append", default=[], metavar="REGEX",
                    help="leave out the configurations whose name matches (repeatable)")
-    p.add_argument("--report", default=None, metavar="NAME",
+    p.add_argument("--out", default=None, metavar="NAME",
                    help="run, check: write the table to NAME.json and NAME.md (default conformance, in the "
                         "current folder; '-': no files)")
-    p.add_argument("--traces", metavar="DIR", help="run: keep the backend's traces in DIR (DIR/<name>.h5) and the "
-                                                  "expected ones in DIR/expected/, for refsgd verify")
+    cmdoptions.add_out_dir(p, "run: keep the backend's traces in DIR (DIR/<name>.h5) and the expected ones in "
+                              "DIR/expected/, for refsgd verify")
+    cmdoptions.deprecated(p, "--report", "--out", "out")
+    cmdoptions.deprecated(p, "--traces", "--out-dir", "out_dir")
     p.add_argument("--force", action="store_true", help="export: replace configuration folders already in DIR")
 
 
 def run(args, parser):
     failure.one_process("conformance")  # every rank would run the whole suite, writing the same files
-    for key in ("action", "folder", "report", "traces", *[k for k in ("include", "exclude", "algo")]):
+    for key in ("action", "folder", "out", "out_dir", *[k for k in ("include", "exclude", "algo")]):
         values = getattr(args, key)
         for v in values if isinstance(values, list) else [values]:
             if v is not None and not v.strip():
                 backend = key == "action" or args.action == "run"          # the positional a backend is given in
                 flag = FLAGS[key][0] if key in FLAGS else ("the backend" if backend else "the folder")
                 raise RefsgdError(f"refsgd conformance: {flag} is empty ({v!r}); give a value")
+    args.algo = cmdoptions.algos(args.algo)
     if args.list:
         return _list(args)
     command, target = args.action, args.folder
@@ -92,7 +96,7 @@ def run(args, parser):
 
 
 def _outputs(args):
-    report = "conformance" if args.report is None else args.report
+    report = "conformance" if args.out is None else args.out
     return [] if report == "-" else [os.path.abspath(f"{report}.json"), os.path.abspath(f"{report}.md")]
 
 
@@ -116,9 +120,9 @@ def _suite(args, target):
         raise RefsgdError("no configuration matches --include/--exclude/--algo")
     outputs = _outputs(args)
     for path in outputs:
-        check_output(path, "--report", force=True)
-    if args.traces:
-        check_folder(args.traces, "--traces")
+        check_output(path, "--out", force=True)
+    if args.out_dir:
+        check_folder(args.out_dir, "--out-dir")
     backend = load_backend(target)
     ours = declared(instantiate(backend, target), target, chosen, METHODS)
     if not ours:
@@ -127,7 +131,7 @@ def _suite(args, target):
     print(f"{target}: {len(ours)} of {len(chosen)} configurations declared", flush=True)
     start = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="refsgd-conformance-") as tmp:
-        folder = args.traces or tmp
+        folder = args.out_dir or tmp
         references = References(os.path.join(folder, "expected"))
         os.makedirs(references.folder, exist_ok=True)
         outcomes = []
@@ -136,13 +140,13 @@ def _suite(args, target):
             if o.status != NOT_DECLARED:
                 print(f"  {c.name}: {o.status}" + (f" {o.message}" if o.status == FAIL else ""), flush=True)
             if o.status == FAIL:                     # the diagnosis, verify's report, or the traceback
-                kept = o.lines if args.traces else [line.replace(folder + os.sep, "") for line in o.lines]
+                kept = o.lines if args.out_dir else [line.replace(folder + os.sep, "") for line in o.lines]
                 print("\n".join("      " + line for line in kept), flush=True)
             outcomes.append(o)
     seconds = time.perf_counter() - start
     if any(o.status == FAIL for o in outcomes):
-        print("the traces were " + (f"kept in {args.traces} (refsgd verify A B compares two)" if args.traces else
-                                    "removed: give --traces DIR to keep them for refsgd verify"), flush=True)
+        print("the traces were " + (f"kept in {args.out_dir} (refsgd verify A B compares two)" if args.out_dir else
+                                    "removed: give --out-dir DIR to keep them for refsgd verify"), flush=True)
     return _show(outcomes, target, seconds, outputs)
 
 
@@ -185,6 +189,6 @@ def _check(args, folder):
     from refsgd.files import check_output  # noqa: PLC0415 start-up: NumPy, h5py and the renderings, which `refsgd --help` does without
     outputs = _outputs(args)
     for path in outputs:
-        check_output(path, "--report", force=True)
+        check_output(path, "--out", force=True)
     outcomes = check(folder)
     return _show(outcomes, folder, None, outputs)

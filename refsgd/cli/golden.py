@@ -24,19 +24,32 @@ def add(sub):
                         f"{', '.join(m.name for m in METHODS.values() if m.servers)}: server + N-1 workers)")
     p.add_argument("--steps", type=positive_int, help="number of steps T")
     cmdoptions.add_method_options(p, "float64", groups)
-    p.add_argument("--out", metavar="F.h5", help="the golden file (written atomically)")
-    p.add_argument("--force", action="store_true", help="replace an existing --out file")
-    p.add_argument("--regenerate", metavar="DIR",
-                   help="write every golden file of refsgd's methods (refsgd.registry: tests/golden) into DIR, "
-                        "replacing those there; no other option but --only")
-    p.add_argument("--only", metavar="NAME,...", help="with --regenerate: only the golden files of these methods")
+    cmdoptions.add(p, "out", metavar="F.h5", help="the golden file (written atomically)")
+    cmdoptions.add(p, "force", help="replace an existing --out file")
+    cmdoptions.deprecated(p, "--regenerate", "refsgd golden regenerate DIR", "regenerate")
+    cmdoptions.deprecated(p, "--only", "refsgd golden regenerate DIR --algo NAME,...", "only")
+    gsub = p.add_subparsers(dest="golden_command", metavar="regenerate")
+    r = gsub.add_parser("regenerate", help="write every golden file of refsgd's methods into DIR",
+                        description="Write every golden file of refsgd's methods (refsgd.registry: tests/golden) "
+                                    "into DIR, replacing those there, each as its own `refsgd golden` command. "
+                                    "No option of `refsgd golden` itself.")
+    r.add_argument("dir", metavar="DIR", help="the folder (it exists)")
+    cmdoptions.add_algos(r, help="only the golden files of these methods (default: every method's)")
 
 
 def run(args, parser):
-    if args.regenerate is not None:
+    if args.golden_command == "regenerate":
         return regenerate(args, parser)
-    if args.only is not None:
-        parser.error("--only goes with --regenerate")
+    if getattr(args, "regenerate", None) is not None:  # the spelling of the release before
+        defaults = vars(parser.parse_args(["golden"]))
+        given = [k for k, v in vars(args).items() if k not in ("regenerate", "only") and v != defaults.get(k)]
+        if given:
+            raise RefsgdError(f"--regenerate takes no other option (given: {', '.join('--' + k for k in given)})")
+        only = getattr(args, "only", None)
+        return regenerate(parser.parse_args(["golden", "regenerate", args.regenerate, *(["--algo", only] if only else [])]),
+                          parser)
+    if getattr(args, "only", None) is not None:
+        parser.error("--only goes with --regenerate (write `refsgd golden regenerate DIR --algo NAME,...`)")
     missing = [flag for flag, v in (("--workers", args.workers), ("--steps", args.steps), ("--out", args.out))
                if v is None]
     if missing:
@@ -53,19 +66,20 @@ def run(args, parser):
 
 
 def regenerate(args, parser):
-    """``--regenerate DIR``: every Golden of every method of the registry, as its own command."""
-    given = [a for a in parser.parse_args(["golden", "--regenerate", args.regenerate]).__dict__.items()
-             if a[1] != vars(args)[a[0]] and a[0] != "only"]
+    """``golden regenerate DIR [--algo NAME,...]``: every Golden of every method of the registry
+    (or of those named), each as its own command."""
+    defaults = vars(parser.parse_args(["golden", "regenerate", args.dir]))
+    given = [k for k, v in vars(args).items() if k != "algo" and v != defaults.get(k)]
     if given:
-        raise RefsgdError(f"--regenerate takes no other option (given: {', '.join('--' + k for k, _ in given)})")
-    if not os.path.isdir(args.regenerate):
-        raise RefsgdError(f"--regenerate {args.regenerate}: not a folder")
-    only = args.only.split(",") if args.only else list(METHODS)
+        raise RefsgdError(f"golden regenerate takes no option of golden (given: {', '.join('--' + k for k in given)})")
+    if not os.path.isdir(args.dir):
+        raise RefsgdError(f"golden regenerate {args.dir}: not a folder")
+    only = cmdoptions.algos(args.algo, [",".join(METHODS)])
     unknown = [name for name in only if name not in METHODS]
     if unknown:
-        raise RefsgdError(f"--only: unknown method {unknown[0]!r}; the methods: {', '.join(METHODS)}")
+        raise RefsgdError(f"--algo: unknown method {unknown[0]!r}; the methods: {', '.join(METHODS)}")
     for m in (METHODS[name] for name in only):
         for g in m.goldens:
-            run(parser.parse_args(["golden", *g.argv(m.name), "--out", os.path.join(args.regenerate, g.file),
+            run(parser.parse_args(["golden", *g.argv(m.name), "--out", os.path.join(args.dir, g.file),
                                    "--force"]), parser)
     return 0

@@ -7,4 +7,4 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 R=${REFSGD:-../../.venv/bin/refsgd}
-$R golden --regenerate . ${1:+--only "$1"}
+$R golden regenerate . ${1:+--algo "$1"}

@@ -122,7 +122,7 @@ def test_a_failing_gradient_thread_ends_every_rank(tmp_path, mode):
     r = subprocess.run(mpiexec(2) + [sys.executable, str(script), "train", "--algo", "pp-asgd", *mode,
                         "--iterations", "300", "--lr", "0.00001", "--no-progress"], capture_output=True, text=True,
                        timeout=scaled(90), cwd=ROOT, env=mpi_env())
-    assert r.returncode != 0
+    assert r.returncode == 4, r.stderr  # a rank failed (failure.EXIT_RANK)
     assert r.stderr.count("refsgd: error: rank 1:") == 1 and "injected failure in a gradient thread" in r.stderr, \
         r.stderr
     assert "Traceback" not in r.stderr

@@ -51,7 +51,7 @@ def check_train_comes_first(m):
 
 def check_golden_files(m):
     if not m.goldens:
-        pytest.fail(f"{m.name}: no golden file (Method.goldens): `refsgd golden --regenerate tests/golden` writes "
+        pytest.fail(f"{m.name}: no golden file (Method.goldens): `refsgd golden regenerate tests/golden` writes "
                     "the registry's")
     missing = [g.file for g in m.goldens if not os.path.exists(os.path.join(GOLDEN, g.file))]
     assert not missing, (f"{m.name}: golden file(s) {', '.join(missing)} not in tests/golden "

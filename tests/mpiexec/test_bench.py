@@ -99,7 +99,7 @@ def test_overlap_json_rows_for_the_new_methods(tmp_path):
     out = tmp_path / "o.json"
     algos = ["ssgd", "d-sync", "pipe-sgd", "daso", "ps-sync", "dcasgd"]
     r = cli("bench", "overlap", "--model", "digits_mlp", "--batch", "16", "--iterations", "10", "--skip", "2",
-            "--ratio", "0,1", "--ranks-per-node", "1", "--algos", ",".join(algos), "--json", str(out), n=2,
+            "--ratio", "0,1", "--ranks-per-node", "1", "--algo", ",".join(algos), "--json", str(out), n=2,
             timeout=300)
     assert r.returncode == 0, r.stderr
     assert "EMULATED" in r.stdout and "pipe-sgd" in r.stdout
@@ -139,14 +139,14 @@ def test_overlap_json_rows_for_the_new_methods(tmp_path):
     assert rows["pipe-sgd"]["model"] == pytest.approx(pipe(own, rows["pipe-sgd"]["update_run"]), rel=1e-9)
     own = rows["ps-sync"]["compute"]  # the worker's: the server's zero is not averaged in
     assert rows["ps-sync"]["t_c_own"] == pytest.approx(own)
-    assert r.stdout.count("daso: 1 rank(s) per node") == 1  # daso's parameters, as it is among --algos
+    assert r.stdout.count("daso: 1 rank(s) per node") == 1  # daso's parameters, as it is among --algo
     assert rows["ps-sync"]["model"] == pytest.approx(own + expect["ps-sync"] - t_c, rel=1e-9)
     assert rows["ps-sync"]["samples"] == 16 and rows["pipe-sgd"]["samples"] == 32
 
 
 def test_overlap_without_daso_prints_no_daso_line():
     r = cli("bench", "overlap", "--model", "digits_tiny", "--batch", "16", "--iterations", "8", "--skip", "2",
-            "--algos", "ssgd,ps-sync", n=2, timeout=300)
+            "--algo", "ssgd,ps-sync", n=2, timeout=300)
     assert r.returncode == 0, r.stderr
     assert "ps-sync" in r.stdout and "daso" not in r.stdout, r.stdout
 
@@ -169,7 +169,7 @@ def test_scale_prints_the_table_and_plots(tmp_path):
 
 def test_bench_all_quick_writes_the_table(tmp_path):
     out = tmp_path / "b"
-    r = cli("bench", "all", "--quick", "--out", str(out), timeout=600)
+    r = cli("bench", "all", "--quick", "--out-dir", str(out), timeout=600)
     assert r.returncode == 0, r.stderr
     md = (out / "bench.md").read_text()
     assert r.stdout == md
@@ -191,7 +191,7 @@ def test_bench_all_quick_writes_the_table(tmp_path):
     assert {row["name"] for row in rows if row["section"] == "step"} == {"mnist_mlp batch 64"}
     assert (out / "bench.png").stat().st_size > 20000
     assert not [p for p in os.listdir(out) if p.startswith(".")]  # no temporary file left
-    again = cli("bench", "all", "--quick", "--out", str(out))
+    again = cli("bench", "all", "--quick", "--out-dir", str(out))
     assert again.returncode == 2 and "the file exists" in again.stderr and "--force" in again.stderr
     assert again.stderr.count("refsgd: error:") == 1
 
@@ -204,8 +204,8 @@ def test_bench_all_quick_writes_the_table(tmp_path):
     (["scale", "--t-c", "-1"], "--t-c expects seconds > 0"),
     (["scale", "--model", "nope"], "unknown model 'nope'"),
     (["scale", "--plot", "no/such/dir/s.png"], "does not exist"),
-    (["all", "--out", "setup.cfg"], "is a file, not a folder"),
-    (["all", "--out", "no/such/dir"], "does not exist"),
+    (["all", "--out-dir", "setup.cfg"], "is a file, not a folder"),
+    (["all", "--out-dir", "no/such/dir"], "does not exist"),
 ])
 def test_bench_bad_input_one_line(args, msg):
     r = cli("bench", *args, cwd=ROOT)
@@ -214,9 +214,9 @@ def test_bench_bad_input_one_line(args, msg):
 
 
 @pytest.mark.parametrize("args,msg", [
-    (["--algos", "ssgd,pp-asgd"], "--algos: 'pp-asgd' is not one of"),
+    (["--algo", "ssgd,pp-asgd"], "--algo: 'pp-asgd' is not one of"),
     (["--ratio", "1,x"], "--ratio expects numbers >= 0"),
-    (["--algos", "daso", "--ranks-per-node", "3"], "does not divide the 2 ranks"),
+    (["--algo", "daso", "--ranks-per-node", "3"], "does not divide the 2 ranks"),
     (["--local-link", "1"], "--local-link expects LATENCY_US,GBIT_S"),
     (["--json", "no/such/dir/o.json"], "does not exist"),
 ])
@@ -254,7 +254,7 @@ def test_overlap_times_the_cost_of_a_timeline(tmp_path):
     and the cost of one span (the figure of issue 27; its values depend on the machine)."""
     out = tmp_path / "o.json"
     r = cli("bench", "overlap", "--model", "digits_mlp", "--batch", "16", "--iterations", "12", "--skip", "2",
-            "--algos", "ssgd,dcs3gd", "--timeline-cost", "1", "--json", str(out), n=2, timeout=300)
+            "--algo", "ssgd,dcs3gd", "--timeline-cost", "1", "--json", str(out), n=2, timeout=300)
     assert r.returncode == 0, r.stderr
     assert "cost of train --timeline" in r.stdout
     res = json.loads(out.read_text())

@@ -204,7 +204,7 @@ def test_bench_overlap_table_and_models(tmp_path):
     JSON, to the printed rounding (3 decimals) in the text. The text's 'update' is the t_up of its
     'model' column (the run's own); 'at t_C' takes the update timed apart (JSON update_apart)."""
     r = mpirun(2, "bench", "overlap", "--model", "digits_mlp", "--batch", "16", "--iterations", "8", "--skip", "2",
-               "--ratio", "1", "--latency-us", "0", "--algos", "ssgd,ssgd-opt,dcs3gd+nopoll,laga-sgdm,d-sync+q8",
+               "--ratio", "1", "--latency-us", "0", "--algo", "ssgd,ssgd-opt,dcs3gd+nopoll,laga-sgdm,d-sync+q8",
                "--json", str(tmp_path / "o.json"))
     assert r.returncode == 0, r.stderr
     out = r.stdout
@@ -254,10 +254,10 @@ def test_bench_overlap_table_and_models(tmp_path):
 
 
 @pytest.mark.parametrize("args,msg", [
-    (["--algos", "ssgd,pp-asgd"], "--algos: 'pp-asgd' is not one of"),
-    (["--algos", "dcs3gd+fast"], "--algos: 'dcs3gd+fast' is not one of"),
-    (["--algos", "dcs3gd+q8"], "--algos: 'dcs3gd+q8': --compress does not apply to dcs3gd"),
-    (["--algos", "dcs3gd", "--tau", "2"], "dcs3gd takes one micro-batch per iteration"),
+    (["--algo", "ssgd,pp-asgd"], "--algo: 'pp-asgd' is not one of"),
+    (["--algo", "dcs3gd+fast"], "--algo: 'dcs3gd+fast' is not one of"),
+    (["--algo", "dcs3gd+q8"], "--algo: 'dcs3gd+q8': --compress does not apply to dcs3gd"),
+    (["--algo", "dcs3gd", "--tau", "2"], "dcs3gd takes one micro-batch per iteration"),
     (["--link", "50,1", "--ratio", "1"], "give --link or --ratio, not both"),
     (["--skip", "60"], "--skip 60 leaves no iteration"),
     (["--model", "digits_mlp", "--data", "setup.cfg"], "not an HDF5 file"),

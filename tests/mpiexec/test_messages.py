@@ -138,7 +138,7 @@ def test_bench_step_gives_medians_with_their_spread_and_the_load():
 def test_bench_overlap_records_the_load_and_the_spread_of_its_iterations(tmp_path):
     out = tmp_path / "o.json"
     r = cli("bench", "overlap", "--model", "digits_tiny", "--batch", "16", "--iterations", "12", "--skip", "2",
-            "--algos", "ssgd", "--json", str(out), n=2, timeout=300)
+            "--algo", "ssgd", "--json", str(out), n=2, timeout=300)
     assert r.returncode == 0, r.stderr
     res = json.loads(out.read_text())
     assert len(res["load_before"]) == 3 and len(res["load_after"]) == 3

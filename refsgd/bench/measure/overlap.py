@@ -46,7 +46,7 @@ def synthetic_size(net, world, batch, tau, iterations, budget=64e6):
 
 
 def split_method(name):
-    """``ALGO[+CODEC][+nopoll]`` of ``bench overlap --algos`` -> (algo, poll, compress), or None
+    """``ALGO[+CODEC][+nopoll]`` of ``bench overlap --algo`` -> (algo, poll, compress), or None
     when a part after ``+`` is neither ``poll``/``nopoll`` nor a codec of refsgd.comm.codecs."""
     algo, *flags = name.split("+")
     poll, compress = True, "none"
@@ -182,7 +182,7 @@ def overlap(comm, args):
        quarter of that time where it would take half of it; R = 0: no link, the real network),
        or none;
     3. T_comm: a blocking all-reduce of the gradient through that link, measured;
-    4. every method of ``--algos`` with that link; the model of its iteration time
+    4. every method of ``--algo`` with that link; the model of its iteration time
        (:data:`refsgd.bench.models.MODELS`) evaluated twice: with the compute and the update
        measured in that very run (``model``: does the method overlap what it computes? a
        parameter server's update stays t_up) and with t_C and t_up
@@ -215,7 +215,7 @@ def overlap(comm, args):
     p2p = _message_time(comm, n, net.dtype)
     gamma = comm.allreduce(models.reduction_gamma(n, net.dtype)) / P
     algos = sorted({split_method(name)[0] for name in args.algos})
-    # each codec of --algos (ALGO+CODEC): its compressed ring without a link, C_ring, and its
+    # each codec of --algo (ALGO+CODEC): its compressed ring without a link, C_ring, and its
     # operator's seconds per all-reduce, R_op (the reduction the link adds to the transfer)
     rings = {}
     for name in sorted({split_method(name)[2] for name in args.algos} - {"none"}):
