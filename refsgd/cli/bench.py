@@ -53,7 +53,8 @@ def add(sub):
                          "--compress CODEC (the methods that take it: "
                          f"{', '.join(m.name for m in METHODS.values() if 'compress' in m.options)}): "
                          f"{', '.join(m.name for m in METHODS.values() if m.timing_model)} (Pipe-SGD with K = 2, "
-                         f"DASO cycling from the first batch); default {OVERLAP_ALGOS}")
+                         "DASO cycling from the first batch); default: the synchronous baseline, its "
+                         "overlapped twin and two of the papers' overlapping methods")
     cmdoptions.deprecated(o, "--algos", "--algo", "algo", append=True)
     cmdoptions.add(o, "link", default=None, help="emulated link (see train --help)")
     o.add_argument("--ratio", default=None, metavar="R[,R...]",
