@@ -95,3 +95,27 @@ def test_verify_still_reads_the_versions_it_knows(tmp_path):
     for v in (2, 3, np.int64(3)):
         ok, lines = trace.verify(_with_version(tmp_path, v), GOLDEN, rtol=0, atol=0)
         assert ok and "OK: 10 steps x 4 workers agree" in lines[-1], lines
+
+
+@pytest.mark.parametrize("flag", ["--out", "--trace", "--checkpoint", "--data", "--model"])
+def test_an_empty_path_is_refused(tmp_path, flag):
+    """`--out ''` (an empty shell variable) named no file and the run went on without writing one
+    (rc 0 before): every path option of train refuses ''."""
+    r = cli("train", "--iterations", "2", "--no-progress", flag, "", timeout=120, cwd=tmp_path)
+    assert r.returncode == 2, (r.returncode, r.stdout, r.stderr)
+    assert r.stderr.splitlines()[-1] == (f"refsgd train: error: argument {flag}: an empty path: give a file or "
+                                         "folder name, or leave the option out"), r.stderr
+    assert "iter" not in r.stdout and not os.listdir(tmp_path)
+
+
+def test_the_python_api_refuses_an_empty_path():
+    r = _python("import refsgd\n"
+                "for kw in (dict(out=''), dict(trace=' '), dict(checkpoint='')):\n"
+                "    try:\n"
+                "        refsgd.train('ssgd', iterations=2, log=None, **kw)\n"
+                "        print('ran', kw)\n"
+                "    except refsgd.RefsgdError as e:\n"
+                "        print('refused:', e)\n")
+    lines = r.stdout.splitlines()
+    assert r.returncode == 0 and len(lines) == 3, r.stdout + r.stderr
+    assert all(line.startswith("refused: ") and "an empty path" in line for line in lines), lines

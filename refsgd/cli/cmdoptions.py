@@ -47,7 +47,7 @@ def add(p, name, *, groups=None, **override):
     else:
         if isinstance(o.kind, Choice):
             kw["choices"] = o.kind.choices
-        elif type(o.kind) is not Text:  # a plain string needs no parser
+        elif type(o.kind) is not Text or o.kind.path:  # a plain string needs no parser; a path is never empty
             kw["type"] = parser_of(o.kind)
         if o.metavar:
             kw["metavar"] = o.metavar

@@ -110,6 +110,8 @@ class Text(Kind):
             return os.fspath(v)
         if not isinstance(v, str):
             raise ValueError("expected a path (str or os.PathLike)" if self.path else "expected a string")
+        if self.path and not v.strip():  # '' names no file: refused, never taken for "no output"
+            raise ValueError("an empty path: give a file or folder name, or leave the option out")
         return v
 
 
