@@ -111,10 +111,14 @@ def test_the_default_of_a_method_learns(algo):
 
 
 def test_help_says_what_lr_means():
+    """Every method's meaning of --lr (Method.lr_meaning) is in train's help, after the methods
+    that share it."""
+    from refsgd.registry import METHODS
     r = cli("train", "--help")
     text = " ".join(r.stdout.split()).replace("- ", "-")  # argparse wraps at hyphens
-    assert "the sum of the gradients over samples, sub-batches and workers (ssgd-nag, pp-asgd, asgd)" in text
-    assert "the mean gradient over workers and samples" in text
+    assert "ssgd-nag: lambda, times the sum of the gradients over samples, sub-batches and workers" in text, text
+    for m in METHODS.values():
+        assert f"{m.name}" in text and m.lr_meaning.split(" (")[0] in text, (m.name, m.lr_meaning)
 
 
 # ---------------------------------------------------------------------------- threads, progress
