@@ -48,17 +48,20 @@ def _per_iteration_bytes(path):
         return f["iterations/global_bytes"][...].sum(axis=0), f["iterations/local_bytes"][...].sum(axis=0)
 
 
+@pytest.mark.world(4)
 def test_global_traffic_daso_against_ssgd_and_fp16(tmp_path):
     """Payload between nodes per iteration at 2 nodes x 2 ranks (float32): SSGD puts every rank's
     gradient into the all-reduce (4 x 4D bytes), fp16 half of that; DASO one rank per node, in
     bf16 while blocking (2 x 2D) and float32 every B batches while cycling (2 x 4D)."""
+    tmp_path = world.shared_path(tmp_path)
     common = ["--model", "digits_mlp", "--batch", "64", "--iterations", "20", "--no-progress"]
-    out = {}
-    for name, extra in {"ssgd": ["--algo", "ssgd"], "fp16": ["--algo", "ssgd", "--compress", "fp16"],
-                        "daso": ["--algo", "daso", "--ranks-per-node", "2", "--sync-every", "4"]}.items():
-        r = refsgd("train", *common, *extra, "--out", str(tmp_path / f"{name}.h5"), n=4)
-        assert r.returncode == 0, r.stderr
-        out[name] = _per_iteration_bytes(tmp_path / f"{name}.h5")
+    runs = {"ssgd": ["--algo", "ssgd"], "fp16": ["--algo", "ssgd", "--compress", "fp16"],
+            "daso": ["--algo", "daso", "--ranks-per-node", "2", "--sync-every", "4"]}
+    for name, extra in runs.items():
+        world.train(*common, *extra, "--out", str(tmp_path / f"{name}.h5"), log=None)
+    if world.comm().Get_rank() != 0:
+        return  # rank 0 checks; every rank's report says how it went (tests.helpers.world.agree)
+    out = {name: _per_iteration_bytes(tmp_path / f"{name}.h5") for name in runs}
     assert (out["ssgd"][0] == 4 * 4 * D).all() and (out["ssgd"][1] == 0).all()
     assert (out["fp16"][0] == 4 * 2 * D).all()
     glob, local = out["daso"]
@@ -71,16 +74,18 @@ def test_global_traffic_daso_against_ssgd_and_fp16(tmp_path):
     assert list(bcasts) == [1] * 5 + [0, 1, 0, 0, 0, 1, 0, 0, 0, 1] + [1] * 5
 
 
+@pytest.mark.world(4)
 def test_resume_with_a_global_sync_in_flight_equals_an_uninterrupted_run(tmp_path):
     """The checkpoint after iteration 5 holds the sync sent at 5 (due at 6); plateaus follow."""
-    common = ["train", *PHASES, "--ranks-per-node", "2", "--batch", "64", "--dtype", "float64",
+    tmp_path = world.shared_path(tmp_path)
+    common = [*PHASES, "--ranks-per-node", "2", "--batch", "64", "--dtype", "float64",
               "--iterations", "33", "--no-progress", "--checkpoint-every", "6",
               "--keep-checkpoints", "0"]
-    r = refsgd(*common, "--checkpoint", str(tmp_path / "a"), "--out", str(tmp_path / "a.h5"), n=4)
-    assert r.returncode == 0, r.stderr
-    r = refsgd(*common, "--checkpoint", str(tmp_path / "b"), "--resume", str(tmp_path / "a" / "ckpt-6"),
-               "--out", str(tmp_path / "b.h5"), n=4)
-    assert r.returncode == 0, r.stderr
+    world.train(*common, "--checkpoint", str(tmp_path / "a"), "--out", str(tmp_path / "a.h5"), log=None)
+    world.train(*common, "--checkpoint", str(tmp_path / "b"), "--resume", str(tmp_path / "a" / "ckpt-6"),
+                "--out", str(tmp_path / "b.h5"), log=None)
+    if world.comm().Get_rank() != 0:
+        return  # rank 0 checks; every rank's report says how it went (tests.helpers.world.agree)
     # five blocking syncs rotated k to 1: local rank 1 (rank 1 of node 0) sent at 5
     with h5py.File(tmp_path / "a" / "ckpt-6" / "rank1.h5") as f:
         assert list(f["state/daso"][6:9]) == [6, 1, 1]      # slot 0: due at 6, group 1, S = 1
@@ -112,16 +117,19 @@ def test_global_syncs_never_move_a_frozen_layer(tmp_path):
     assert not (x[-1, :, frozen.stop:] == w0[frozen.stop:]).all()
 
 
+@pytest.mark.world(2)
 def test_one_node_is_ssgd_with_the_mean_gradient(tmp_path):
     """Without --ranks-per-node all ranks share this machine's memory: one node, no global sync,
     and the node sync is SSGD's all-reduce: the same trajectory, bit for bit."""
+    tmp_path = world.shared_path(tmp_path)
     common = ["--model", "digits_mlp", "--batch", "16", "--momentum", "0.9", "--dtype", "float64",
               "--iterations", "12", "--no-progress"]
-    r = refsgd("train", "--algo", "daso", *common, "--trace", str(tmp_path / "d.h5"), n=2)
-    assert r.returncode == 0, r.stderr
-    assert "1 node of 2 ranks; one node: no global syncs" in r.stdout
-    r = refsgd("train", "--algo", "ssgd", *common, "--trace", str(tmp_path / "s.h5"), n=2)
-    assert r.returncode == 0, r.stderr
+    lines = []
+    world.train("--algo", "daso", *common, "--trace", str(tmp_path / "d.h5"), log=lines.append)
+    world.train("--algo", "ssgd", *common, "--trace", str(tmp_path / "s.h5"), log=None)
+    if world.comm().Get_rank() != 0:
+        return  # rank 0 checks; every rank's report says how it went (tests.helpers.world.agree)
+    assert any("1 node of 2 ranks; one node: no global syncs" in line for line in lines), lines
     with h5py.File(tmp_path / "d.h5") as d, h5py.File(tmp_path / "s.h5") as s:
         np.testing.assert_array_equal(d["state/x"][...], s["state/x"][...])
         np.testing.assert_array_equal(d["state/U.momentum_buffer"][...], s["state/U.momentum_buffer"][...])

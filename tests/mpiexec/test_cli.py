@@ -159,22 +159,7 @@ def test_mpi_bad_input_ends_every_rank(args, msg):
         assert r.stderr.count("refsgd: error:") == 1  # once, from rank 0
 
 
-@pytest.mark.parametrize("algo", ["ssgd-opt", "dcs3gd", "laga-sgdm"])
-def test_poll_changes_timing_not_numbers(tmp_path, algo):
-    """--poll only calls Test() on the requests in flight between layers: the trajectory is
-    bitwise that of the run without it (2 ranks: a sum of two values does not depend on order)."""
-    import h5py
-    common = ["train", "--algo", algo, "--model", "digits_mlp", "--momentum", "0.9", "--dtype", "float64",
-              "--iterations", "12", "--no-progress", "--link", "20,50"]
-    if algo == "ssgd-opt":
-        common += ["--tau", "2"]
-    for name, extra in (("plain", ["--no-poll"]), ("poll", [])):
-        r = mpirun(2, *common, *extra, "--out", str(tmp_path / f"{name}.h5"))
-        assert r.returncode == 0, r.stderr
-    with h5py.File(tmp_path / "plain.h5") as a, h5py.File(tmp_path / "poll.h5") as b:
-        assert b.attrs["link_emulated"]
-        np.testing.assert_array_equal(a["model"][...], b["model"][...])
-        np.testing.assert_array_equal(a["iterations/loss"][...], b["iterations/loss"][...])
+# (--poll changes timing, not numbers: in-process, tests/mpiexec/test_training_runs.py)
 
 
 @pytest.mark.parametrize("n", [3])
@@ -280,34 +265,7 @@ def test_train_list():
 
 
 # ---------------------------------------------------------------------- checkpoints and report
-@pytest.mark.parametrize("algo", ["ssgd", "ssgd-opt", "ssgd-nag", "dcs3gd", "dcasgd"])
-def test_resume_equals_an_uninterrupted_run(tmp_path, algo):
-    import h5py
-    common = ["train", "--algo", algo, "--momentum", "0.9", "--dtype", "float64", "--iterations", "24",
-              "--tau", "2", "--no-progress", "--log-every", "5"]
-    if algo == "ssgd-nag":
-        common += ["--lr", "0.0005"]
-    if algo == "dcs3gd":
-        common[common.index("--tau") + 1] = "1"
-    if algo == "dcasgd":  # no momentum; the deterministic order makes the trajectory reproducible
-        common = [a for a in common if a not in ("--momentum", "0.9")]
-        common[common.index("--tau") + 1] = "1"
-        common += ["--ps-order", "round-robin"]
-    ck = tmp_path / "ck"
-    r = mpirun(2, *common, "--checkpoint", str(ck), "--checkpoint-every", "7", "--keep-checkpoints", "0",
-               "--out", str(tmp_path / "a.h5"))
-    assert r.returncode == 0, r.stderr
-    assert sorted(os.listdir(ck)) == ["ckpt-14", "ckpt-21", "ckpt-24", "ckpt-7", "latest"]  # and the last
-    assert (ck / "latest").read_text().strip() == "ckpt-24"
-    r = mpirun(2, *common, "--resume", str(ck / "ckpt-7"), "--out", str(tmp_path / "b.h5"))
-    assert r.returncode == 0, r.stderr
-    assert "resumed from" in r.stdout and "at iteration 7" in r.stdout
-    with h5py.File(tmp_path / "a.h5") as a, h5py.File(tmp_path / "b.h5") as b:
-        np.testing.assert_array_equal(a["model"][...], b["model"][...])
-        np.testing.assert_array_equal(a["iterations/loss"][...], b["iterations/loss"][...])
-        np.testing.assert_array_equal(a["evals/test_acc"][...], b["evals/test_acc"][...])
-
-
+# (resume equals an uninterrupted run: in-process, tests/mpiexec/test_resume_in_world.py)
 def test_resume_refuses_another_run(tmp_path):
     ck = tmp_path / "ck"
     base = ["train", "--iterations", "6", "--no-progress"]

@@ -374,6 +374,26 @@ def test_a_frozen_layer_is_bitwise_w0_in_the_final_model_at_3_ranks(tmp_path, al
     assert not np.array_equal(model[FROZEN.stop:], w0[FROZEN.stop:]), "the trainable layer never moved"
 
 
+@pytest.mark.world(2)
+@pytest.mark.parametrize("algo", ["ssgd-opt", "dcs3gd", "laga-sgdm"])
+def test_poll_changes_timing_not_numbers(tmp_path, algo):
+    """--poll only calls Test() on the requests in flight between layers: the trajectory is
+    bitwise that of the run without it (2 ranks: a sum of two values does not depend on order)."""
+    tmp_path = world.shared_path(tmp_path)
+    common = ["--algo", algo, "--model", "digits_mlp", "--momentum", "0.9", "--dtype", "float64",
+              "--iterations", "12", "--no-progress", "--link", "20,50"]
+    if algo == "ssgd-opt":
+        common += ["--tau", "2"]
+    for name, extra in (("plain", ["--no-poll"]), ("poll", [])):
+        world.train(*common, *extra, "--out", str(tmp_path / f"{name}.h5"), log=None)
+    if world.comm().Get_rank() != 0:
+        return  # rank 0 checks; every rank's report says how it went (tests.helpers.world.agree)
+    with h5py.File(tmp_path / "plain.h5") as a, h5py.File(tmp_path / "poll.h5") as b:
+        assert b.attrs["link_emulated"]
+        np.testing.assert_array_equal(a["model"][...], b["model"][...])
+        np.testing.assert_array_equal(a["iterations/loss"][...], b["iterations/loss"][...])
+
+
 # ---------------------------------------------------------------------------- first-run compilation
 def test_compile_clock_counts_numba_compiling_not_cache_loads():
     import numba
