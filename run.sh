@@ -78,7 +78,7 @@ case "${1:-main}" in
     shift
     if [ ! -f "$VENV/.refsgd-docs" ] || [ setup.cfg -nt "$VENV/.refsgd-docs" ]; then
       echo "run.sh: installing the documentation tools (setup.cfg's docs extra) into $VENV" >&2
-      "$PY" -m pip install -q -e ".[docs]"
+      PYTHONWARNINGS="ignore:Editable installation:UserWarning" "$PY" -m pip install -q -e ".[docs]"  # as in setup()
       touch "$VENV/.refsgd-docs"
     fi
     if [ "${1:-}" = --timelines ]; then
