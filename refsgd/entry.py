@@ -47,6 +47,11 @@ def main(argv=None):
         if failure.world_rank() == 0:
             failure.say("refsgd: {} ({})".format(*failure.describe(lost)))
     failure.STOP.late = True  # from here a signal exits at once (MPI finalises at interpreter exit)
+    if code >= 128 and failure.world_size() <= 1:
+        # a stopped process that is alone ends here, its line said and its outputs cleaned up: the
+        # interpreter's finalisers would run on state the stop left half-way (a stop delivered
+        # inside Numba's compiler: LLVM objects freed at exit ended one run in SIGSEGV, not 130)
+        failure.exit_now(code)
     return code
 
 

@@ -103,7 +103,8 @@ def test_a_signal_at_any_moment_ends_the_command(command, moment, i, tmp_path, p
     args = commands(tmp_path, prepared)[command]
     t0 = time.monotonic()
     r = subprocess.run([sys.executable, INJECT, MOMENTS[moment](i), name, *args], cwd=tmp_path,
-                       capture_output=True, text=True, timeout=scaled(300))
+                       capture_output=True, text=True, timeout=scaled(300),
+                       env={**os.environ, "PYTHONFAULTHANDLER": "1"})  # a crash shows where it was
     elapsed = time.monotonic() - t0
     lines = [ln for ln in r.stderr.splitlines() if ln.startswith("refsgd")]
     assert r.returncode == code, r.stderr
