@@ -66,6 +66,9 @@ def _wait(req, what, report):
             sys.stderr.write(f"rank {me}: the other ranks did not end {what} within "
                              f"{scaled(MEET):.0f} s (stuck in a collective a failed rank left): ending the world\n")
             sys.stderr.flush()
+            # the launcher forwards stderr asynchronously and stops when the abort ends the job:
+            # give it a moment to pass the lines on (as refsgd.failure.abort_world does)
+            time.sleep(scaled(failure.LINE_GRACE))
             comm().Abort(1)
         time.sleep(pause)
         pause = min(0.05, 2 * pause)
