@@ -117,8 +117,10 @@ def main(argv):
                                                    *(["--ignore", BESIDE] if whole else [])]))
     per_test = f"{scaled(TEST_LIMIT):.0f}"
     for n in (2,) if quick else WORLDS:
+        # --color=no: Open MPI's mpirun hands the ranks a terminal, and a coloured closing line
+        # would not be read as one
         cmd = [py, "-m", "refsgd.mpilib", "-n", str(n), py, "-m", "pytest", "--with-mpi", "-q", "-rs",
-               "-p", "no:cacheprovider", "-p", "tests.helpers.world", "--timeout", per_test, "--timeout-method",
+               "--color=no", "-p", "no:cacheprovider", "-p", "tests.helpers.world", "--timeout", per_test, "--timeout-method",
                "thread", *args]
         parts.append(Part(f"world of {n} ranks", cmd, scaled(SESSION_LIMIT)))
     beside = [part.start() for part in parts if part.beside]
