@@ -14,7 +14,7 @@ SAMPLE = "tests/helpers/world_sample.py"
 
 
 def session(case, *extra, meet=5, timeout=120):
-    cmd = mpiexec(2) + [sys.executable, "-m", "pytest", "--with-mpi", "-q", "-p", "no:cacheprovider", "-p",
+    cmd = mpiexec(2) + [sys.executable, "-m", "pytest", "--with-mpi", "-q", "--color=no", "-p", "no:cacheprovider", "-p",
                         "tests.helpers.world", "--timeout-method", "thread", *extra, SAMPLE]
     start = time.monotonic()
     r = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=scaled(timeout),
