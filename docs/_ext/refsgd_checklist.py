@@ -6,7 +6,7 @@ says what the tests require and cannot drift from it."""
 import importlib
 
 import refsgd_docs_io as docs_io
-from refsgd_docs_io import SphinxError, read, table, write_file
+from refsgd_docs_io import SphinxError, table
 
 #: the lines around the generated checklist of docs/contributing.md
 MARK = "<!-- checklist: generated from refsgd.registry.REQUIREMENTS (python docs/_ext/refsgd_docs.py checklist) -->"
@@ -44,9 +44,4 @@ def with_checklist(text, name="docs/contributing.md"):
 
 def sync_checklist():
     """Rewrite docs/contributing.md's checklist from the registry; True when it changed."""
-    path = docs_io.DOCS / "contributing.md"
-    text = read(path)
-    new = with_checklist(text)
-    if new != text:
-        write_file(path, new)
-    return new != text
+    return docs_io.rewrite(docs_io.DOCS / "contributing.md", with_checklist)

@@ -63,6 +63,16 @@ def write_file(path, text):
         raise SphinxError(str(e)) from None
 
 
+def rewrite(path, transform):
+    """Replace the text of ``path`` by ``transform(text)`` where that differs (atomically);
+    True when it changed."""
+    text = read(path)
+    new = transform(text)
+    if new != text:
+        write_file(path, new)
+    return new != text
+
+
 def _cell(text):
     """A table cell: one line, its pipes escaped, and outside code its asterisks (``eta*gamma``
     is a product, not emphasis)."""

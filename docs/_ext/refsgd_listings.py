@@ -7,7 +7,7 @@ import re
 import textwrap
 
 import refsgd_docs_io as docs_io
-from refsgd_docs_io import SphinxError, read, write_file
+from refsgd_docs_io import SphinxError, read
 
 
 
@@ -98,12 +98,7 @@ def with_listings(text, name="docs/algorithms.md"):
 def sync_listings():
     """Rewrite docs/algorithms.md's listings from the docstrings (the file is installed with refsgd
     as refsgd.docs, so it holds them too); True when it changed."""
-    path = docs_io.DOCS / "algorithms.md"
-    text = read(path)
-    new = with_listings(text)
-    if new != text:
-        write_file(path, new)
-    return new != text
+    return docs_io.rewrite(docs_io.DOCS / "algorithms.md", with_listings)
 
 
 
