@@ -12,6 +12,7 @@ import types
 import h5py
 import numpy as np
 import pytest
+from tests.helpers.backend_run import write_result
 from tests.helpers.launch import ROOT, cli, mpi_env
 
 from refsgd import trace
@@ -212,18 +213,8 @@ def test_export_and_check_round_trip(tmp_path):
     os.umask(umask)
     assert os.stat(folder).st_mode & 0o777 == 0o777 & ~umask     # not mkdtemp's 0o700
     # the NumPy example driven from the files alone, its states written back as NPY
-    backend = load_backend(f"{NUMPY}:Backend")()
     meta, s = _read_folder(folder)
-    backend.setup(s)
-    loss, states = [], {k: [] for k in meta["state_names"]}
-    for t in range(s.steps):
-        loss.append(backend.step(t, float(s.lr[t]), s.batches[t]))
-        for k, v in backend.state().items():
-            states[k].append(v)
-    (folder / "result").mkdir()
-    np.save(folder / "result" / "loss.npy", np.array(loss))
-    for k, v in states.items():
-        np.save(folder / "result" / f"{k}.npy", np.stack(v))
+    write_result(folder, load_backend(f"{NUMPY}:Backend")(), s, s.batches)
     r = cli("conformance", "check", str(suite), "--out", "-")
     assert r.returncode == 1, r.stdout + r.stderr                 # dcasgd-n3 has no result: no green
     assert _row(r.stdout, "pp-asgd-s3-n2") == ["pp-asgd-s3-n2", "pp-asgd", "2", "float64", "none", "pass"]

@@ -13,6 +13,7 @@ import sys
 
 import numpy as np
 import pytest
+from tests.helpers.backend_run import write_result
 from tests.helpers.launch import ROOT, cli, mpi_env
 
 from refsgd.conformance import load_backend
@@ -34,17 +35,7 @@ def _write_result(folder, backend_text=f"{NUMPY}:Backend"):
     c = next(c for c in configurations() if c.name == meta["name"])
     os.makedirs(folder.parent / ".refs", exist_ok=True)
     s = References(str(folder.parent / ".refs")).setup(c)
-    backend = load_backend(backend_text)()
-    backend.setup(s)
-    loss, states = [], {k: [] for k in s.state_names}
-    for t in range(s.steps):
-        loss.append(backend.step(t, float(s.lr[t]), np.load(folder / "batches.npy")[t]))
-        for k, v in backend.state().items():
-            states[k].append(v)
-    (folder / "result").mkdir()
-    np.save(folder / "result" / "loss.npy", np.array(loss))
-    for k, v in states.items():
-        np.save(folder / "result" / f"{k}.npy", np.stack(v))
+    write_result(folder, load_backend(backend_text)(), s, np.load(folder / "batches.npy"))
 
 
 @pytest.fixture(scope="module")
