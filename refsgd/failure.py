@@ -237,11 +237,11 @@ class _Stop:
         if self.in_hook:  # never raise inside the unraisable hook (Python would print it, and it is lost)
             self.again.set()  # the swallowed stop's delivery came too soon: once more
             return
-        self.lost = None
+        again, self.lost = self.lost is not None, None  # again: a stop delivered once more (not a new signal)
         word, name = describe(signum)
         now = time.monotonic()
         if (self.signum is not None or self.pending is not None or self.raised is not None) \
-                and now - self.since < REPEAT:
+                and now - self.since < REPEAT and not again:
             return  # the same stop, delivered twice (by the launcher and to the process group)
         self.since = now
         state = mpi_state()
@@ -252,7 +252,8 @@ class _Stop:
                                  name="refsgd-signal").start()
             return
         if self.signum is not None or not self.deferred:
-            self.leave(signum)
+            self.leave(signum, frame)
+            return  # inside Numba's compiler: delivered again once it has returned (see leave)
         self.signum = signum
         # the loss check agrees on the stop; if it does not come in time, end everything
         self.timer = threading.Timer(GRACE, end_now, (exit_code(signum),
@@ -260,10 +261,11 @@ class _Stop:
         self.timer.daemon = True
         self.timer.start()
 
-    def leave(self, signum):
+    def leave(self, signum, frame=None):
         """End this command on a signal outside the loop: every rank when MPI is up, else unwind
         this process (Stopped: the command line prints the line and cleans up), or, once the
-        command has returned, exit."""
+        command has returned, exit. Never inside Numba's compiler (:func:`_inside_compiler`): the
+        stop waits there, delivered again every :data:`AGAIN` s, until the compiler has returned."""
         word, name = describe(signum)
         code, line = exit_code(signum), f"refsgd: {word} ({name})"
         if world_size() > 1:
@@ -279,6 +281,13 @@ class _Stop:
                                                                     f"{UNWIND:.0f} s"))
             self.watchdog.daemon = True
             self.watchdog.start()
+        if _inside_compiler(frame):
+            # an exception raised between one of llvmlite's C calls and the Python line that records
+            # who owns the LLVM object it made leaves that object to be freed twice: a SIGSEGV when
+            # the traceback is released, instead of 130 (the watchdog above still bounds the wait)
+            self.raised, self.lost = None, signum
+            self.again.set()
+            return
         raise Stopped(code, f"{word} ({name})")
 
     def swallowed(self, unraisable):
@@ -340,6 +349,18 @@ class _Stop:
         if self.timer is not None:
             self.timer.cancel()
             self.timer = None
+
+
+def _inside_compiler(frame):
+    """Whether a frame of Numba or llvmlite is on ``frame``'s stack (a compilation under way:
+    running compiled code leaves no Python frame of theirs)."""
+    homes = tuple(os.path.dirname(module.__file__) + os.sep for module in map(sys.modules.get, ("numba", "llvmlite"))
+                  if getattr(module, "__file__", None))
+    while frame is not None and homes:
+        if frame.f_code.co_filename.startswith(homes):
+            return True
+        frame = frame.f_back
+    return False
 
 
 STOP = _Stop()

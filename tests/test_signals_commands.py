@@ -114,6 +114,38 @@ def test_a_signal_at_any_moment_ends_the_command(command, moment, i, tmp_path, p
     assert elapsed < scaled(120), elapsed
 
 
+def test_a_stop_waits_until_numbas_compiler_has_returned():
+    """A stop is never raised inside Numba's compiler (an exception between one of llvmlite's C calls
+    and the line that records who owns the object it made frees that object twice: a SIGSEGV when
+    the traceback is released, seen once as golden-gc-2's -11): it waits there and is raised at the
+    first line outside it, at once. The compiler here is a function whose code is filed under
+    Numba's folder; without the wait the stop is raised inside it and "compiled" is never printed."""
+    code = (
+        "import os, signal, sys, time\n"
+        "import numba\n"
+        "from refsgd import failure\n"
+        "from refsgd.errors import Stopped\n"
+        "failure.install()\n"
+        "src = ('def compiling():\\n'\n"
+        "       '    t = time.monotonic()\\n'\n"
+        "       '    os.kill(os.getpid(), signal.SIGTERM)\\n'\n"
+        "       '    while time.monotonic() - t < 0.3:\\n'\n"
+        "       '        sum(range(100))\\n'\n"
+        "       '    return \"compiled\"\\n')\n"
+        "ns = {'os': os, 'signal': signal, 'time': time}\n"
+        "exec(compile(src, os.path.join(os.path.dirname(numba.__file__), 'core', 'compiling.py'), 'exec'), ns)\n"
+        "try:\n"
+        "    print(ns['compiling']())\n"
+        "    t = time.monotonic()\n"
+        "    while time.monotonic() - t < 5:\n"
+        "        sum(range(100))\n"
+        "    print('ran on')\n"
+        "except Stopped as e:\n"
+        "    print('stopped', e.code, round(time.monotonic() - t, 1))\n")
+    r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=scaled(60))
+    assert r.stdout.split() == ["compiled", "stopped", "143", "0.0"], r.stdout + r.stderr
+
+
 def test_a_stop_raised_inside_a_collector_callback_is_delivered_again():
     """The mechanism, in one process: the handler's Stopped inside a gc callback is swallowed by
     Python; the unraisable hook has it delivered again, and the main code stops (the old handler:
