@@ -36,7 +36,7 @@ from refsgd.files import check_folder, check_output
 from refsgd.reproduce import claims as _claims
 from refsgd.reproduce import outputs
 from refsgd.reproduce.measure import fmt  # noqa: F401 -- what the markdown prints (the tests use it)
-from refsgd.reproduce.runner import QUICK_ITERATIONS, Runs, Setup, cores, load_average  # noqa: F401 -- Setup: the command line's
+from refsgd.reproduce.runner import QUICK_ITERATIONS, Runs, Setup, cores, default_seeds, load_average  # noqa: F401 -- Setup: the command line's
 from refsgd.reproduce.verdict import NOT_TESTABLE, spread, verdict
 
 CLAIMS = _claims.CLAIMS
@@ -50,13 +50,14 @@ def list_text():
         lines.append(f"    hyperparameters: {c.tuning}")
         lines.append("    data: " + ("MNIST from `refsgd data download mnist` (or --data); without it: not testable here"
                                       if c.data else "any (default the embedded digits: a timing model)"))
-        lines.append(f"    budget: {c.budget[1]} s per seed on 2 idle cores at one rank per core "
-                     f"({c.budget[0]} s with --quick)" + (", not in `all`: run it by its name" if c.requires else ""))
+        lines.append(f"    budget: {c.budget[1]} s per seed on 2 idle cores at one rank per core, "
+                     f"{default_seeds(c, False)} seeds by default ({c.budget[0]} s with --quick)"
+                     + (", not in `all`: run it by its name" if c.requires else ""))
         if c.requires:
             lines.append(f"    needs: {c.requires}")
         elif c.untestable:
             lines.append("    not testable on one machine: the page says why and what it needs")
-    lines.append(f"all: at most {_claims.budget(False, 3) / 60:.0f} min at 3 seeds on 2 idle cores at one rank per "
+    lines.append(f"all: at most {_claims.budget(False) / 60:.0f} min at the default seeds on 2 idle cores at one rank per "
                  f"core ({_claims.budget(True, 1) / 60:.1f} min with --quick; the claims that need MNIST are "
                  "not testable, and cost nothing, without it); every claim but "
                  + ", ".join(c.name for c in CLAIMS if c not in _claims.IN_ALL) + " (root: run by name)")
@@ -263,7 +264,7 @@ def reproduce(name, setup, out_dir, force=False, log=None):
             outputs.write(base + ".json", json.dumps(r, indent=1, default=float) + "\n")
             outputs.write(base + ".md", outputs.markdown(r))
             outputs.figure(r, base + ".png")
-            say(f"{c.name}: {r['verdict']} ({r['seconds']:.0f} s; budget {r['budget_s'] * setup.seeds} s on 2 idle "
+            say(f"{c.name}: {r['verdict']} ({r['seconds']:.0f} s; budget {r['budget_s'] * r['seeds']} s on 2 idle "
                 f"cores): {base}.md")
             results.append(r)
             # after every claim, so that an interrupted `all` leaves an index of what it finished

@@ -2,6 +2,7 @@
 :mod:`daso`, :mod:`pipesgd`), in the order ``refsgd reproduce --list`` and ``all`` take them."""
 
 from refsgd.reproduce import daso, dcs3gd, laga, pipesgd, ppasgd
+from refsgd.reproduce.runner import default_seeds
 from refsgd.reproduce.measure import check_matplotlib, first_reach  # noqa: F401 -- the tests and __init__ use them
 from refsgd.reproduce.measure import _bundled  # noqa: F401
 
@@ -12,7 +13,7 @@ BY_NAME = {c.name: c for c in CLAIMS}
 IN_ALL = [c for c in CLAIMS if not c.requires]
 
 
-def budget(quick, seeds):
+def budget(quick, seeds=None):
     """Seconds that ``reproduce all`` should take on 2 idle cores: the budgets per seed of the
-    claims it runs (:attr:`measure.Claim.budget`) times the seeds."""
-    return seeds * sum(c.budget[0 if quick else 1] for c in IN_ALL)
+    claims it runs (:attr:`measure.Claim.budget`) times the seeds (None: each claim's default)."""
+    return sum(c.budget[0 if quick else 1] * (seeds or default_seeds(c, quick)) for c in IN_ALL)

@@ -31,6 +31,16 @@ QUICK_SAMPLES = 1280
 #: at most this many seeds: each runs every variant of a claim again (about 10 minutes per seed
 #: for `all` on 2 idle cores)
 MAX_SEEDS = 20
+#: the seeds of a claim without --seeds: DEFAULT_SEEDS, FAST_SEEDS for a claim that takes under
+#: FAST_BUDGET s per seed (enough seeds that the spread beside each band shows), one with --quick
+DEFAULT_SEEDS, FAST_SEEDS, FAST_BUDGET = 3, 5, 60
+
+
+def default_seeds(claim, quick):
+    """A claim's seeds when --seeds is not given (see DEFAULT_SEEDS)."""
+    if quick:
+        return 1
+    return FAST_SEEDS if claim.budget[1] < FAST_BUDGET else DEFAULT_SEEDS
 
 
 @dataclasses.dataclass
@@ -42,7 +52,7 @@ class Setup:
     data: str = None  # None: the embedded digits
     link: str = None  # --link for the timing claims; None: one chosen from the measured compute
     quick: bool = False
-    seeds: int = 3
+    seeds: int = None  # None: each claim's default_seeds
     workdir: str = "."
     timeout: int = 900
     log: object = None
@@ -58,6 +68,8 @@ class Setup:
         its timing model depends on the network's compute and size, not on the images)."""
         s = dataclasses.replace(self)
         s.data_missing = None
+        if s.seeds is None:
+            s.seeds = default_seeds(claim, s.quick)
         if claim.data and self.data is None:
             path = cached_data(claim.data)
             if path is None:
@@ -73,7 +85,7 @@ class Setup:
         if not 1 <= self.ranks <= most:
             raise RefsgdError(f"--ranks {self.ranks}: reproduce runs at most {most} ranks here ({MAX_RANKS_PER_CORE} "
                               f"per core on {cores()} usable cores; one per core for the timing claims)")
-        if not 1 <= self.seeds <= MAX_SEEDS:
+        if self.seeds is not None and not 1 <= self.seeds <= MAX_SEEDS:
             raise RefsgdError(f"--seeds {self.seeds}: give 1 .. {MAX_SEEDS} (each seed runs every variant of "
                               "a claim again)")
 
