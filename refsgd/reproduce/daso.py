@@ -138,7 +138,7 @@ CLAIMS = [
           tuning="shared, as the paper (\"settings of the scheduler, as well as for the local optimizer settings, "
                  "were set to be identical for both DASO and Horovod\"); the paper's loss-plateau schedule is "
                  "a constant rate here (the runs are too short to plateau)",
-          data="mnist", axes=("epochs", "test accuracy (%)"), budget=(30, 160), from_series=_traffic_numbers,
+          data="mnist", axes=("epochs", "test accuracy (%)"), budget=(30, 55), from_series=_traffic_numbers,
           untested=(("the traffic between nodes (section 3: the node-local tier and the syncs every B batches; the "
                      "paper gives no number)", "model conformance: traffic_over_design, the code's count against "
                      "the design's, judged above",

@@ -49,7 +49,8 @@ class Claim:
     paper_values: dict = dataclasses.field(default_factory=dict)  # number key -> the paper's value (text)
     labels: dict = dataclasses.field(default_factory=dict)  # number key -> what it is
     tuning: str = ""  # how the paper chose the variants' hyperparameters (shared, or tuned per method)
-    budget: tuple = (60, 120)  # seconds per seed on 2 idle cores: (--quick, full); `all` at 3 seeds sums them
+    budget: tuple = (60, 120)  # seconds per seed on 2 idle cores (--quick, full): the full one measured by `all`, +20 %,
+    #: rounded up to 5 s; under a minute a claim runs 5 seeds by default (runner.default_seeds), 3 beyond
     at_scale: str = None  # why a laptop cannot show the claim, where it cannot
     scale: object = None  # (setup, hp, numbers) -> [(what, predicted, the paper's number)]: bench scale
     discussion: object = None  # (hp, numbers) -> text: why the numbers are what they are, where that needs saying
