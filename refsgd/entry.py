@@ -7,7 +7,7 @@ first instruction to the last, ends the command with 130 or 143 and one line, on
 
 import sys
 
-from refsgd import cli, failure  # refsgd/cli/__init__.py imports nothing: the parser comes later
+from refsgd import cli, failure, launchenv  # refsgd/cli/__init__.py imports nothing: the parser comes later
 from refsgd.cli.words import is_mpi_command
 from refsgd.errors import Stopped
 
@@ -19,13 +19,13 @@ def main(argv=None):
         failure.install(mpi_command=mpi_command)
         # before NumPy and Numba load: Numba reads NUMBA_NUM_THREADS at its import (0 or "abc" is
         # a traceback there, --version's included), the launcher's variables are read from here on
-        bad = failure.environment_error()
+        bad = launchenv.environment_error()
         if bad:
-            if failure.speaks():
+            if launchenv.speaks():
                 failure.say(f"refsgd: error: {bad}")
             code = failure.EXIT_USER
         else:
-            if mpi_command and (failure.launcher_size() or 1) > 1:
+            if mpi_command and (launchenv.launcher_size() or 1) > 1:
                 failure.bound_mpi_start()  # a rank gone before MPI_Init must not leave the others there forever
             code = cli.main(argv)  # imports the parser, NumPy and the rest: after the handlers
         lost = failure.STOP.swallowed_stop()

@@ -21,7 +21,7 @@ import os
 import re
 import time
 
-from refsgd import api, busy, failure, mpilib
+from refsgd import api, busy, launchenv, mpilib
 from refsgd.api import ranges
 from refsgd.bench.measure.world import message_times
 from refsgd.errors import AgreedError
@@ -48,7 +48,7 @@ def started_by(env=None, parent=None):
                 parent = f.read().strip()
         except OSError:
             parent = ""
-    if parent not in LAUNCHERS and failure.launcher_size(env) is None and failure.launcher_rank(env) is None:
+    if parent not in LAUNCHERS and launchenv.launcher_size(env) is None and launchenv.launcher_rank(env) is None:
         # no launcher's variables: one process started by hand (a shell, a batch script)
         what = f"no launcher: one process, started by {parent or 'an unknown process'}"
         return what + (f", in Slurm job {env['SLURM_JOB_ID']}" if "SLURM_JOB_ID" in env else "")

@@ -59,7 +59,7 @@ import signal
 import subprocess
 import sys
 
-from refsgd import failure, mpiranks
+from refsgd import launchenv, mpiranks
 from refsgd.errors import RefsgdError
 
 #: launcher variables of an enclosing MPI job, not passed on to the mpiexec started here
@@ -88,8 +88,8 @@ def singleton_error(world_size, library="", env=None):
     env = os.environ if env is None else env
     if world_size != 1:
         return ""
-    size_name, size = failure.launched(failure.LAUNCHED_SIZE, env)
-    rank_name, rank = failure.launched(failure.LAUNCHED_RANK, env)
+    size_name, size = launchenv.launched(launchenv.LAUNCHED_SIZE, env)
+    rank_name, rank = launchenv.launched(launchenv.LAUNCHED_RANK, env)
     if not ((size or 0) > 1 or (rank or 0) > 0):
         return ""
     said = f"{size_name}={size}" if size_name and size > 1 else f"{rank_name}={rank}"
@@ -110,7 +110,7 @@ def refuse_singleton():
     line = singleton_error(MPI.COMM_WORLD.Get_size(), " ".join(library_version(first_line=True).split()))
     if line:
         err = RefsgdError(line)
-        err.quiet = not failure.speaks()  # rank 0 says it, where there is one
+        err.quiet = not launchenv.speaks()  # rank 0 says it, where there is one
         raise err
 
 

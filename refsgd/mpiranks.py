@@ -18,7 +18,7 @@ import sys
 import threading
 import time
 
-from refsgd import failure
+from refsgd import launchenv
 
 
 def _prctl():
@@ -118,7 +118,7 @@ def ranks_below(pid, known):
                 env = dict(v.decode(errors="replace").split("=", 1) for v in f.read().split(b"\0") if b"=" in v)
         except OSError:
             continue
-        rank = failure.launcher_rank(env)
+        rank = launchenv.launcher_rank(env)
         if rank is not None:
             known[p] = rank
             found.append(p)

@@ -13,7 +13,7 @@ import threading
 import pytest
 from tests.helpers.launch import ROOT, mpi_env, scaled
 
-from refsgd import checkpoint, failure, launch
+from refsgd import checkpoint, launch, launchenv
 from refsgd.datasets import download as dl
 from refsgd.errors import RefsgdError
 
@@ -57,8 +57,8 @@ def test_the_environment_check_passes_what_launchers_set():
     for env in ({}, {"PMI_SIZE": "4", "PMI_RANK": "3"}, {"SLURM_STEP_NUM_TASKS": "2", "SLURM_PROCID": "1",
                                                            "SLURM_NTASKS": "8"},
                 {"NUMBA_NUM_THREADS": "1", "REFSGD_MPI_START_TIMEOUT": "2.5"}):
-        assert failure.environment_error(env) == "", env
-    assert failure.environment_error({"NUMBA_NUM_THREADS": "0"}).startswith("NUMBA_NUM_THREADS='0'")
+        assert launchenv.environment_error(env) == "", env
+    assert launchenv.environment_error({"NUMBA_NUM_THREADS": "0"}).startswith("NUMBA_NUM_THREADS='0'")
 
 
 def test_a_lone_rank_above_0_says_why():
@@ -93,9 +93,9 @@ def test_started_by_says_no_launcher_only_without_a_launchers_variables():
 def test_slurm_ntasks_is_read_one_way():
     """SLURM_NTASKS is an allocation's size, not a launch's: a batch script's refsgd reproduce was
     refused ("run it without mpiexec") in any multi-task allocation."""
-    assert failure.launcher_size({"SLURM_NTASKS": "4"}) is None
-    assert failure.launcher_size({"SLURM_NTASKS": "4", "SLURM_STEP_NUM_TASKS": "2"}) == 2
-    failure.one_process("x")  # this test process: no launcher
+    assert launchenv.launcher_size({"SLURM_NTASKS": "4"}) is None
+    assert launchenv.launcher_size({"SLURM_NTASKS": "4", "SLURM_STEP_NUM_TASKS": "2"}) == 2
+    launchenv.one_process("x")  # this test process: no launcher
 
 
 def test_reproduce_runs_in_a_multi_task_batch_allocation(tmp_path):

@@ -109,3 +109,27 @@ def test_every_subpackage_is_in_a_contract(tmp_path):
     config = tmp_path / "setup.cfg"
     config.write_text(CONFIG.read_text().replace("    refsgd.docs = docs\n", "    refsgd.docs = docs\n    refsgd.extra = extra\n"))
     assert uncovered(tmp_path, config) == ["newmod", "newpkg", "extra (package_dir)"]
+
+
+#: the longest a module of refsgd may be (issue 44: small modules whose names say what they are)
+MAX_MODULE_LINES = 500
+
+
+def long_modules(root):
+    """(path relative to ``root``, lines) of every Python module under ``root`` longer than
+    MAX_MODULE_LINES."""
+    found = []
+    for path in sorted(Path(root).rglob("*.py")):
+        lines = len(path.read_text().splitlines())
+        if lines > MAX_MODULE_LINES:
+            found.append((str(path.relative_to(root)), lines))
+    return found
+
+
+def test_every_module_is_at_most_500_lines(tmp_path):
+    assert long_modules(ROOT / "refsgd") == []
+    # the null: one line more is found, with its count
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "big.py").write_text("x = 1\n" * (MAX_MODULE_LINES + 1))
+    (tmp_path / "pkg" / "small.py").write_text("x = 1\n" * MAX_MODULE_LINES)
+    assert long_modules(tmp_path) == [(os.path.join("pkg", "big.py"), MAX_MODULE_LINES + 1)]

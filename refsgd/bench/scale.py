@@ -8,7 +8,7 @@ import tempfile
 
 import numpy as np
 
-from refsgd import failure
+from refsgd import launchenv
 from refsgd.bench import models
 from refsgd.bench.measure import step, str_link
 from refsgd.bench.suite import launch
@@ -55,7 +55,7 @@ def prepare(model, dtype, link, local_link, t_c, ranks_per_node, ranks, plot=Non
     """Check every option of ``bench scale`` before anything is measured (the links and --ranks as
     given on the command line, text or None); returns ``(link, local_link, ranks)``: the links as
     :class:`refsgd.comm.link.Link` objects and the world sizes as a list. RefsgdError on bad input."""
-    failure.one_process("bench scale (--check launches its own mpiexec)")
+    launchenv.one_process("bench scale (--check launches its own mpiexec)")
     link = Link.parse(link)
     local_link = Link.parse(local_link, "--local-link")
     if t_c is not None and not (np.isfinite(t_c) and t_c > 0):

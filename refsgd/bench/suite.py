@@ -20,7 +20,7 @@ import time
 import numpy as np
 from threadpoolctl import threadpool_info
 
-from refsgd import busy, failure, mpilib
+from refsgd import busy, launchenv, mpilib
 from refsgd.bench.measure import step
 from refsgd.busy import one_thread
 from refsgd.bench import models
@@ -124,7 +124,7 @@ def check_outputs(out, force):
 def run_all(out, quick=False, force=False, log=None):
     """Measure everything and write ``out``/bench.md, .csv, .png; returns the markdown."""
     say = log or (lambda line: None)
-    failure.one_process("bench all (it launches its own mpiexec)")
+    launchenv.one_process("bench all (it launches its own mpiexec)")
     check_outputs(out, force)
     load_before = busy.load_average()
     t0 = time.perf_counter()

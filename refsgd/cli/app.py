@@ -15,7 +15,7 @@ import warnings
 
 import numpy as np
 
-from refsgd import failure
+from refsgd import failure, launchenv
 from refsgd.errors import RankFailure, RefsgdError, Stopped, did_you_mean
 from refsgd.version import __version__
 from refsgd.cli import bench, check, compile, conformance, data, golden, models, report, reproduce, train, verify
@@ -143,7 +143,7 @@ def _rank():
     mpi = sys.modules.get("mpi4py.MPI")
     if mpi is not None and mpi.Is_initialized() and not mpi.Is_finalized():
         return mpi.COMM_WORLD.Get_rank()
-    return failure.launcher_rank() or 0
+    return launchenv.launcher_rank() or 0
 
 
 #: an error argparse has already written out whole (``refsgd train: error: ...``)
@@ -199,7 +199,7 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message):
         text = f"{self.prog}: error: {message}"
-        if failure.launcher_size() not in (None, 1) and is_mpi_command(sys.argv[1:]):
+        if launchenv.launcher_size() not in (None, 1) and is_mpi_command(sys.argv[1:]):
             from mpi4py import MPI  # noqa: PLC0415 mpi4py
             errors = MPI.COMM_WORLD.allgather(text)
             if MPI.COMM_WORLD.Get_rank() == 0:
@@ -208,7 +208,7 @@ class _Parser(argparse.ArgumentParser):
                     self.print_usage(sys.stderr)
                 failure.say(agreed_message(errors))
             sys.exit(failure.EXIT_USER)
-        if failure.launcher_rank() in (None, 0):
+        if launchenv.launcher_rank() in (None, 0):
             if self._usage:
                 self.print_usage(sys.stderr)
             failure.say(text)

@@ -10,7 +10,7 @@ command's module with the parsers below (``positive_int``, ...), which are the t
 
 import argparse
 
-from refsgd import failure
+from refsgd import failure, launchenv
 from refsgd.optim import SCHEDULES
 from refsgd.options import BY_NAME, Choice, Config, Float, Int, Text
 
@@ -112,7 +112,7 @@ class _Algos(argparse.Action):
 
 def _note(old, new):
     """Say, once (on the launcher's rank 0 only), that the spelling ``old`` goes: write ``new``."""
-    if failure.launcher_rank() in (None, 0):
+    if launchenv.launcher_rank() in (None, 0):
         failure.say(f"refsgd: note: {old} is deprecated (it goes in the next release); write `{new}`")
 
 

@@ -3,7 +3,7 @@ ranks load refsgd's kernels instead of compiling them all at once on first use."
 
 import os
 
-from refsgd import failure
+from refsgd import launchenv
 from refsgd.errors import RefsgdError
 from refsgd.registry import METHODS
 
@@ -24,7 +24,7 @@ def add(sub):
 
 
 def run(args, parser):
-    failure.one_process("compile")  # each rank would compile the same kernels into the same cache
+    launchenv.one_process("compile")  # each rank would compile the same kernels into the same cache
     given = os.environ.get("NUMBA_CACHE_DIR")
     if given is not None and (not given.strip() or (os.path.exists(given) and not os.path.isdir(given))):
         raise RefsgdError(f"NUMBA_CACHE_DIR={given!r} is not a folder: Numba cannot cache the kernels there (set it "

@@ -11,7 +11,7 @@ import sys
 import tempfile
 import time
 
-from refsgd import failure
+from refsgd import launchenv
 from refsgd.cli import cmdoptions
 from refsgd.errors import RefsgdError
 
@@ -64,7 +64,7 @@ def add(sub):
 
 
 def run(args, parser):
-    failure.one_process("conformance")  # every rank would run the whole suite, writing the same files
+    launchenv.one_process("conformance")  # every rank would run the whole suite, writing the same files
     for key in ("action", "folder", "out", "out_dir", *[k for k in ("include", "exclude", "algo")]):
         values = getattr(args, key)
         for v in values if isinstance(values, list) else [values]:

@@ -1,7 +1,7 @@
 """``refsgd data download | convert | info``: datasets fetched or converted to refsgd's HDF5 layout, or
 a dataset described."""
 
-from refsgd import failure
+from refsgd import launchenv
 
 
 def add(sub):
@@ -43,7 +43,7 @@ DOWNLOADABLE = ("mnist", "fashion-mnist", "cifar10")
 
 def run(args, parser):
     if args.data_command in ("download", "convert"):
-        failure.one_process(f"data {args.data_command}")  # every rank would write the same files
+        launchenv.one_process(f"data {args.data_command}")  # every rank would write the same files
     from refsgd import datasets  # noqa: PLC0415 start-up: h5py, which `refsgd --help` does without
     if args.data_command == "download":
         datasets.download.download(args.name, cache_dir=args.cache_dir, mirror=args.mirror)

@@ -29,7 +29,7 @@ import re
 import tempfile
 import time
 
-from refsgd import failure
+from refsgd import launchenv
 from refsgd.bench import suite
 from refsgd.errors import RefsgdError
 from refsgd.files import check_folder, check_output
@@ -238,7 +238,7 @@ def rejudge_folder(name, out_dir, force=False, log=None):
 
 def reproduce(name, setup, out_dir, force=False, log=None):
     """Run the claims ``name`` names and write their outputs in ``out_dir``; returns the results."""
-    failure.one_process("reproduce (it launches its own mpiexec)")
+    launchenv.one_process("reproduce (it launches its own mpiexec)")
     chosen = names(name)
     check_folder(out_dir, "--out-dir")
     if os.path.isdir(out_dir):  # a new folder holds nothing to replace

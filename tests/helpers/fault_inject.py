@@ -23,7 +23,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
-from refsgd import RefsgdError, cli, failure, mpiranks  # noqa: E402
+from refsgd import RefsgdError, cli, launchenv, mpiranks  # noqa: E402
 from refsgd.run import Run  # noqa: E402
 
 
@@ -53,7 +53,7 @@ def main():
         write, count = files.write_bytes, [0]
 
         def full(path, data):
-            me = failure.launcher_rank() or 0
+            me = launchenv.launcher_rank() or 0
             if me == rank:
                 count[0] += 1
                 if count[0] - 1 >= iteration:

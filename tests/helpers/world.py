@@ -18,7 +18,7 @@ import time
 
 from tests.helpers.launch import scaled
 
-from refsgd import failure
+from refsgd import failure, launchenv
 
 #: seconds (on idle cores; scaled by the load) that a rank waits for the others to end a test's phase
 #: ($REFSGD_WORLD_MEET: tests/mpiexec/test_world.py shortens it)
@@ -44,7 +44,7 @@ def quiet_other_ranks():
     test starts a world session), before pytest's capture takes its copy of the output. The ranks
     agree on every outcome (:func:`agree`), so rank 0's report says what failed on any rank, once;
     their standard error (a failure's traceback, a timeout's stacks) stays."""
-    if "--with-mpi" in sys.argv and failure.launcher_rank() not in (None, 0):
+    if "--with-mpi" in sys.argv and launchenv.launcher_rank() not in (None, 0):
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, 1)
         os.close(devnull)
