@@ -152,9 +152,9 @@ def _outputs(cfg, r, recorded, link, threads, say, load_before, summary=True):
 
 def timeline_gather(run):
     """Collective with --timeline: every rank's spans on rank 0 (None without one)."""
-    if not run.timeline.enabled:
+    if not run.clock.timeline.enabled:
         return None
-    return timeline.gather(run.control_comm, run.timeline)
+    return timeline.gather(run.control_comm, run.clock.timeline)
 
 
 #: what an option left unset (None) means, as the header says it

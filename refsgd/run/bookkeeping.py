@@ -20,15 +20,15 @@ class Bookkeeping:
     def _record(self):
         """Append this iteration's times, loss, the method's records and the traffic (its wall
         time, idle time and communication are set at the end of the boundary, the loop's)."""
-        rec = self.records
+        rec, seconds = self.records, self.clock.seconds
         rec["wall"].append(0.0)
-        rec["compute"].append(self._compute)
-        rec["idle"].append(self._idle)
+        rec["compute"].append(seconds["compute"])
+        rec["idle"].append(seconds["idle"])
         rec["comm"].append(0.0)
         rec["loss"].append(self._loss / self._nloss if self._nloss else np.nan)  # nan: no gradient here
-        rec["codec"].append(self._codec)
-        rec["update"].append(self._update)
-        rec["compile"].append(self._compiling.take())  # outside the times above (first runs only)
+        rec["codec"].append(seconds["codec"])
+        rec["update"].append(seconds["update"])
+        rec["compile"].append(self.clock.compiling.take())  # outside the times above (first runs only)
         rec["evaluate"].append(0.0)    # set after the boundary's evaluation and checkpoint, if any
         rec["checkpoint"].append(0.0)
         rec["lr"].append(self.lr(self.t))  # as used: a plateau schedule's lr depends on the run so far
@@ -55,8 +55,7 @@ class Bookkeeping:
     def _record_trace(self, t):
         if self._settle is not None:
             self._settle()
-        if self._pending:  # receive buffers still in flight are registered state: record them completed
-            self.waitall([r for r, _ in self._pending])
+        self.collectives.complete_pending()  # receive buffers in flight are registered state: recorded completed
         tr = self.trace
         if self._iter_batches:
             tr["batches"].append(np.array(self._iter_batches))
@@ -89,7 +88,7 @@ class Bookkeeping:
         """Complete the requests still in flight, then write every rank's state (collective)."""
         if self._settle is not None:
             self._settle()
-        self._complete_pending()
+        self.collectives.complete_pending()
         if self.segments:  # this process's segment so far, as the checkpoint keeps it
             self.segments[-1]["iterations"][1] = self.t + 1
             self.segments[-1]["wall_seconds"] = time.perf_counter() - self._run_start
@@ -112,13 +111,13 @@ class Bookkeeping:
         if bad == never and (last or failure.requested()) and not self.state_finite():  # the last update went wrong
             bad = t
         sums, agreed = np.empty(2), np.empty(2, dtype=np.int64)
-        with self.idle("loss check MPI_Allreduce"):
+        with self.clock.idle("loss check MPI_Allreduce"):
             self.control_comm.Allreduce(np.array([float(np.sum(seen)), float(len(seen))]), sums, op=MPI.SUM)
             # the first bad iteration (MIN) and the signal (MAX, as -MIN) of any rank
             self.control_comm.Allreduce(np.array([bad, -failure.requested()], dtype=np.int64), agreed, op=MPI.MIN)
         first_bad, signum = int(agreed[0]), int(-agreed[1])
         if first_bad < never:
-            self._complete_pending()
+            self.collectives.complete_pending()
             raise NonFiniteLoss(f"the loss or the weights became non-finite at iteration {first_bad}; lower the "
                                 "learning rate (nothing non-finite was written)")
         if signum:
@@ -131,10 +130,6 @@ class Bookkeeping:
         return all(_no_nan(v.reshape(-1)) if name in self._untraced else _all_finite(v.reshape(-1))
                    for name, v in self.state.items() if v.dtype.kind == "f")
 
-    def _complete_pending(self):
-        if self._pending:  # leave no request behind
-            self.waitall([r for r, _ in self._pending])
-
     def _stop(self, t, signum):
         """Every rank: a signal was agreed on at the boundary after iteration t."""
         failure.STOP.cancel()
@@ -145,7 +140,7 @@ class Bookkeeping:
             written = [f for f in (self.cfg.out, self.cfg.trace) if f]   # written below: a rerun must replace them
             saved.append(f"checkpoint written to {path}; continue with --resume {self._checkpoint[0]}"
                          + (f" --force (the rerun replaces {' and '.join(written)}, written here)" if written else ""))
-        self._complete_pending()
+        self.collectives.complete_pending()
         # the run ends here: the --out and --trace files are written for the iterations done
         self.interrupted = name
         self.wall = time.perf_counter() - self._run_start
@@ -173,7 +168,7 @@ class Bookkeeping:
         tr = tr[~np.isnan(tr)]
         buf = np.array([loss * len(y), acc * len(y), float(len(y)), float(np.sum(tr)), float(len(tr))])
         out = np.empty_like(buf)
-        with self.idle("evaluation MPI_Allreduce"):
+        with self.clock.idle("evaluation MPI_Allreduce"):
             self.control_comm.Allreduce(buf, out, op=MPI.SUM)
         rec = dict(iteration=t + 1, epoch=self.epochs_done, train_loss=out[3] / max(out[4], 1),
                    test_loss=out[0] / out[2], test_acc=out[1] / out[2],

@@ -1,6 +1,7 @@
 """The :class:`Run` itself: the communicator and its ranks, the model, the data stream, the
-local optimizer, the state registered by the method, and the loop ``run.iterations()``; its
-timing points and bookkeeping are mixed in from :mod:`.timing` and :mod:`.bookkeeping`."""
+local optimizer, the state registered by the method, and the loop ``run.iterations()``. It
+composes its clock (``run.clock``, :mod:`.timing`) and its collectives (``run.collectives``,
+:mod:`.collectives`); its bookkeeping at the boundaries is mixed in from :mod:`.bookkeeping`."""
 
 import contextlib
 import functools
@@ -15,18 +16,17 @@ from mpi4py import MPI
 
 from refsgd.errors import RankFailure, RefsgdError
 from refsgd import failure, timeline
-from refsgd.comm import codecs
 from refsgd.datasets import epoch_batches
 from refsgd import optim
 from refsgd.optim import SGD
 
 from .collectives import Collectives
-from .timing import Timing, _CompileClock, prompt_handover, _LayerSpans, _link_observed, _test_all, _union_length
+from .timing import Clock, prompt_handover, _LayerSpans, _link_observed, _test_all
 from .bookkeeping import Bookkeeping, FIELDS, eval_schedule
 from .progress import Progress
 
 
-class Run(Timing, Collectives, Bookkeeping):
+class Run(Bookkeeping):
     def __init__(self, comm, net, data, cfg, schedule, log=print, restorer=None, checkpoint=None, servers=0,
                  by_gradients=False, warm=None):
         self.comm = comm
@@ -44,10 +44,6 @@ class Run(Timing, Collectives, Bookkeeping):
         self.net = net
         self.data = data
         self.cfg = cfg
-        #: --allreduce ring: every uncompressed sum over ranks is refsgd's Ring-AllReduce (ring_sum)
-        self.ring = cfg.allreduce == "ring"
-        self._rings = {}
-        self._wires = []        # open_wire's, closed by the loop's end
         self.tau = cfg.tau
         self.schedule = schedule
         self._print = log
@@ -73,23 +69,11 @@ class Run(Timing, Collectives, Bookkeeping):
         self.wall = 0.0
         # the processes that made this trajectory: [{"iterations": [first, last], "wall_seconds"}]
         self.segments = []
-        # Numba's one-off work on the kernels (compiling them on a first run, loading them from
-        # its cache on later ones) is counted from here on and kept out of every time
-        self._compiling = _CompileClock.shared()
-        self._compiled = self._compiling.local  # .seconds: this thread's compiling so far
-        self._compiling.take()
-        if self.rank == 0:  # said before Numba compiles the first kernel (from the method's set-up on)
-            self._compiling.announce = self._announce_compiling
         self._thread_compute = None  # gradient threads' compute (grad_at), thread-seconds
         self.state = {}
         self._untraced = set()
         self._model = None
         self._epoch_cache = (None, None)
-        # per-iteration records of this rank
-        self._compute = self._idle = self._codec = self._update = 0.0
-        self._spans = []  # (start, end) of the communication seen in this iteration
-        self._thread_spans = []  # those of a thread beside the loop (thread_comm), taken at each boundary
-        self._beside = []  # what a thread beside the loop holds (thread_channel), freed after it
         self._loss = 0.0
         self._nloss = 0
         self._settle = None
@@ -104,7 +88,6 @@ class Run(Timing, Collectives, Bookkeeping):
         self.found = {}
         self.first_bad = None
         self.interrupted = None  # the signal's name ("SIGINT") when a signal stopped the loop
-        self._pending = []
         # --trace: every iteration's state, batches, loss and lr (see refsgd.trace)
         self.tracing = bool(cfg.trace)
         self.trace = {"batches": [], "loss": [], "lr": [], "states": {}} if self.tracing else None
@@ -128,9 +111,15 @@ class Run(Timing, Collectives, Bookkeeping):
                 schedule.state[...] = restorer.schedule_state
         # --timeline: the spans of a window of iterations (refsgd.timeline); without it a recorder
         # that records nothing (timeline.enabled is False), called by the same timing points
-        self.timeline = timeline.NoTimeline()
+        tl = timeline.NoTimeline()
         if getattr(cfg, "timeline", None) is not None:
-            self.timeline = timeline.Timeline(*timeline.window(cfg.timeline, self.total, self.t))
+            tl = timeline.Timeline(*timeline.window(cfg.timeline, self.total, self.t))
+        #: the timing points and the timers of the iteration (Clock), from here on without Numba's compiling
+        self.clock = Clock(tl)
+        if self.rank == 0:  # said before Numba compiles the first kernel (from the method's set-up on)
+            self.clock.compiling.announce = self._announce_compiling
+        #: the sums over ranks, the requests in flight, the wires (Collectives), timed by the clock
+        self.collectives = Collectives(comm, cfg, self.clock, net.trainable)
 
     def log(self, msg):
         """Print on rank 0 (above the progress bar when there is one)."""
@@ -184,19 +173,6 @@ class Run(Timing, Collectives, Bookkeeping):
         called on every rank at the same boundary, so it may use collectives."""
         self._model = fn
 
-    def average_model(self, comm, w, out):
-        """out <- the mean over the ranks of ``comm`` of their w (collective, blocking). The frozen
-        parameters, the same on every rank and never moved, are copied from w: (w + w + w) / 3
-        can miss w by one ulp, and a frozen weight must stay bitwise its initial value."""
-        if self.ring:  # --allreduce ring: the evaluated model in the ring's order too
-            self._ring(w.dtype).allreduce_wire(comm, w, out)
-        else:
-            comm.Allreduce(w, out, op=MPI.SUM)
-        np.divide(out, comm.Get_size(), out=out)
-        if not self.net.trainable.all():
-            np.copyto(out, w, where=~self.net.trainable)
-        return out
-
     def final_model(self):
         """The model the method returns (what is evaluated), or None. Collective when the
         method's model is (e.g. an average over workers): call it on every rank."""
@@ -219,7 +195,8 @@ class Run(Timing, Collectives, Bookkeeping):
         label: the listing line it executes (--timeline), e.g. ``"L6 g_i <- grad l(w_i)"``.
         """
         on_layer = None
-        tl = self.timeline
+        clock = self.clock
+        tl = clock.timeline
         if progress is not None and self.cfg.poll:
             on_layer = functools.partial(_test_all, progress) if isinstance(progress, list) else progress.Test
             if tl.active:  # the layers and the polls as spans of their own
@@ -230,15 +207,12 @@ class Run(Timing, Collectives, Bookkeeping):
         idx = self.batch_indices(k)
         if self.tracing:
             self._iter_batches.append(idx)
-        t0, c0 = time.perf_counter(), self._compiled.seconds
+        t0, c0 = time.perf_counter(), clock.compiled.seconds
         if isinstance(on_layer, _LayerSpans):
             on_layer.since = t0
         loss = self.net.loss_and_grad(w, self.data.x_train[idx], self.data.y_train[idx], out=g,
                                       on_segment=on_segment, on_layer=on_layer)
-        t1 = time.perf_counter()
-        self._compute += self._less_compiling(t1 - t0, c0)
-        if tl.active:
-            tl.add("compute", label, t0, t1)
+        clock.add("compute", label, t0, time.perf_counter(), c0)
         self._loss += loss
         self._nloss += 1
         if not math.isfinite(loss) and self.first_bad is None:
@@ -264,12 +238,13 @@ class Run(Timing, Collectives, Bookkeeping):
         iteration's loss is that of the gradients it consumes, :meth:`add_loss`) is recorded. Its time is the
         gradient threads' (``thread_compute``, thread-seconds summed over the threads, in the
         records since the previous iteration's record), not the iteration's compute: the thread
-        that runs the loop times its wait for the gradients with :meth:`awaiting_gradients`."""
-        t0, c0 = time.perf_counter(), self._compiled.seconds
+        that runs the loop times its wait for the gradients with ``run.clock.awaiting_gradients``."""
+        clock = self.clock
+        t0, c0 = time.perf_counter(), clock.compiled.seconds
         loss = self.net.loss_and_grad(w, self.data.x_train[idx], self.data.y_train[idx], out=g)
         t1 = time.perf_counter()
-        dt = self._less_compiling(t1 - t0, c0)
-        tl = self.timeline
+        dt = clock.less_compiling(t1 - t0, c0)
+        tl = clock.timeline
         if tl.active:
             tl.add("compute", label, t0, t1)
         with self._lock:
@@ -290,31 +265,16 @@ class Run(Timing, Collectives, Bookkeeping):
     def in_threads(self, pool, fn, G, label=None):
         """``fn(g)`` for g = 0 .. G-1 at once in the threads of ``pool`` (:meth:`gradient_threads`),
         the loop's thread waiting for all of them; returns their results in the order of g. The
-        wait is the iteration's compute (:meth:`awaiting_gradients`; ``label`` its listing line),
+        wait is the iteration's compute (``run.clock.awaiting_gradients``; ``label`` its listing line),
         the threads' gradients (:meth:`grad_at`) are ``thread_compute``. A failing thread ends the
         loop with one message naming the rank (the command line aborts every rank)."""
         futures = [pool.submit(fn, g) for g in range(G)]
         try:
-            with self.awaiting_gradients(label):
+            with self.clock.awaiting_gradients(label):
                 return [f.result() for f in futures]
         except Exception as exc:  # noqa: BLE001 -- one message, the command line aborts the world
             raise RankFailure(f"rank {self.rank}: a gradient thread of {self.cfg.algo} failed: "
                               f"{type(exc).__name__}: {exc}") from exc
-
-    def thread_channel(self, dtype):
-        """(comm, wire) of a thread beside the loop that sums over the ranks (Pipe-SGD's
-        communication thread): a duplicate of the run's communicator, so that its collectives never
-        meet the loop's, and the ring that carries its sums: the ``--compress`` codec's, under
-        ``--allreduce ring`` the uncompressed one of ``dtype``, else None (``MPI_Allreduce``). The
-        Run frees both once the thread has ended (:meth:`beside`)."""
-        comm = self.comm.Dup()
-        self._beside.append(comm.Free)
-        name = self.cfg.compress
-        wire = (codecs.get(name).open() if name not in (None, "none") else
-                codecs.plain(dtype).open() if self.ring else None)
-        if wire is not None:
-            self._beside.append(wire.close)
-        return comm, wire
 
     @contextlib.contextmanager
     def beside(self, target, stop, fail):
@@ -322,9 +282,10 @@ class Run(Timing, Collectives, Bookkeeping):
         communication thread, named ``ALGO-comm-RANK``: its --timeline track), the GIL handed over
         promptly (:func:`prompt_handover`). An exception in the thread goes to ``fail(exc)`` (the
         loop's thread raises it where it waits for the thread). When the block ends, ``stop()``
-        tells the thread to end, the thread is joined and the channels of :meth:`thread_channel`
-        are freed. When the block ends with an error the thread gets 5 s and its channels are left
-        alone: another rank may never join its collective (the command line aborts every rank)."""
+        tells the thread to end, the thread is joined and the channels of its
+        ``run.collectives.thread_channel`` are freed. When the block ends with an error the thread
+        gets 5 s and its channels are left alone: another rank may never join its collective (the
+        command line aborts every rank)."""
         def guarded():
             try:
                 target()
@@ -341,8 +302,7 @@ class Run(Timing, Collectives, Bookkeeping):
                 raise
             stop()
             thread.join()
-        while self._beside:
-            self._beside.pop()()
+        self.collectives.free_channels()
 
     def add_loss(self, total, count):
         """The iteration consumed ``count`` gradients (of :meth:`grad_at`) whose losses sum to ``total``."""
@@ -380,21 +340,20 @@ class Run(Timing, Collectives, Bookkeeping):
         eval_due = eval_schedule(self.cfg.eval_every, self.iters_per_epoch, self.grads_per_epoch)
         progress = Progress(self) if self.rank == 0 and self.cfg.progress else None
         self._bar = progress.bar if progress is not None else None
-        clock = self._compiling
-        tl = self.timeline
+        clock = self.clock
+        compiling, tl = clock.compiling, clock.timeline
         tl.align(self.control_comm, "start")  # collective: every rank's clock on rank 0's
         # a signal stops every rank at the next loss check; the wires close when the loop ends
-        with failure.deferring(), _link_observed(tl), self._closing_wires():
-            clock.main = threading.get_ident()
+        with failure.deferring(), _link_observed(tl), self.collectives.closing_wires():
+            compiling.main = threading.get_ident()
             t, ran = self.t, 0
             while not self._finished(t):
                 self.t = t
                 tl.at(t)
                 self._micro = 0
-                self._compute = self._idle = self._codec = self._update = 0.0
-                self._spans = []
+                clock.begin()
                 self._loss, self._nloss = 0.0, 0
-                t0, c0 = self._iteration_start = time.perf_counter(), self._compiled.seconds
+                t0, c0 = self._iteration_start = time.perf_counter(), clock.compiled.seconds
                 before = self.grads_done
                 yield t
                 self._record()
@@ -412,28 +371,25 @@ class Run(Timing, Collectives, Bookkeeping):
                 # the boundary's bookkeeping (records, trace, loss check, status line) belongs to
                 # the iteration's wall time; evaluation, checkpoints and Numba's compiling do not
                 t1 = time.perf_counter()
-                while self._thread_spans:  # a thread beside the loop appends while we take
-                    self._spans.append(self._thread_spans.pop(0))
-                self.records["wall"][-1] = t1 - t0 - (self._compiled.seconds - c0)
-                self.records["idle"][-1] = self._idle
+                self.records["wall"][-1] = t1 - t0 - (clock.compiled.seconds - c0)
+                self.records["idle"][-1] = clock.seconds["idle"]
                 # communication in flight within the iteration (the check's all-reduce is both),
                 # the requests still in flight at its end included; none of it outside [t0, t1]
-                spans = self._spans + [(s, t1) for _, s in self._pending]
-                self.records["comm"][-1] = _union_length(spans, t0, t1, holes=clock.intervals(t0, t1))
-                self.records["compile"][-1] += clock.take()
+                self.records["comm"][-1] = clock.comm_seconds(t0, t1, [s for _, s in self.collectives.pending])
+                self.records["compile"][-1] += compiling.take()
                 segment["iterations"][1], segment["wall_seconds"] = t + 1, t1 - start
                 if tl.active:
                     tl.add("iteration", f"iteration {t}", t0, t1)
                 if eval_due(t + 1, before, self.grads_done) or last:
-                    self.records["evaluate"][-1] = self._outside(self.evaluate, t)
+                    self.records["evaluate"][-1] = clock.outside("evaluate", self.evaluate, t)
                 if ckpt:
-                    self.records["checkpoint"][-1] = self._outside(self.save_checkpoint)
+                    self.records["checkpoint"][-1] = clock.outside("checkpoint", self.save_checkpoint)
                 t, ran = t + 1, ran + 1
             tl.active = False
             if ran:  # the last boundary's evaluation and checkpoint may have compiled too
-                self.records["compile"][-1] += clock.take()
-            clock.announce = None
-            self._discount_compile_waits(ran)
+                self.records["compile"][-1] += compiling.take()
+            compiling.announce = None
+            clock.discount_compile_waits(self.records, ran, self.control_comm)
         if progress is not None:
             progress.close()
             self._bar = None
@@ -478,7 +434,7 @@ class Run(Timing, Collectives, Bookkeeping):
         wall times, which the throughput divides (not the evaluations, checkpoints or Numba's
         compiling between and in them)."""
         t0, c0 = self._iteration_start
-        now = time.perf_counter() - t0 - (self._compiled.seconds - c0)
+        now = time.perf_counter() - t0 - (self.clock.compiled.seconds - c0)
         return max(float(np.sum(self.records["wall"][since:-1])) + now, 1e-12)
 
     def samples_per_second(self, elapsed):
