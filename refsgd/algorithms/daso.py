@@ -108,7 +108,7 @@ def train(run):
     topo = Topology(run.comm, c.ranks_per_node, link, local_link, run.traffic)
     G, P, local, group, me = topo.G, topo.P, topo.local, topo.group, topo.local_rank
     if c.ranks_per_node is None:
-        run.found["ranks_per_node"] = G      # the trace names the nodes found (a serial rendering needs G)
+        run.records.found["ranks_per_node"] = G      # the trace names the nodes found (a serial rendering needs G)
     run.log(f"  daso: {topo.describe()}" + (f"; local {local_link} -- EMULATED" if local_link else "")
             + ("; one node: no global syncs (use --ranks-per-node to form several)" if topo.P == 1 else ""))
     x = run.register("x", run.init_params())
@@ -139,7 +139,7 @@ def train(run):
 
     def last_epoch_loss():
         lo = run.t - run.iters_per_epoch
-        return epoch_loss(run.control_comm.allgather(run.records["loss"][lo:run.t]))
+        return epoch_loss(run.control_comm.allgather(run.records.iterations["loss"][lo:run.t]))
 
     try:
         for t in run.iterations():

@@ -199,7 +199,7 @@ def _deterministic(run, w, M, w_hat, D_L, D_A, G, mu, b, n, S, predict):
             # Algorithm 3, one pass of each thread g: G3 randpick, G6 w_l <- w^, G7 D_g <- ...
             # (the update thread's wait for them is its compute)
             idx, losses = zip(*run.in_threads(pool, lambda g: grad(g, t, at), G, "wait for D_1..D_G"))  # noqa: B023 called within this iteration
-            run.trace_batches(idx)
+            run.records.trace_batches(idx)
             run.add_loss(sum(losses), G)
             # L3: D_L <- D_1 + ... + D_G;  L4: D_g <- 0
             with run.clock.update("L3 D_L <- D_1 + ... + D_G"):
@@ -208,8 +208,8 @@ def _deterministic(run, w, M, w_hat, D_L, D_A, G, mu, b, n, S, predict):
                     D_L += D[g]
             _update(run, t, w, M, w_hat, D_L, D_A, mu, S, predict)
             hist[(t + 1) % (S + 1)] = w_hat                     # version t+1
-            run.record("gradients", G * run.world)
-            run.record("staleness", S)
+            run.records.add("gradients", G * run.world)
+            run.records.add("staleness", S)
     return w
 
 
@@ -316,10 +316,10 @@ def _threaded(run, w, M, w_hat, D_L, D_A, G, mu, b, n, predict):
                     np.copyto(sh.w_hat, w_hat)
                     sh.version = t + 1
                 run.add_loss(loss, count)                     # the loss of the gradients consumed
-                run.record("gradients", every[0])
-                run.record("staleness", every[1] / max(every[0], 1.0))
-                run.record("S_bar", S_bar)
-                run.record("S", S)
+                run.records.add("gradients", every[0])
+                run.records.add("staleness", every[1] / max(every[0], 1.0))
+                run.records.add("S_bar", S_bar)
+                run.records.add("S", S)
                 run.progress_info["S_bar"] = f"{S_bar:.2f}"
         finally:
             sh.F = False                                      # L9: F <- false

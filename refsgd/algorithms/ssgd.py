@@ -190,7 +190,7 @@ def train_ssgd_nag(run):
                 #        the sampler at w^;  L9: wait thread                   (the loop's compute)
                 idx = [run.batch_indices(t * G + g) for g in range(G)]
                 losses = run.in_threads(pool, lambda g: grad(g, idx[g]), G, "L9 wait thread")  # noqa: B023 called within this iteration
-                run.trace_batches(idx)
+                run.records.trace_batches(idx)
                 run.add_loss(sum(losses), G)
                 # L10: D_L <- D_1 + ... + D_G (in the order of g);  L11: D_g <- 0 (overwritten next step)
                 with run.clock.update("L10 D_L <- D_1 + ... + D_G"):

@@ -1,11 +1,13 @@
 """The Run context: what every distributed method needs, written once.
 
-The Run composes two objects, each with its own state: its clock (``run.clock``,
+The Run composes three objects, each with its own state: its clock (``run.clock``,
 :class:`~refsgd.run.timing.Clock`: the iteration's timers, the communication in flight, the
-``--timeline`` recorder, Numba's compiling left out of every time) and its collectives
+``--timeline`` recorder, Numba's compiling left out of every time), its collectives
 (``run.collectives``, :class:`~refsgd.run.collectives.Collectives`: the sums over ranks, the
 requests in flight, the codec wires and the channels of a thread beside the loop, timed by the
-clock); the Run itself holds the loop, the data stream, the registered state and the records.
+clock) and its records (``run.records``, :class:`~refsgd.run.records.Records`); the Run itself
+holds the loop and its bookkeeping at the boundaries (:mod:`refsgd.run.bookkeeping`), the data
+stream and the registered state.
 An algorithm's ``train(run)`` receives a :class:`Run` and uses
 
 * ``run.comm`` (the communicator; with ``--link`` a real communicator whose all-reduces
@@ -71,14 +73,19 @@ An algorithm's ``train(run)`` receives a :class:`Run` and uses
   and the update's kernels (refsgd.optim.warm and the method module's ``warm(dtype)``), so the
   typing of a kernel's first call in the process (about 1 ms, which no Numba event covers) is
   in no timed update;
-* ``run.record("gradients", n)``: a method whose iteration consumes a varying number of
+* ``run.records.add("gradients", n)``: a method whose iteration consumes a varying number of
   micro-batch gradients (all workers; default tau x workers) says how many; an epoch is
   ``grads_per_epoch`` of them, and with ``by_gradients`` (PP-ASGD's threaded mode) ``--epochs``
   is a budget of gradients (``run.budget``), the iterations as many as it takes;
 * ``run.grad_at`` (from gradient threads), ``run.clock.awaiting_gradients()`` (the loop's thread
   waiting for them, timed as compute) and ``run.add_loss``;
-* ``run.segments``: the processes that made the run (the first and each ``--resume``), their
-  iterations and wall time, kept in the checkpoints and the metrics file.
+* ``run.records`` (:class:`~refsgd.run.records.Records`): what the run keeps of itself, for the
+  metrics file, the checkpoints and the trace: ``iterations`` (per iteration: the times, loss,
+  lr, traffic and a method's own values, ``run.records.add(name, value)``, e.g. PP-ASGD's
+  staleness), ``evals``, ``events`` (``run.event``), ``segments`` (the processes that made the
+  run, the first and each ``--resume``, their iterations and wall time), ``found`` (options the
+  run found rather than was given, e.g. DASO's ranks per node), ``interrupted`` and, with
+  ``--trace``, ``trace`` (``run.records.trace_batches(idx)`` for the batches of gradient threads).
 
 Data: rank r's micro-batch k is row ``k % nb`` of ``epoch_batches(seed, k // nb, r, world,
 batch, n)`` (nb micro-batches per epoch and rank), a continuous stream across epochs;
@@ -91,8 +98,8 @@ from .timing import (  # noqa: F401
     prompt_handover,
 )
 from .collectives import Collectives  # noqa: F401
-from .bookkeeping import (  # noqa: F401
-    Bookkeeping,
+from .records import (  # noqa: F401
+    Records,
     eval_schedule,
     FIELDS,
 )

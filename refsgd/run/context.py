@@ -1,7 +1,8 @@
 """The :class:`Run` itself: the communicator and its ranks, the model, the data stream, the
 local optimizer, the state registered by the method, and the loop ``run.iterations()``. It
-composes its clock (``run.clock``, :mod:`.timing`) and its collectives (``run.collectives``,
-:mod:`.collectives`); its bookkeeping at the boundaries is mixed in from :mod:`.bookkeeping`."""
+composes its clock (``run.clock``, :mod:`.timing`), its collectives (``run.collectives``,
+:mod:`.collectives`) and its records (``run.records``, :mod:`.records`); the loop calls the
+boundary's bookkeeping (:mod:`.bookkeeping`: the loss check, evaluation, checkpoint, stop)."""
 
 import contextlib
 import functools
@@ -15,6 +16,7 @@ import numpy as np
 from mpi4py import MPI
 
 from refsgd.errors import RankFailure, RefsgdError
+from refsgd.finite import _all_finite, _no_nan
 from refsgd import failure, timeline
 from refsgd.datasets import epoch_batches
 from refsgd import optim
@@ -22,11 +24,15 @@ from refsgd.optim import SGD
 
 from .collectives import Collectives
 from .timing import Clock, prompt_handover, _LayerSpans, _link_observed, _test_all
-from .bookkeeping import Bookkeeping, FIELDS, eval_schedule
+from .records import Records, eval_schedule
+from . import bookkeeping
 from .progress import Progress
 
 
-class Run(Bookkeeping):
+class Run:
+    """One rank's Run (see :mod:`refsgd.run`): the loop, the data stream, the registered state,
+    composed with its clock (``clock``), collectives (``collectives``) and records (``records``)."""
+
     def __init__(self, comm, net, data, cfg, schedule, log=print, restorer=None, checkpoint=None, servers=0,
                  by_gradients=False, warm=None):
         self.comm = comm
@@ -34,7 +40,6 @@ class Run(Bookkeeping):
         # bookkeeping collectives go around the emulated link and the traffic counter
         self.control_comm = MPI.Intracomm(comm) if type(comm) is not MPI.Intracomm else comm
         self.traffic = getattr(comm, "traffic", None)
-        self._traffic_seen = (0, 0)
         self.rank = comm.Get_rank()
         self.world = comm.Get_size()
         # ranks 0 .. servers-1 hold no data (parameter servers); the data is sharded over the rest
@@ -67,8 +72,6 @@ class Run(Bookkeeping):
         self.t = 0
         self._first = 0
         self.wall = 0.0
-        # the processes that made this trajectory: [{"iterations": [first, last], "wall_seconds"}]
-        self.segments = []
         self._thread_compute = None  # gradient threads' compute (grad_at), thread-seconds
         self.state = {}
         self._untraced = set()
@@ -78,35 +81,17 @@ class Run(Bookkeeping):
         self._nloss = 0
         self._settle = None
         self._lock = threading.Lock()
-        self._extra = {}
         self.progress_info = {}  # shown beside the loss in the progress display
-        self.records = {k: [] for k in FIELDS}
-        self.evals = []
-        self.events = []
-        #: options the run found rather than was given (DASO's ranks per node from shared memory):
-        #: the trace records them, so that it names the layout its trajectory followed
-        self.found = {}
         self.first_bad = None
-        self.interrupted = None  # the signal's name ("SIGINT") when a signal stopped the loop
-        # --trace: every iteration's state, batches, loss and lr (see refsgd.trace)
-        self.tracing = bool(cfg.trace)
-        self.trace = {"batches": [], "loss": [], "lr": [], "states": {}} if self.tracing else None
-        self._iter_batches = []
+        #: what the run keeps of itself (Records): per iteration, evaluations, events, segments, --trace
+        self.records = Records(self.tau * self.workers, tracing=bool(cfg.trace), traffic=self.traffic,
+                               restorer=restorer)
         # checkpoint = (folder, every K iterations, configuration dict) or None
         self._checkpoint = checkpoint
         self._restorer = restorer
         if restorer is not None:
             self.t = restorer.t
-            self.records.update({k: list(v) for k, v in restorer.records.items()})
-            n = len(self.records["wall"])
-            # a field the checkpoint predates: zeros (gradients: what each iteration consumed then)
-            self.records["gradients"].extend([float(self.tau * self.workers)] * (n - len(self.records["gradients"])))
-            for v in self.records.values():
-                v.extend([0.0] * (n - len(v)))
-            self.grads_done = float(np.sum(self.records["gradients"]))
-            self.segments = list(restorer.segments)
-            self.evals = list(restorer.evals)
-            self.events = list(restorer.events)
+            self.grads_done = float(np.sum(self.records.iterations["gradients"]))
             if restorer.schedule_state is not None:
                 schedule.state[...] = restorer.schedule_state
         # --timeline: the spans of a window of iterations (refsgd.timeline); without it a recorder
@@ -133,7 +118,7 @@ class Run(Bookkeeping):
     def event(self, what, **fields):
         """Record (and log) a change of the method's regime at the current iteration."""
         rec = dict(iteration=self.t, epoch=self.epochs_done, what=what, **fields)
-        self.events.append(rec)
+        self.records.events.append(rec)
         detail = ", ".join(f"{k} {v}" for k, v in fields.items())
         self.log(f"iter {self.t:>6}  epoch {rec['epoch']:6.2f}  {what}" + (f": {detail}" if detail else ""))
 
@@ -205,8 +190,9 @@ class Run(Bookkeeping):
             k = self.t * self.tau + self._micro
             self._micro += 1
         idx = self.batch_indices(k)
-        if self.tracing:
-            self._iter_batches.append(idx)
+        records = self.records
+        if records.tracing:
+            records.batches.append(idx)
         t0, c0 = time.perf_counter(), clock.compiled.seconds
         if isinstance(on_layer, _LayerSpans):
             on_layer.since = t0
@@ -234,7 +220,7 @@ class Run(Bookkeeping):
     def grad_at(self, w, g, idx, label=None):
         """Gradient (mean over the samples ``idx``) at w, into g; safe to call from several
         threads at once (a method with gradient threads): the timers and the loss are updated
-        under a lock, and neither the batch (see :meth:`trace_batches`) nor the loss (the
+        under a lock, and neither the batch (see ``run.records.trace_batches``) nor the loss (the
         iteration's loss is that of the gradients it consumes, :meth:`add_loss`) is recorded. Its time is the
         gradient threads' (``thread_compute``, thread-seconds summed over the threads, in the
         records since the previous iteration's record), not the iteration's compute: the thread
@@ -309,23 +295,37 @@ class Run(Bookkeeping):
         self._loss += total
         self._nloss += count
 
-    def trace_batches(self, batches):
-        """The sample indices this iteration used, (tau, b), for --trace (with :meth:`grad_at`)."""
-        if self.tracing:
-            self._iter_batches.extend(np.asarray(batches, dtype=np.int64))
-
-    def record(self, name, value):
-        """A per-iteration value of the method (e.g. PP-ASGD's staleness): kept in the records,
-        the checkpoints and the metrics file (/iterations/<name>); NaN where not given."""
-        self._extra[name] = float(value)
-
     def on_settle(self, fn):
         """fn() completes the communication in flight and fills the registered state (called
         before every trace record and checkpoint)."""
         self._settle = fn
 
+    def state_finite(self):
+        """Whether this rank's state is valid: the traced arrays (the worker's state of the
+        listing) finite, the bookkeeping arrays free of NaN (they may hold an infinite "best so far")."""
+        return all(_no_nan(v.reshape(-1)) if name in self._untraced else _all_finite(v.reshape(-1))
+                   for name, v in self.state.items() if v.dtype.kind == "f")
 
     # ------------------------------------------------------------------ the loop
+    def _record(self):
+        """The iteration's records (Records.append): the clock's times, the mean loss of its
+        gradients, the gradients it consumed, the gradient threads' compute since the last."""
+        thread_compute = None
+        if self._thread_compute is not None:
+            with self._lock:
+                thread_compute, self._thread_compute = self._thread_compute, 0.0
+        loss = self._loss / self._nloss if self._nloss else np.nan  # nan: no gradient here
+        self.grads_done += self.records.append(self.clock.seconds, loss, self.clock.compiling.take(),
+                                               self.lr(self.t), thread_compute)
+
+    def _record_trace(self, t):
+        """--trace: the iteration's registered state, completed (the method's communication in
+        flight settled, the requests in flight completed: their receive buffers are state)."""
+        if self._settle is not None:
+            self._settle()
+        self.collectives.complete_pending()
+        self.records.append_trace(self.lr(t), self.state, self._untraced, (self.tau, self.cfg.batch))
+
     def iterations(self):
         """Yield t = 0 .. total-1 (with a gradient budget: until it is consumed); bookkeeping at
         each boundary (see the module docstring)."""
@@ -335,7 +335,8 @@ class Run(Bookkeeping):
         self._first = self.t  # > 0 after --resume: the throughput counts this process's iterations
         self._grads_first = self.grads_done
         segment = {"iterations": [self.t, self.t], "wall_seconds": 0.0}
-        self.segments.append(segment)
+        self.records.segments.append(segment)
+        rec = self.records.iterations
         log_every = max(1, self.cfg.log_every)
         eval_due = eval_schedule(self.cfg.eval_every, self.iters_per_epoch, self.grads_per_epoch)
         progress = Progress(self) if self.rank == 0 and self.cfg.progress else None
@@ -357,7 +358,7 @@ class Run(Bookkeeping):
                 before = self.grads_done
                 yield t
                 self._record()
-                if self.tracing:
+                if self.records.tracing:
                     self._record_trace(t)
                 last = self._finished(t + 1)
                 epoch_end = int(self.grads_done // self.grads_per_epoch) > int(before // self.grads_per_epoch)
@@ -365,31 +366,31 @@ class Run(Bookkeeping):
                 # non-finite state is ever saved (the last iteration is checkpointed too)
                 ckpt = self._checkpoint is not None and ((t + 1) % self._checkpoint[1] == 0 or last)
                 if (t + 1) % log_every == 0 or epoch_end or last or ckpt:
-                    mean_loss = self._check(t, last)
+                    mean_loss = bookkeeping.check(self, t, last)
                     if progress is not None:
                         progress.show(t + 1, mean_loss)
                 # the boundary's bookkeeping (records, trace, loss check, status line) belongs to
                 # the iteration's wall time; evaluation, checkpoints and Numba's compiling do not
                 t1 = time.perf_counter()
-                self.records["wall"][-1] = t1 - t0 - (clock.compiled.seconds - c0)
-                self.records["idle"][-1] = clock.seconds["idle"]
+                rec["wall"][-1] = t1 - t0 - (clock.compiled.seconds - c0)
+                rec["idle"][-1] = clock.seconds["idle"]
                 # communication in flight within the iteration (the check's all-reduce is both),
                 # the requests still in flight at its end included; none of it outside [t0, t1]
-                self.records["comm"][-1] = clock.comm_seconds(t0, t1, [s for _, s in self.collectives.pending])
-                self.records["compile"][-1] += compiling.take()
+                rec["comm"][-1] = clock.comm_seconds(t0, t1, [s for _, s in self.collectives.pending])
+                rec["compile"][-1] += compiling.take()
                 segment["iterations"][1], segment["wall_seconds"] = t + 1, t1 - start
                 if tl.active:
                     tl.add("iteration", f"iteration {t}", t0, t1)
                 if eval_due(t + 1, before, self.grads_done) or last:
-                    self.records["evaluate"][-1] = clock.outside("evaluate", self.evaluate, t)
+                    rec["evaluate"][-1] = clock.outside("evaluate", bookkeeping.evaluate, self, t)
                 if ckpt:
-                    self.records["checkpoint"][-1] = clock.outside("checkpoint", self.save_checkpoint)
+                    rec["checkpoint"][-1] = clock.outside("checkpoint", bookkeeping.save_checkpoint, self)
                 t, ran = t + 1, ran + 1
             tl.active = False
             if ran:  # the last boundary's evaluation and checkpoint may have compiled too
-                self.records["compile"][-1] += compiling.take()
+                rec["compile"][-1] += compiling.take()
             compiling.announce = None
-            clock.discount_compile_waits(self.records, ran, self.control_comm)
+            clock.discount_compile_waits(rec, ran, self.control_comm)
         if progress is not None:
             progress.close()
             self._bar = None
@@ -435,7 +436,7 @@ class Run(Bookkeeping):
         compiling between and in them)."""
         t0, c0 = self._iteration_start
         now = time.perf_counter() - t0 - (self.clock.compiled.seconds - c0)
-        return max(float(np.sum(self.records["wall"][since:-1])) + now, 1e-12)
+        return max(float(np.sum(self.records.iterations["wall"][since:-1])) + now, 1e-12)
 
     def samples_per_second(self, elapsed):
         """Training samples (of the gradients consumed) per second of this process: iterations

@@ -30,7 +30,7 @@ class Progress:
         self.stream = stream or sys.stdout
         self.start = time.perf_counter()
         self.compiled = run.clock.compiling.total()
-        self.since = len(run.records["wall"])   # this process's iterations (after a --resume)
+        self.since = len(run.records.iterations["wall"])   # this process's iterations (after a --resume)
         self.bar = None
         self.last_time, self.last_pos = self.start, self._position(run.t)[0]
         self.first = self.last_pos

@@ -42,7 +42,7 @@ def test_idle_is_the_wait_for_the_slowest_rank():
         with run.clock.idle():
             comm.Allreduce(buf, out, op=MPI.SUM)
         left.append(time.perf_counter())
-    idle, wall = np.array(run.records["idle"]), np.array(run.records["wall"])
+    idle, wall = np.array(run.records.iterations["idle"]), np.array(run.records.iterations["wall"])
     arrivals = np.array(comm.allgather(arrived))            # ranks x iterations
     last = arrivals.max(axis=0)                             # when the last rank arrived, each iteration
     # never the sleep: within the all-reduce's own span (the last iteration's idle also holds the
@@ -57,7 +57,7 @@ def test_idle_is_the_wait_for_the_slowest_rank():
     # the sleeps did make ranks wait (else the bounds above test nothing); which rank waited is
     # the load's choice (rank 0 arrived after rank 1 in 2 of 3 iterations beside another suite)
     assert np.max(last - arrivals) > 0.05, last - arrivals
-    assert np.allclose(run.records["compute"], 0)
+    assert np.allclose(run.records.iterations["compute"], 0)
     assert out[0] == P
 
 
@@ -76,12 +76,12 @@ def test_compute_is_the_time_in_grad_and_requests_count_as_comm():
         req = run.collectives.started(comm.Iallreduce(g, g_sum, op=MPI.SUM))
         time.sleep(0.05)  # the request lives at least this long
         run.collectives.wait(req)
-    compute = np.array(run.records["compute"])
+    compute = np.array(run.records.iterations["compute"])
     assert np.all(compute > 0) and np.all(compute <= np.array(outside))
-    assert np.all(np.array(run.records["comm"]) >= 0.05)
-    assert np.all(np.array(run.records["idle"]) < np.array(run.records["comm"]))
+    assert np.all(np.array(run.records.iterations["comm"]) >= 0.05)
+    assert np.all(np.array(run.records.iterations["idle"]) < np.array(run.records.iterations["comm"]))
     # the loss recorded is the mean of the iteration's micro-batch losses, one per iteration
-    assert len(run.records["loss"]) == 4 and np.all(np.isfinite(run.records["loss"]))
+    assert len(run.records.iterations["loss"]) == 4 and np.all(np.isfinite(run.records.iterations["loss"]))
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
