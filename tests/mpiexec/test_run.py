@@ -1,4 +1,5 @@
-"""The Run context's timers under MPI, against closed forms (run at 2 and 4 ranks)."""
+"""The Run context's timers under MPI, against closed forms (run at 2 and 4 ranks), and the names
+the methods call on it (its own and its clock's, collectives' and records', on MPI's singleton)."""
 
 import time
 
@@ -82,6 +83,37 @@ def test_compute_is_the_time_in_grad_and_requests_count_as_comm():
     assert np.all(np.array(run.records.iterations["idle"]) < np.array(run.records.iterations["comm"]))
     # the loss recorded is the mean of the iteration's micro-batch losses, one per iteration
     assert len(run.records.iterations["loss"]) == 4 and np.all(np.isfinite(run.records.iterations["loss"]))
+
+
+@pytest.mark.world(1)
+def test_the_methods_call_only_what_the_run_and_its_objects_have():
+    """Every ``run.NAME`` and ``run.OBJECT.NAME`` in the methods' modules (refsgd/algorithms) is
+    an attribute of a built Run (its own, or its clock's, collectives' or records'): a call form
+    the Run no longer has (``run.idle`` once the clock became ``run.clock``) fails here, not at
+    the first run of the method that uses it. Null: a name the Run does not have is found."""
+    import ast
+    from pathlib import Path
+    from mpi4py import MPI
+    import refsgd.algorithms
+    run = make_run(MPI.COMM_WORLD)
+
+    def missing(tree):
+        out = []
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "run":
+                if not hasattr(run, node.attr):
+                    out.append(f"run.{node.attr}")
+            elif (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Attribute)
+                  and isinstance(node.value.value, ast.Name) and node.value.value.id == "run"
+                  and node.value.attr in ("clock", "collectives", "records")):
+                if not hasattr(getattr(run, node.value.attr), node.attr):
+                    out.append(f"run.{node.value.attr}.{node.attr}")
+        return out
+    folder = Path(refsgd.algorithms.__file__).parent
+    found = {f.name: missing(ast.parse(f.read_text())) for f in sorted(folder.glob("*.py"))}
+    assert len(found) >= 8 and not any(found.values()), {k: v for k, v in found.items() if v}
+    null = missing(ast.parse("run.idle('L2')\nrun.clock.wait(req)\nrun.clock.update('L3')"))
+    assert sorted(null) == ["run.clock.wait", "run.idle"], null
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
