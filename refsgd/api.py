@@ -126,10 +126,11 @@ def _run(given, comm, log):
 def _outputs(cfg, r, recorded, link, threads, say, load_before, summary=True):
     """Collective: the final model, the --trace file, the summary and the --out file."""
     from refsgd import metrics  # noqa: PLC0415 mpi4py
+    from refsgd.run.bookkeeping import write_trace  # noqa: PLC0415 mpi4py
     model = r.final_model()  # on every rank: it may be a collective (an average of the workers)
     load_after = busy.load_average()
     if cfg.trace:
-        r.write_trace(cfg.trace, {**recorded, **r.found})
+        write_trace(r, cfg.trace, {**recorded, **r.records.found})
         if summary:
             r.log(f"trace written to {cfg.trace}")
     gathered = metrics.gather(r)
@@ -139,22 +140,22 @@ def _outputs(cfg, r, recorded, link, threads, say, load_before, summary=True):
         rec, nodes = gathered
         shown = link_text(cfg, link)
         if summary:
-            say(metrics.summary(r.evals, rec, metrics.total_wall(r.segments), shown, batch=cfg.batch,
-                                segments=r.segments))
+            say(metrics.summary(r.records.evals, rec, metrics.total_wall(r.records.segments), shown,
+                                batch=cfg.batch, segments=r.records.segments))
         if cfg.out:
             metrics.write(cfg.out, r, rec, nodes, recorded, shown, model=model, threads=threads,
                           load=(load_before, load_after), timeline=spans)
             if summary:
                 say(f"metrics written to {cfg.out}")
-    return Result(model=None if model is None else np.array(model), net=r.net, evals=list(r.evals),
-                  events=list(r.events), metrics=rec, config=recorded, wall=r.wall, threads=threads)
+    return Result(model=None if model is None else np.array(model), net=r.net, evals=list(r.records.evals),
+                  events=list(r.records.events), metrics=rec, config=recorded, wall=r.wall, threads=threads)
 
 
 def timeline_gather(run):
     """Collective with --timeline: every rank's spans on rank 0 (None without one)."""
-    if not run.timeline.enabled:
+    if not run.clock.timeline.enabled:
         return None
-    return timeline.gather(run.control_comm, run.timeline)
+    return timeline.gather(run.control_comm, run.clock.timeline)
 
 
 #: what an option left unset (None) means, as the header says it

@@ -228,7 +228,8 @@ def _oserror(e):
 
 def _write_rank(run, path, t):
     sched = getattr(run.schedule, "state", None)
-    evals, events, segments = json.dumps(run.evals), json.dumps(run.events), json.dumps(run.segments)
+    records = run.records
+    evals, events, segments = json.dumps(records.evals), json.dumps(records.events), json.dumps(records.segments)
     with h5_written(path, what=f"rank {run.rank}'s checkpoint") as f:
         st = f.create_group("state")
         for k, v in run.state.items():
@@ -236,7 +237,7 @@ def _write_rank(run, path, t):
         if sched is not None:
             f.create_dataset("schedule_state", data=sched)
         rec = f.create_group("records")
-        for k, v in run.records.items():
+        for k, v in records.iterations.items():
             rec.create_dataset(k, data=np.asarray(v, dtype=np.float64))
         f.attrs["evals"] = evals
         f.attrs["events"] = events
@@ -244,7 +245,7 @@ def _write_rank(run, path, t):
         f.attrs["rank"] = run.rank
         f.attrs["format_version"] = FORMAT_VERSION
         f.attrs["segments"] = segments
-        f.attrs["sha256"] = digest(run.state, sched, run.records, evals, events, t, segments)
+        f.attrs["sha256"] = digest(run.state, sched, records.iterations, evals, events, t, segments)
 
 
 def _read_latest(latest, flag):

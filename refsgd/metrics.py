@@ -41,7 +41,7 @@ Schema (HDF5, written by rank 0, atomically)::
                                              Sends between nodes (a flat method's traffic counts
                                              as between nodes; refsgd.comm.linkcomm, "Traffic")
     /iterations/local_bytes  float64 (world, T)  the same within a node (DASO's local syncs)
-    /iterations/<name>   float64 (world, T)  a method's own per-iteration values (Run.record), e.g.
+    /iterations/<name>   float64 (world, T)  a method's own per-iteration values (Records.add), e.g.
                                              PP-ASGD's staleness and S
     /evals/<field>       float64 (E,)        iteration, epoch, train_loss, test_loss, test_acc, seconds
     /model               (num_params,)       the final model (the one evaluated), in the run's dtype
@@ -97,8 +97,9 @@ THREAD_LEVELS = {MPI.THREAD_SINGLE: "single", MPI.THREAD_FUNNELED: "funneled",
 
 def gather(run):
     """Collective: per-iteration records of every rank, on rank 0 (None elsewhere)."""
-    fields = list(FIELDS) + sorted(set(run.records) - set(FIELDS))  # and the method's own (run.record)
-    local = np.array([run.records[f] for f in fields], dtype=np.float64)
+    per = run.records.iterations
+    fields = list(FIELDS) + sorted(set(per) - set(FIELDS))  # and the method's own (run.records.add)
+    local = np.array([per[f] for f in fields], dtype=np.float64)
     allrec = run.comm.gather(local, root=0)
     names = run.comm.allgather(mpilib.processor_name())
     if run.rank != 0:
@@ -123,7 +124,7 @@ def write(path, run, rec, nodes, config, link, model=None, threads=None, load=(N
                 it.create_dataset(k, data=v)
         ev = f.create_group("evals")
         for k in ("iteration", "epoch", "train_loss", "test_loss", "test_acc", "seconds"):
-            ev.create_dataset(k, data=np.array([e[k] for e in run.evals], dtype=np.float64))
+            ev.create_dataset(k, data=np.array([e[k] for e in run.records.evals], dtype=np.float64))
         if model is not None:
             f.create_dataset("model", data=model)
         f.create_dataset("lr", data=rec["lr"][0])
@@ -135,7 +136,7 @@ def write(path, run, rec, nodes, config, link, model=None, threads=None, load=(N
         f.attrs["dataset_sha256"] = dataset_sha256(data, net.dtype)
         f.attrs["threads_per_rank"] = -1 if threads is None else int(threads)
         f.attrs["config"] = json.dumps(config, sort_keys=True)
-        f.attrs["events"] = json.dumps(run.events)
+        f.attrs["events"] = json.dumps(run.records.events)
         f.attrs["world_size"] = run.world
         f.attrs["nodes"] = len(nodes)
         f.attrs["node_names"] = json.dumps(nodes)
@@ -144,12 +145,12 @@ def write(path, run, rec, nodes, config, link, model=None, threads=None, load=(N
         f.attrs["link"] = str(link) if link else "none"
         f.attrs["link_emulated"] = bool(link)
         f.attrs["refsgd_version"] = __version__
-        f.attrs["wall_seconds"] = total_wall(run.segments)
-        f.attrs["segments"] = json.dumps(run.segments)
+        f.attrs["wall_seconds"] = total_wall(run.records.segments)
+        f.attrs["segments"] = json.dumps(run.records.segments)
         for when, value in zip(("before", "after"), load):
             f.attrs[f"load_average_{when}"] = json.dumps(value)  # [1, 5, 15 min], or null
-        if getattr(run, "interrupted", None):  # a signal stopped the run: the file holds the iterations done
-            f.attrs["interrupted"] = run.interrupted
+        if run.records.interrupted:  # a signal stopped the run: the file holds the iterations done
+            f.attrs["interrupted"] = run.records.interrupted
             if run.total is not None:
                 f.attrs["iterations_planned"] = run.total
 

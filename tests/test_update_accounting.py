@@ -1,8 +1,8 @@
-"""One way to mark a method's arithmetic (issue 44): ``run.update(label)`` times the enclosed work
-as the iteration's *update* and draws it on --timeline; ``run.span`` refuses the kind "update"
+"""One way to mark a method's arithmetic (issue 44): ``run.clock.update(label)`` times the enclosed work
+as the iteration's *update* and draws it on --timeline; ``run.clock.span`` refuses the kind "update"
 (it drew an update without timing it). So the update column counts the same work in every
 method: SSGD-NAG's, PS-Sync's and PP-ASGD's sums of their D_L (or g_sum) alike. Before, PS-Sync's
-S2 sum and PP-ASGD's L3 sum were drawn as updates (``run.span("update", ...)``) but left out of
+S2 sum and PP-ASGD's L3 sum were drawn as updates (``run.span("update", ...)``, as it was) but left out of
 the column, while SSGD-NAG's same sum (L10) was counted."""
 
 import subprocess
@@ -52,10 +52,11 @@ def test_the_update_column_counts_the_sum_of_the_gradients(tmp_path, algo):
 def test_run_span_refuses_an_update():
     """The API itself (in a process of its own: the Run's module starts MPI): a span of kind
     "update" is refused, naming the way to mark an update; another kind is drawn as before."""
-    r = subprocess.run([sys.executable, "-c", "from refsgd.run.timing import Timing\n"
+    r = subprocess.run([sys.executable, "-c", "from refsgd.run.timing import Clock\n"
                         "class Off:\n    class timeline:\n        active = False\n"
-                        "print(Timing.span(Off, 'comm', 'x'))\n"
-                        "Timing.span(Off, 'update', 'L3 D_L <- D_1 + ... + D_G')"],
+                        "print(Clock.span(Off, 'comm', 'x'))\n"
+                        "Clock.span(Off, 'update', 'L3 D_L <- D_1 + ... + D_G')"],
                        capture_output=True, text=True, timeout=scaled(120), env=mpi_env())
     assert r.returncode == 1 and "nullcontext" in r.stdout, r.stdout + r.stderr
-    assert "ValueError: run.span('update', ...) draws an update without timing it: use run.update(label)" in r.stderr
+    assert ("ValueError: run.clock.span('update', ...) draws an update without timing it: "
+            "use run.clock.update(label)") in r.stderr

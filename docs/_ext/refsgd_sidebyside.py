@@ -1,7 +1,7 @@
 """A method page's first section: the paper's listing beside the method's code, line against
 line. Each row is one numbered line of the listing (its label, ``L5``, ``C2``, ``S1``, whatever the
 listing numbers its lines with) and, beside it, every line of the method's module that cites that
-label, in a comment (``# L5: ...``) or in the name of a span (``run.wait(req, "L5 MPI_Wait")``),
+label, in a comment (``# L5: ...``) or in the name of a span (``run.collectives.wait(req, "L5 MPI_Wait")``),
 with its line number; a comment that cites a label brings the statement below it along. The
 labels are the listing's own, so a relabelled listing pairs with its relabelled code unchanged.
 

@@ -58,14 +58,14 @@ Readings and deviations (docs/algorithms.md lists them too):
 * ``--allreduce ring``: the float sums (L2's node-local sync over the node's G ranks, L9's cycling
   sync over the group's P ranks, and the evaluated model's average) go through refsgd's
   uncompressed Ring-AllReduce over point-to-point messages on those communicators, in their rank
-  order (local rank; node), each blocking (:meth:`refsgd.run.Run.ring_sum`): L9's sync is then
+  order (local rank; node), each blocking (:meth:`refsgd.run.Collectives.ring_sum`): L9's sync is then
   complete when it starts and L10 merges it W batches later as the listing says, without a
   request to wait for, so the cycling syncs no longer overlap the batches between (the
   trajectory is the same). The bf16 syncs (L5) always take the ring; the Bcasts copy and sum
   nothing. The same bits under any MPI library and as the serial rendering.
 * One micro-batch per batch (``--tau 1``). The model evaluated is the mean of every rank's x
   (during cycling the nodes differ; after a blocking sync they agree), its frozen weights
-  copied, not averaged, so that they stay bitwise w0 (``Run.average_model``).
+  copied, not averaged, so that they stay bitwise w0 (``Collectives.average_model``).
 * P is the number of nodes, the size of a global group (:class:`refsgd.comm.topology.Topology`),
   in L5's division and in eq. 1's ``2S + P``: the paper says "the number of GPUs in the global
   network", but eq. 1 sums one model per node, and only with P the nodes do its weights add up
@@ -108,7 +108,7 @@ def train(run):
     topo = Topology(run.comm, c.ranks_per_node, link, local_link, run.traffic)
     G, P, local, group, me = topo.G, topo.P, topo.local, topo.group, topo.local_rank
     if c.ranks_per_node is None:
-        run.found["ranks_per_node"] = G      # the trace names the nodes found (a serial rendering needs G)
+        run.records.found["ranks_per_node"] = G      # the trace names the nodes found (a serial rendering needs G)
     run.log(f"  daso: {topo.describe()}" + (f"; local {local_link} -- EMULATED" if local_link else "")
             + ("; one node: no global syncs (use --ranks-per-node to form several)" if topo.P == 1 else ""))
     x = run.register("x", run.init_params())
@@ -134,12 +134,12 @@ def train(run):
             np.copyto(x, new, where=mask)
 
     def average():
-        return run.average_model(run.control_comm, x, x_bar)
+        return run.collectives.average_model(run.control_comm, x, x_bar)
     run.set_model(average)
 
     def last_epoch_loss():
         lo = run.t - run.iters_per_epoch
-        return epoch_loss(run.control_comm.allgather(run.records["loss"][lo:run.t]))
+        return epoch_loss(run.control_comm.allgather(run.records.iterations["loss"][lo:run.t]))
 
     try:
         for t in run.iterations():
@@ -150,13 +150,13 @@ def train(run):
             # L1: forward/backward on the local batch -> g                       (compute)
             run.grad(x, g, progress=[r for r in reqs if r is not None], label="L1 forward/backward -> g")
             # L2: local sync: g <- Allreduce_local(g) / G
-            if run.ring:  # --allreduce ring: refsgd's ring over the node's ranks (Deviations)
-                run.ring_sum(local, g, g_node, label="L2 local sync ring all-reduce_local(g)")
+            if run.collectives.ring:  # --allreduce ring: refsgd's ring over the node's ranks (Deviations)
+                run.collectives.ring_sum(local, g, g_node, label="L2 local sync ring all-reduce_local(g)")
             else:
-                with run.idle("L2 local sync MPI_Allreduce_local(g)", g):
+                with run.clock.idle("L2 local sync MPI_Allreduce_local(g)", g):
                     local.Allreduce(g, g_node, op=MPI.SUM)
             # L3: local optimizer step with g (U divides by G within its one pass)
-            with run.update("L3 local optimizer step"):
+            with run.clock.update("L3 local optimizer step"):
                 U.step(x, g_node, run.lr(t), divide=G)
             if P == 1:
                 pass                            # one node: no global network, no global sync
@@ -165,16 +165,16 @@ def train(run):
                 k = phases.k
                 if me == k:
                     # L5: x <- Allreduce_group_k(bf16(x)) / P, cast back
-                    with run.codec("L5 bf16(x)"):
+                    with run.clock.codec("L5 bf16(x)"):
                         codec.encode(x, wsend)
-                    with run.idle("L5 global sync Allreduce_group_k(bf16(x))", wsend):
+                    with run.clock.idle("L5 global sync Allreduce_group_k(bf16(x))", wsend):
                         wire.allreduce_wire(group, wsend, wrecv)
-                    with run.codec("L5 cast back"):
+                    with run.clock.codec("L5 cast back"):
                         codec.decode(wrecv, mixed)
                     mixed /= P
                     set_x(mixed)
                 # L6: local update: Bcast_local(x, root = local rank k)
-                with run.idle("L6 MPI_Bcast_local(x)", x):
+                with run.clock.idle("L6 MPI_Bcast_local(x)", x):
                     local.Bcast(x, root=k)
                 # L7: k <- (k + 1) mod G
                 phases.rotate(G)
@@ -187,23 +187,23 @@ def train(run):
                     if me == k:
                         np.copyto(send[j], x)
                         # --allreduce ring: refsgd's ring over the group, blocking, no request (Deviations)
-                        reqs[j] = run.iallreduce(group, send[j], sync_sum[j],
+                        reqs[j] = run.collectives.iallreduce(group, send[j], sync_sum[j],
                                                  "L9 global sync MPI_Iallreduce_group_k(x)")
                     phases.rotate(G)
             # L10: a sync started S batches ago is due: wait, merge by eq. 1, Bcast_local
             for j, k, S in phases.due(t):                                  # (complete communication)
                 if me == k:
                     if reqs[j] is not None:
-                        run.wait(reqs[j], "L10 MPI_Wait(global sync)")
+                        run.collectives.wait(reqs[j], "L10 MPI_Wait(global sync)")
                         reqs[j] = None
-                    with run.update("L10 merge by eq. 1"):
+                    with run.clock.update("L10 merge by eq. 1"):
                         merge(x, sync_sum[j], S, P, mask)
-                with run.idle("L10 MPI_Bcast_local(x)", x):
+                with run.clock.idle("L10 MPI_Bcast_local(x)", x):
                     local.Bcast(x, root=k)
         # a sync still in flight is completed, not applied (the listing ends)
         for j in range(2):
             if reqs[j] is not None:
-                run.wait(reqs[j], "L10 MPI_Wait(global sync), not applied")
+                run.collectives.wait(reqs[j], "L10 MPI_Wait(global sync), not applied")
                 reqs[j] = None
     finally:
         wire.close()     # only blocking all-reduces use it: nothing of it is in flight

@@ -75,10 +75,10 @@ def train(run):
             for k in range(M):
                 source = k + 1 if c.ps_order == "round-robin" else MPI.ANY_SOURCE
                 # S1: on each push g_m from worker m
-                with run.idle("S1 MPI_Recv(g_m)"):
+                with run.clock.idle("S1 MPI_Recv(g_m)"):
                     comm.Recv(g_m, source=source, tag=PUSH, status=status)
                 m = status.Get_source()
-                with run.update("S2 w <- w - eta (g_m + lambda g_m g_m (w - w_bak(m)))"):
+                with run.clock.update("S2 w <- w - eta (g_m + lambda g_m g_m (w - w_bak(m)))"):
                     if c.dc_adaptive:
                         # lambda_t = lambda_0 / sqrt(MeanSquare_t + eps), MeanSquare from g_m
                         lam = adaptive_lambda(ms, g_m, c.dc_ms_decay, c.dc_lambda, lam_buf)
@@ -87,7 +87,7 @@ def train(run):
                     # S2: w <- w - eta (g_m + lambda g_m (.) g_m (.) (w - w_bak(m)))
                     compensated_step(w, g_m, w_bak[m - 1], eta, lam, wd, decayed)
                 # S3: send w to m
-                with run.idle("S3 MPI_Send(w)", w):
+                with run.clock.idle("S3 MPI_Send(w)", w):
                     comm.Send(w, dest=m, tag=PULL)
                 # S4: w_bak(m) <- w
                 w_bak[m - 1] = w
@@ -98,10 +98,10 @@ def train(run):
             # W1: g_m <- grad at w                                          (compute)
             run.grad(w, g, label="W1 g_m <- grad at w")
             # W2: push g_m
-            with run.idle("W2 MPI_Send(g_m)", g):
+            with run.clock.idle("W2 MPI_Send(g_m)", g):
                 comm.Send(g, dest=0, tag=PUSH)
             # W3: pull w
-            with run.idle("W3 MPI_Recv(w)"):
+            with run.clock.idle("W3 MPI_Recv(w)"):
                 comm.Recv(w, source=0, tag=PULL)
     return w
 

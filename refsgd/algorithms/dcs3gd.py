@@ -41,10 +41,10 @@ Deviations and readings:
   run of T iterations computes T gradients; the loop body L5-L11 is iterations 1..T-1.
 * The listing leaves every worker with its own w_i. The model that is evaluated and returned
   is the average of the workers' w_i (an all-reduce at evaluation time only); its frozen
-  weights are copied, not averaged, so that they stay bitwise w0 (``Run.average_model``).
+  weights are copied, not averaged, so that they stay bitwise w0 (``Collectives.average_model``).
 * One micro-batch per iteration (``--tau 1``): the paper does not accumulate.
 * ``--allreduce ring``: L5's non-blocking ``MPI_Iallreduce`` becomes refsgd's uncompressed
-  Ring-AllReduce over point-to-point messages, blocking (:meth:`refsgd.run.Run.ring_sum`), and L7
+  Ring-AllReduce over point-to-point messages, blocking (:meth:`refsgd.run.Collectives.ring_sum`), and L7
   has nothing to wait for: the same bits under any MPI library and as the serial rendering, but
   no overlap of L5 with L6's gradient (eq. 13's cost, not eq. 14's). So is the evaluation's
   model average. Eq. 17's two norms are then summed in index order, as the serial rendering
@@ -88,8 +88,8 @@ def train(run):
         return v
 
     def average():
-        with run.idle("evaluation MPI_Allreduce(w_i)"):
-            return run.average_model(comm, w_i, w_bar)
+        with run.clock.idle("evaluation MPI_Allreduce(w_i)"):
+            return run.collectives.average_model(comm, w_i, w_bar)
     run.set_model(average)
 
     for t in run.iterations():
@@ -103,18 +103,18 @@ def train(run):
             continue
         # L4: for t < max_iterations
         # L5: MPI_Iallreduce(dw_i)                                           (start communication)
-        req = run.iallreduce(comm, dw_i, dw_bar, "L5 MPI_Iallreduce(dw_i)")  # --allreduce ring: blocking, None
+        req = run.collectives.iallreduce(comm, dw_i, dw_bar, "L5 MPI_Iallreduce(dw_i)")  # --allreduce ring: blocking, None
         # L6: g_i <- grad l(w_i)                                             (compute)
         run.grad(w_i, g_i, progress=req, label="L6 g_i <- grad l(w_i)")
         # L7: dw_bar <- MPI_Wait()                                           (complete communication)
-        run.wait(req, "L7 dw_bar <- MPI_Wait()")
+        run.collectives.wait(req, "L7 dw_bar <- MPI_Wait()")
         # L8:  D_i <- (1/N) dw_bar - dw_i                                    eq. 9
         # L9:  g~_i <- g_i + lambda_i g_i (.) g_i (.) D_i                     eq. 10, 17
         # L10: dw_i <- U(g~_i, eta, mu)                                      eq. 11
         # L11: w_i <- w_i + D_i + dw_i                                       eq. 12
-        with run.update("L8 D_i, g~_i, dw_i, w_i (L8-L11)"):
+        with run.clock.update("L8 D_i, g~_i, dw_i, w_i (L8-L11)"):
             _corrected_step(w_i, dw_i, v, g_i, dw_bar, N, lambda0, run.lr(t), mu, wd_at(t), bounds, decay, lams,
-                            run.ring)
+                            run.collectives.ring)
     return w_i
 
 

@@ -51,7 +51,7 @@ Deviations and readings:
   requests first) and no request is waited for.
 * After the last iteration the in-flight all-reduce is waited for and not applied.
 * ``--allreduce ring``: the non-blocking AllReduce becomes refsgd's uncompressed Ring-AllReduce
-  over point-to-point messages, blocking (:meth:`refsgd.run.Run.ring_sum`), so nothing is in
+  over point-to-point messages, blocking (:meth:`refsgd.run.Collectives.ring_sum`), so nothing is in
   flight during the next iteration's L1 (no overlap: LAGA's lag is kept, its speed is not); the
   sum is the same bits under any MPI library and as the serial rendering, which sums the
   workers' g_i^t(tau) / N in the ring's order. The default ``--allreduce mpi`` overlaps.
@@ -113,20 +113,20 @@ def train(run):
         # L1: g_i^t(tau) <- (1/tau) sum_j grad F_i(x^t; xi_ij^t)                (y^t in Algorithm 5)
         run.accumulate(x, g_i, g_ij, progress=req)  # --poll: req is tested between layers
         # complete communication: g^{t-1}(tau) (implicit in the paper)
-        run.wait(req, "L2 MPI_Wait(g^{t-1}(tau))")
+        run.collectives.wait(req, "L2 MPI_Wait(g^{t-1}(tau))")
         # Alg. 3  L2: x^{t+1} <- x^t - eta * g^{t-1}(tau)                            (eta = run.lr(t))
         # Alg. 4  L2: m^t <- gamma * m^{t-1} + g^{t-1}(tau);  L3: x^{t+1} <- x^t - eta * m^t
         # Alg. 5  L2: m^t <- gamma * m^{t-1} + g^{t-1}(tau);  L3: y^{t+1} <- y^t - eta * (gamma * m^t + g^{t-1}(tau))
-        with run.update(step):                                                  # (one fused pass)
+        with run.clock.update(step):                                                  # (one fused pass)
             fused_step(x, g, m, run.lr(t), momentum=gamma, weight_decay=wd, mask=mask, nesterov=nesterov)
         # start communication
         # L3 (Alg. 3), L4 (Alg. 4, 5): non-blocking AllReduce g^t(tau) <- (1/N) sum_i g_i^t(tau)
-        with run.update(f"{start} g_i^t(tau) / N"):   # the mean's 1/N, the method's arithmetic
+        with run.clock.update(f"{start} g_i^t(tau) / N"):   # the mean's 1/N, the method's arithmetic
             g_i /= N
-        req = run.iallreduce(comm, g_i, g, f"{start} MPI_Iallreduce(g_i^t(tau))")  # --allreduce ring: blocking, None
+        req = run.collectives.iallreduce(comm, g_i, g, f"{start} MPI_Iallreduce(g_i^t(tau))")  # --allreduce ring: blocking, None
         g_i, g_i_sent = g_i_sent, g_i              # g_i^t stays untouched while in flight
     # the last all-reduce is completed and not applied
-    run.wait(req, "L2 MPI_Wait(g^{T-1}(tau)), not applied")
+    run.collectives.wait(req, "L2 MPI_Wait(g^{T-1}(tau)), not applied")
     return x
 
 

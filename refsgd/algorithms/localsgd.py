@@ -28,7 +28,7 @@ Deviations and readings:
 * L3 is the local optimizer U of the command line (plain SGD as written; ``--momentum``,
   ``--nesterov``, ``--weight-decay`` as for SSGD). Algorithm 1 has no momentum: with it, each
   worker's momentum buffer stays its own and is not averaged at L5 (only the models are).
-* L5's mean is a sum over the ranks (``run.allreduce_sum``; ``--allreduce ring``: refsgd's
+* L5's mean is a sum over the ranks (``run.collectives.allreduce_sum``; ``--allreduce ring``: refsgd's
   ring, the serial rendering's order) divided by K; the frozen parameters keep their values
   (the same on every rank, they would move by an ulp in (x + x + x) / 3).
 * The model evaluated is the mean of the workers' models (an all-reduce), which after L5 is
@@ -49,21 +49,21 @@ def train(run):
     x_bar = np.empty_like(x)                       # the evaluated mean
 
     def average():
-        with run.idle("evaluation MPI_Allreduce(x^k)"):
-            return run.average_model(comm, x, x_bar)
+        with run.clock.idle("evaluation MPI_Allreduce(x^k)"):
+            return run.collectives.average_model(comm, x, x_bar)
     run.set_model(average)
 
     for s in run.iterations():
         # L2: g^k <- grad f(x^k; xi^k_s)                                   (compute)
         run.grad(x, g, label="L2 g^k <- grad f(x^k; xi^k_s)")
         # L3: x^k <- x^k - gamma_s * g^k                                   (U)
-        with run.update("L3 x^k <- x^k - gamma_s g^k"):
+        with run.clock.update("L3 x^k <- x^k - gamma_s g^k"):
             U.step(x, g, run.lr(s))
         # L4: if (s + 1) mod H == 0
         if (s + 1) % H == 0:
             # L5: x^k <- (1/K) sum_k x^k                                   (blocking)
-            run.allreduce_sum(comm, x, x_sum, label="L5 MPI_Allreduce(x^k)")
-            with run.update("L5 x^k <- (1/K) sum_k x^k"):
+            run.collectives.allreduce_sum(comm, x, x_sum, label="L5 MPI_Allreduce(x^k)")
+            with run.clock.update("L5 x^k <- (1/K) sum_k x^k"):
                 np.divide(x_sum, K, out=x_sum)
                 np.copyto(x, x_sum, where=run.net.trainable)   # frozen parameters keep their values
     return x

@@ -166,7 +166,7 @@ def train_pipe_sgd(run):
     pipe = _Pipeline(t0)
     # the communication thread's own communicator and ring: a codec's, or under --allreduce ring the
     # uncompressed one (C4, below); without either, wire is None and C4 is MPI_Allreduce
-    comm, wire = run.thread_channel(w.dtype)
+    comm, wire = run.collectives.thread_channel(w.dtype)
     run.set_model(lambda: w)
 
     def communicate():
@@ -177,7 +177,7 @@ def train_pipe_sgd(run):
             if not pipe.wait_local(t):
                 return
             # C4: AllReduce g^c_sum[t] <- sum over workers of g^c_local[t]
-            with run.thread_comm("C4 AllReduce g^c_sum[t]", it=t, data=local[t % K]):
+            with run.collectives.thread_comm("C4 AllReduce g^c_sum[t]", it=t, data=local[t % K]):
                 if wire is None:
                     comm.Allreduce(local[t % K], summ[t % K], op=MPI.SUM)
                 else:  # a codec's ring, or the uncompressed one of --allreduce ring
@@ -213,24 +213,24 @@ def train_pipe_sgd(run):
             k = dependency_at(t, K, warmup)
             # L3: wait until g^c_sum[t-K] is ready                              (complete communication)
             if t - k >= t0:
-                with run.idle("L3 wait until g^c_sum[t-K] is ready", awaits=("sum", t - k)):
+                with run.clock.idle("L3 wait until g^c_sum[t-K] is ready", awaits=("sum", t - k)):
                     pipe.wait_sum(t - k)
             if t - k > applied:
                 # L4: g_sum[t-K] <- Decompress(g^c_sum[t-K])     (without compression: the slot itself)
-                with run.codec("L4 g_sum[t-K] <- Decompress(g^c_sum[t-K])") if codec is not None else _NOTHING:
+                with run.clock.codec("L4 g_sum[t-K] <- Decompress(g^c_sum[t-K])") if codec is not None else _NOTHING:
                     src = decompressed(t - k, g_sum)
                 # L5: w[t] <- w[t-1] - gamma * g_sum[t-K]                          (one fused pass)
-                with run.update("L5 w[t] <- w[t-1] - gamma g_sum[t-K]"):
+                with run.clock.update("L5 w[t] <- w[t-1] - gamma g_sum[t-K]"):
                     fused_step(w, src, None, run.lr(t))
                 applied = t - k
             # L6-L8: load a batch, forward pass, backward pass: g_local[t] <- d f_B / d w[t]   (compute)
             run.grad(w, g_local if codec is not None else local[t % K], label="L7 forward, L8 backward: g_local[t]")
             if codec is not None:
                 # L9: g^c_local[t] <- Compress(g_local[t])                  (without compression: nothing)
-                with run.codec("L9 g^c_local[t] <- Compress(g_local[t])"):
+                with run.clock.codec("L9 g^c_local[t] <- Compress(g_local[t])"):
                     codec.encode(g_local, local[t % K])
             # L10: mark g^c_local[t] ready                                       (start communication)
-            run.in_flight(("sum", t), "C4 AllReduce g^c_sum[t] (L10 -> L3)", local[t % K])
+            run.clock.in_flight(("sum", t), "C4 AllReduce g^c_sum[t] (L10 -> L3)", local[t % K])
             pipe.mark_local(t)
         # the last K all-reduces complete (their sums are not applied: the listing ends)
         pipe.wait_sum(run.total - 1)
@@ -242,16 +242,16 @@ def train_d_sync(run):
     w = run.register("w", run.init_params())
     g = np.empty_like(w)
     g_sum = np.empty_like(w)
-    wire = run.open_wire()
+    wire = run.collectives.open_wire()
     run.set_model(lambda: w)
     for t in run.iterations():
         # L1: g_i <- grad F_i(w; xi_i)                                      (compute)
         run.grad(w, g, label="L1 g_i <- grad F_i(w; xi_i)")
         # L2: AllReduce g_sum <- sum_i g_i (blocking); with --compress: g^c <- Compress(g),
         #     the all-reduce decompresses, adds and compresses at every step, g_sum <- Decompress
-        run.allreduce_sum(run.comm, g, g_sum, wire, label="L2 MPI_Allreduce(g_i)")
+        run.collectives.allreduce_sum(run.comm, g, g_sum, wire, label="L2 MPI_Allreduce(g_i)")
         # L3: w <- w - gamma * g_sum                                        (one fused pass)
-        with run.update("L3 w <- w - gamma g_sum"):
+        with run.clock.update("L3 w <- w - gamma g_sum"):
             fused_step(w, g_sum, None, run.lr(t))
     return w
 
@@ -268,18 +268,18 @@ def train_ps_sync(run):
         g_sum = np.empty_like(w)
         for t in run.iterations():
             # S1: receive every worker's gradient
-            with run.idle("S1 MPI_Gather(g_m)"):
+            with run.clock.idle("S1 MPI_Gather(g_m)"):
                 comm.Gather(nothing, G, root=0)
             # S2: g_sum <- sum over workers m = 1..P-1 (in rank order)
-            with run.update("S2 g_sum <- g_1 + ... + g_{N-1}"):
+            with run.clock.update("S2 g_sum <- g_1 + ... + g_{N-1}"):
                 np.copyto(g_sum, G[1])
                 for m in range(2, P):
                     g_sum += G[m]
             # S3: w <- w - gamma * g_sum                                        (one fused pass)
-            with run.update("S3 w <- w - gamma g_sum"):
+            with run.clock.update("S3 w <- w - gamma g_sum"):
                 fused_step(w, g_sum, None, run.lr(t))
             # S4: send w to every worker
-            with run.idle("S4 MPI_Bcast(w)", w):
+            with run.clock.idle("S4 MPI_Bcast(w)", w):
                 comm.Bcast(w, root=0)
     else:
         # ---------------------------------------------------------------- a worker
@@ -288,10 +288,10 @@ def train_ps_sync(run):
             # W1: g_m <- grad at w                                         (compute)
             run.grad(w, g, label="W1 g_m <- grad at w")
             # W2: push g_m to the server
-            with run.idle("W2 MPI_Gather(g_m)", g):
+            with run.clock.idle("W2 MPI_Gather(g_m)", g):
                 comm.Gather(g, None, root=0)
             # W3: pull w
-            with run.idle("W3 MPI_Bcast(w)"):
+            with run.clock.idle("W3 MPI_Bcast(w)"):
                 comm.Bcast(w, root=0)
     return w
 

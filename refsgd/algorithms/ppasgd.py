@@ -52,7 +52,7 @@ Two modes:
   the progress display shows S_bar. Not deterministic: it depends on timing. D_g is a *sum*:
   an update consumes at most G sub-batches per process (fewer when gradients are slower
   than updates, the paper's regime), and lambda multiplies their sum, as in the paper. The time split is the
-  update thread's: its wait for gradients is its compute (``run.awaiting_gradients``); the
+  update thread's: its wait for gradients is its compute (``run.clock.awaiting_gradients``); the
   gradient threads' seconds, summed over the threads, are ``thread_compute``.
 * ``--staleness S`` (deterministic, what the serial rendering computes; the paper generated
   staleness artificially on CIFAR-10): at update t each thread g computes one sub-batch at the
@@ -73,7 +73,7 @@ Deviations and readings:
 * ``--lr`` is lambda and multiplies a *sum* over samples, threads and processes (as SSGD-NAG);
   ``--momentum`` is mu (the paper: 0.99). The local optimizer options do not apply.
 * ``--allreduce ring``: L5's MPI_Allreduce (blocking, as the listing) is refsgd's uncompressed
-  Ring-AllReduce over point-to-point messages instead (:meth:`refsgd.run.Run.allreduce_sum`),
+  Ring-AllReduce over point-to-point messages instead (:meth:`refsgd.run.Collectives.allreduce_sum`),
   the same bits under any MPI library and as the serial rendering. The staleness counts of L8
   (integers, exact in any order) stay an MPI_Allreduce.
 * L3-L4 take each D_g and reset it under thread g's lock (a swap of buffers), so a gradient a
@@ -171,11 +171,11 @@ def train_asgd(run):
 def _update(run, t, w, M, w_hat, D_L, D_A, mu, S, predict):
     """L5-L8 of Algorithm 2 (L3-L4 done by the caller into D_L)."""
     # L5: D_A <- MPI_Allreduce(D_L)                                         (blocking)
-    run.allreduce_sum(run.comm, D_L, D_A, label="L5 MPI_Allreduce(D_L)")
+    run.collectives.allreduce_sum(run.comm, D_L, D_A, label="L5 MPI_Allreduce(D_L)")
     # L6: M <- mu*M - lambda*D_A
     # L7: w <- w + M
     # L8: w^ <- f_S(w, M) = w + M * sum_{s=1}^{S+1} mu^s   (naive ASGD: w^ <- w)
-    with run.update("L6 M, L7 w, L8 w^ <- f_S(w, M)" if predict else "L6 M, L7 w, L8 w^ <- w"):  # one pass
+    with run.clock.update("L6 M, L7 w, L8 w^ <- f_S(w, M)" if predict else "L6 M, L7 w, L8 w^ <- w"):  # one pass
         momentum_predict(w, M, w_hat, D_A, run.lr(t), mu, horizon(mu, S) if predict else None)
 
 
@@ -199,17 +199,17 @@ def _deterministic(run, w, M, w_hat, D_L, D_A, G, mu, b, n, S, predict):
             # Algorithm 3, one pass of each thread g: G3 randpick, G6 w_l <- w^, G7 D_g <- ...
             # (the update thread's wait for them is its compute)
             idx, losses = zip(*run.in_threads(pool, lambda g: grad(g, t, at), G, "wait for D_1..D_G"))  # noqa: B023 called within this iteration
-            run.trace_batches(idx)
+            run.records.trace_batches(idx)
             run.add_loss(sum(losses), G)
             # L3: D_L <- D_1 + ... + D_G;  L4: D_g <- 0
-            with run.update("L3 D_L <- D_1 + ... + D_G"):
+            with run.clock.update("L3 D_L <- D_1 + ... + D_G"):
                 np.copyto(D_L, D[0])
                 for g in range(1, G):
                     D_L += D[g]
             _update(run, t, w, M, w_hat, D_L, D_A, mu, S, predict)
             hist[(t + 1) % (S + 1)] = w_hat                     # version t+1
-            run.record("gradients", G * run.world)
-            run.record("staleness", S)
+            run.records.add("gradients", G * run.world)
+            run.records.add("staleness", S)
     return w
 
 
@@ -282,7 +282,7 @@ def _threaded(run, w, M, w_hat, D_L, D_A, G, mu, b, n, predict):
             for t in run.iterations():
                 # an update consumes at least one gradient of this process (see the docstring),
                 # unless its threads computed its whole share of --epochs
-                with run.awaiting_gradients("wait for a gradient"), sh.ready:  # the update thread's compute
+                with run.clock.awaiting_gradients("wait for a gradient"), sh.ready:  # the update thread's compute
                     sh.ready.wait_for(lambda: sh.error is not None or any(sh.count) or sh.live == 0)
                 if sh.error is not None:
                     g, exc = sh.error
@@ -291,7 +291,7 @@ def _threaded(run, w, M, w_hat, D_L, D_A, G, mu, b, n, predict):
                 # L3: D_L <- D_1 + ... + D_G;  L4: D_1, ..., D_G <- 0 (each taken by a swap under its lock)
                 count = vsum = 0
                 loss = 0.0
-                with run.update("L3 D_L <- D_1 + ... + D_G, L4 D_g <- 0"):
+                with run.clock.update("L3 D_L <- D_1 + ... + D_G, L4 D_g <- 0"):
                     D_L[...] = 0
                     for g in range(G):
                         with sh.locks[g]:
@@ -306,7 +306,7 @@ def _threaded(run, w, M, w_hat, D_L, D_A, G, mu, b, n, predict):
                 # staleness of this update's gradients: t - version, summed over every process
                 mine = np.array([count, count * t - vsum], dtype=np.float64)
                 every = np.empty(2)
-                with run.idle("S_bar: MPI_Allreduce(staleness)"):
+                with run.clock.idle("S_bar: MPI_Allreduce(staleness)"):
                     run.control_comm.Allreduce(mine, every, op=MPI.SUM)
                 stats += every
                 S_bar = stats[1] / max(stats[0], 1.0)
@@ -316,10 +316,10 @@ def _threaded(run, w, M, w_hat, D_L, D_A, G, mu, b, n, predict):
                     np.copyto(sh.w_hat, w_hat)
                     sh.version = t + 1
                 run.add_loss(loss, count)                     # the loss of the gradients consumed
-                run.record("gradients", every[0])
-                run.record("staleness", every[1] / max(every[0], 1.0))
-                run.record("S_bar", S_bar)
-                run.record("S", S)
+                run.records.add("gradients", every[0])
+                run.records.add("staleness", every[1] / max(every[0], 1.0))
+                run.records.add("S_bar", S_bar)
+                run.records.add("S", S)
                 run.progress_info["S_bar"] = f"{S_bar:.2f}"
         finally:
             sh.F = False                                      # L9: F <- false

@@ -65,7 +65,7 @@ Deviations and readings:
   doubling for short messages, log2(p) latencies), not the Ring-AllReduce of the papers' cost
   models (2(p-1) latencies); docs/algorithms.md, "The all-reduce's algorithm".
 * ``--allreduce ring`` (every method here): the all-reduces are refsgd's uncompressed
-  Ring-AllReduce over point-to-point messages (:meth:`refsgd.run.Run.ring_sum`), the same bits
+  Ring-AllReduce over point-to-point messages (:meth:`refsgd.run.Collectives.ring_sum`), the same bits
   under any MPI library and as the serial renderings. SSGD-OPT's per-segment ``MPI_Iallreduce``
   then becomes one blocking ring per segment, run after the backward pass, last layer first (a
   blocking ring inside the pass would be timed as compute); the default ``--allreduce mpi`` keeps
@@ -96,17 +96,17 @@ def train_ssgd(run):
     g_i = np.empty_like(x)   # g_i^t(tau), this worker's accumulated gradient
     g_ij = np.empty_like(x)  # grad F_i(x^t; xi_{i,j}^t), one micro-batch
     g = np.empty_like(x)     # g^t(tau), the average over workers
-    wire = run.open_wire()   # --compress: the all-reduce carries e.g. fp16 (Horovod's compression)
+    wire = run.collectives.open_wire()   # --compress: the all-reduce carries e.g. fp16 (Horovod's compression)
     run.set_model(lambda: x)
 
     for t in run.iterations():
         # L1: g_i^t(tau) <- (1/tau) sum_j grad F_i(x^t; xi_ij^t)            (compute)
         run.accumulate(x, g_i, g_ij)
         # L2: AllReduce g^t(tau) <- (1/N) sum_i g_i^t(tau)                  (blocking)
-        run.allreduce_sum(comm, g_i, g, wire, label="L2 MPI_Allreduce(g_i^t(tau))")
+        run.collectives.allreduce_sum(comm, g_i, g, wire, label="L2 MPI_Allreduce(g_i^t(tau))")
         # L3: x^{t+1} <- x^t - eta * g^t(tau)                              (U)
         #     with L2's 1/N: U divides each element of the sum by N in its one pass
-        with run.update("L3 x^{t+1} <- x^t - eta g^t(tau)"):
+        with run.clock.update("L3 x^{t+1} <- x^t - eta g^t(tau)"):
             U.step(x, g, run.lr(t), divide=N)
     return x
 
@@ -140,22 +140,22 @@ def train_ssgd_opt(run):
             else:
                 mine = g_ij[lo:hi]  # tau = 1: the micro-batch's gradient is g_i itself
             # L2, start communication: Iallreduce of the segment, last layer first
-            if run.ring:  # --allreduce ring: a blocking ring per segment, after the pass (Deviations)
+            if run.collectives.ring:  # --allreduce ring: a blocking ring per segment, after the pass (Deviations)
                 final.append((name, mine, lo, hi))  # noqa: B023 called within this iteration
             else:
-                reqs.append(run.started(comm.Iallreduce(mine, g[lo:hi], op=MPI.SUM),  # noqa: B023 called within this iteration
+                reqs.append(run.collectives.started(comm.Iallreduce(mine, g[lo:hi], op=MPI.SUM),  # noqa: B023 called within this iteration
                                         f"L2 MPI_Iallreduce(g_i[{name}])", mine))
 
         # L1, last micro-batch; its backward pass starts the all-reduces     (compute)
         # (with --poll, the segments already started are tested after each later layer)
         run.grad(x, g_ij, on_segment=segment_final, progress=reqs, label=f"L1 grad F_i(x^t; xi_i{tau}^t)")
         for name, mine, lo, hi in final:  # --allreduce ring: segment by segment, last layer first
-            run.ring_sum(comm, mine, g[lo:hi], label=f"L2 ring all-reduce(g_i[{name}])")
+            run.collectives.ring_sum(comm, mine, g[lo:hi], label=f"L2 ring all-reduce(g_i[{name}])")
         # L2, complete communication: wait for every segment
-        run.waitall(reqs, "L2 MPI_Waitall(segments)")
+        run.collectives.waitall(reqs, "L2 MPI_Waitall(segments)")
         # L3: x^{t+1} <- x^t - eta * g^t(tau)                              (U)
         #     with L2's 1/N: U divides each element of the sum by N in its one pass
-        with run.update("L3 x^{t+1} <- x^t - eta g^t(tau)"):
+        with run.clock.update("L3 x^{t+1} <- x^t - eta g^t(tau)"):
             U.step(x, g, run.lr(t), divide=N)
     return x
 
@@ -171,7 +171,7 @@ def train_ssgd_nag(run):
     D = np.empty((G,) + w.shape, w.dtype)   # D_1 .. D_G, one per thread
     D_A = np.empty_like(w)
     b = run.cfg.batch
-    wire = run.open_wire()
+    wire = run.collectives.open_wire()
     run.set_model(lambda: w)
 
     def grad(g, idx):
@@ -190,20 +190,20 @@ def train_ssgd_nag(run):
                 #        the sampler at w^;  L9: wait thread                   (the loop's compute)
                 idx = [run.batch_indices(t * G + g) for g in range(G)]
                 losses = run.in_threads(pool, lambda g: grad(g, idx[g]), G, "L9 wait thread")  # noqa: B023 called within this iteration
-                run.trace_batches(idx)
+                run.records.trace_batches(idx)
                 run.add_loss(sum(losses), G)
                 # L10: D_L <- D_1 + ... + D_G (in the order of g);  L11: D_g <- 0 (overwritten next step)
-                with run.update("L10 D_L <- D_1 + ... + D_G"):
+                with run.clock.update("L10 D_L <- D_1 + ... + D_G"):
                     np.copyto(D_L, D[0])
                     for g in range(1, G):
                         D_L += D[g]
-            with run.update("L10 D_L <- sum_g D_g"):  # loss_and_grad gives the mean over the b samples; the paper sums them
+            with run.clock.update("L10 D_L <- sum_g D_g"):  # loss_and_grad gives the mean over the b samples; the paper sums them
                 D_L *= b
             # L12: D_A <- MPI_Allreduce(D_L)                                   (blocking)
-            run.allreduce_sum(comm, D_L, D_A, wire, label="L12 MPI_Allreduce(D_L)")
+            run.collectives.allreduce_sum(comm, D_L, D_A, wire, label="L12 MPI_Allreduce(D_L)")
             # L13: M <- mu*M - lambda*D_A
             # L14: w <- w + M
             # L15: w^ <- w + mu*M                                              (L13-L15 in one pass)
-            with run.update("L13 M, w, w^ (L13-L15)"):
+            with run.clock.update("L13 M, w, w^ (L13-L15)"):
                 momentum_predict(w, M, w_hat, D_A, lam, mu, mu)
     return w

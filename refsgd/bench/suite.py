@@ -258,7 +258,7 @@ def markdown(r):
     L += ["", f"## Framework overhead ({two['model']}, batch {two['batch']}, no link)", "",
           "'other' = wall - compute - idle per iteration: the method's update and everything the framework "
           "adds (the records, the loss check, the status line; MPI's work to start a non-blocking collective "
-          "is idle). 'update': the time in the method's update, measured in the run (`with run.update():` "
+          "is idle). 'update': the time in the method's update, measured in the run (`with run.clock.update():` "
           "around the listing's update and scaling lines; its vectors come from memory, so it is bound by "
           "memory bandwidth); 'rest' = other - update, the framework's own share.",
           "", "| method | 1 rank: compute ms | other ms | update ms | rest ms | rest % of compute | "

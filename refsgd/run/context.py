@@ -1,6 +1,8 @@
 """The :class:`Run` itself: the communicator and its ranks, the model, the data stream, the
-local optimizer, the state registered by the method, and the loop ``run.iterations()``; its
-timing points and bookkeeping are mixed in from :mod:`.timing` and :mod:`.bookkeeping`."""
+local optimizer, the state registered by the method, and the loop ``run.iterations()``. It
+composes its clock (``run.clock``, :mod:`.timing`), its collectives (``run.collectives``,
+:mod:`.collectives`) and its records (``run.records``, :mod:`.records`); the loop calls the
+boundary's bookkeeping (:mod:`.bookkeeping`: the loss check, evaluation, checkpoint, stop)."""
 
 import contextlib
 import functools
@@ -14,19 +16,23 @@ import numpy as np
 from mpi4py import MPI
 
 from refsgd.errors import RankFailure, RefsgdError
+from refsgd.finite import _all_finite, _no_nan
 from refsgd import failure, timeline
-from refsgd.comm import codecs
 from refsgd.datasets import epoch_batches
 from refsgd import optim
 from refsgd.optim import SGD
 
 from .collectives import Collectives
-from .timing import Timing, _CompileClock, prompt_handover, _LayerSpans, _link_observed, _test_all, _union_length
-from .bookkeeping import Bookkeeping, FIELDS, eval_schedule
+from .timing import Clock, prompt_handover, _LayerSpans, _link_observed, _test_all
+from .records import Records, eval_schedule
+from . import bookkeeping
 from .progress import Progress
 
 
-class Run(Timing, Collectives, Bookkeeping):
+class Run:
+    """One rank's Run (see :mod:`refsgd.run`): the loop, the data stream, the registered state,
+    composed with its clock (``clock``), collectives (``collectives``) and records (``records``)."""
+
     def __init__(self, comm, net, data, cfg, schedule, log=print, restorer=None, checkpoint=None, servers=0,
                  by_gradients=False, warm=None):
         self.comm = comm
@@ -34,7 +40,6 @@ class Run(Timing, Collectives, Bookkeeping):
         # bookkeeping collectives go around the emulated link and the traffic counter
         self.control_comm = MPI.Intracomm(comm) if type(comm) is not MPI.Intracomm else comm
         self.traffic = getattr(comm, "traffic", None)
-        self._traffic_seen = (0, 0)
         self.rank = comm.Get_rank()
         self.world = comm.Get_size()
         # ranks 0 .. servers-1 hold no data (parameter servers); the data is sharded over the rest
@@ -44,10 +49,6 @@ class Run(Timing, Collectives, Bookkeeping):
         self.net = net
         self.data = data
         self.cfg = cfg
-        #: --allreduce ring: every uncompressed sum over ranks is refsgd's Ring-AllReduce (ring_sum)
-        self.ring = cfg.allreduce == "ring"
-        self._rings = {}
-        self._wires = []        # open_wire's, closed by the loop's end
         self.tau = cfg.tau
         self.schedule = schedule
         self._print = log
@@ -71,66 +72,39 @@ class Run(Timing, Collectives, Bookkeeping):
         self.t = 0
         self._first = 0
         self.wall = 0.0
-        # the processes that made this trajectory: [{"iterations": [first, last], "wall_seconds"}]
-        self.segments = []
-        # Numba's one-off work on the kernels (compiling them on a first run, loading them from
-        # its cache on later ones) is counted from here on and kept out of every time
-        self._compiling = _CompileClock.shared()
-        self._compiled = self._compiling.local  # .seconds: this thread's compiling so far
-        self._compiling.take()
-        if self.rank == 0:  # said before Numba compiles the first kernel (from the method's set-up on)
-            self._compiling.announce = self._announce_compiling
         self._thread_compute = None  # gradient threads' compute (grad_at), thread-seconds
         self.state = {}
         self._untraced = set()
         self._model = None
         self._epoch_cache = (None, None)
-        # per-iteration records of this rank
-        self._compute = self._idle = self._codec = self._update = 0.0
-        self._spans = []  # (start, end) of the communication seen in this iteration
-        self._thread_spans = []  # those of a thread beside the loop (thread_comm), taken at each boundary
-        self._beside = []  # what a thread beside the loop holds (thread_channel), freed after it
         self._loss = 0.0
         self._nloss = 0
         self._settle = None
         self._lock = threading.Lock()
-        self._extra = {}
         self.progress_info = {}  # shown beside the loss in the progress display
-        self.records = {k: [] for k in FIELDS}
-        self.evals = []
-        self.events = []
-        #: options the run found rather than was given (DASO's ranks per node from shared memory):
-        #: the trace records them, so that it names the layout its trajectory followed
-        self.found = {}
         self.first_bad = None
-        self.interrupted = None  # the signal's name ("SIGINT") when a signal stopped the loop
-        self._pending = []
-        # --trace: every iteration's state, batches, loss and lr (see refsgd.trace)
-        self.tracing = bool(cfg.trace)
-        self.trace = {"batches": [], "loss": [], "lr": [], "states": {}} if self.tracing else None
-        self._iter_batches = []
+        #: what the run keeps of itself (Records): per iteration, evaluations, events, segments, --trace
+        self.records = Records(self.tau * self.workers, tracing=bool(cfg.trace), traffic=self.traffic,
+                               restorer=restorer)
         # checkpoint = (folder, every K iterations, configuration dict) or None
         self._checkpoint = checkpoint
         self._restorer = restorer
         if restorer is not None:
             self.t = restorer.t
-            self.records.update({k: list(v) for k, v in restorer.records.items()})
-            n = len(self.records["wall"])
-            # a field the checkpoint predates: zeros (gradients: what each iteration consumed then)
-            self.records["gradients"].extend([float(self.tau * self.workers)] * (n - len(self.records["gradients"])))
-            for v in self.records.values():
-                v.extend([0.0] * (n - len(v)))
-            self.grads_done = float(np.sum(self.records["gradients"]))
-            self.segments = list(restorer.segments)
-            self.evals = list(restorer.evals)
-            self.events = list(restorer.events)
+            self.grads_done = float(np.sum(self.records.iterations["gradients"]))
             if restorer.schedule_state is not None:
                 schedule.state[...] = restorer.schedule_state
         # --timeline: the spans of a window of iterations (refsgd.timeline); without it a recorder
         # that records nothing (timeline.enabled is False), called by the same timing points
-        self.timeline = timeline.NoTimeline()
+        tl = timeline.NoTimeline()
         if getattr(cfg, "timeline", None) is not None:
-            self.timeline = timeline.Timeline(*timeline.window(cfg.timeline, self.total, self.t))
+            tl = timeline.Timeline(*timeline.window(cfg.timeline, self.total, self.t))
+        #: the timing points and the timers of the iteration (Clock), from here on without Numba's compiling
+        self.clock = Clock(tl)
+        if self.rank == 0:  # said before Numba compiles the first kernel (from the method's set-up on)
+            self.clock.compiling.announce = self._announce_compiling
+        #: the sums over ranks, the requests in flight, the wires (Collectives), timed by the clock
+        self.collectives = Collectives(comm, cfg, self.clock, net.trainable)
 
     def log(self, msg):
         """Print on rank 0 (above the progress bar when there is one)."""
@@ -144,7 +118,7 @@ class Run(Timing, Collectives, Bookkeeping):
     def event(self, what, **fields):
         """Record (and log) a change of the method's regime at the current iteration."""
         rec = dict(iteration=self.t, epoch=self.epochs_done, what=what, **fields)
-        self.events.append(rec)
+        self.records.events.append(rec)
         detail = ", ".join(f"{k} {v}" for k, v in fields.items())
         self.log(f"iter {self.t:>6}  epoch {rec['epoch']:6.2f}  {what}" + (f": {detail}" if detail else ""))
 
@@ -184,19 +158,6 @@ class Run(Timing, Collectives, Bookkeeping):
         called on every rank at the same boundary, so it may use collectives."""
         self._model = fn
 
-    def average_model(self, comm, w, out):
-        """out <- the mean over the ranks of ``comm`` of their w (collective, blocking). The frozen
-        parameters, the same on every rank and never moved, are copied from w: (w + w + w) / 3
-        can miss w by one ulp, and a frozen weight must stay bitwise its initial value."""
-        if self.ring:  # --allreduce ring: the evaluated model in the ring's order too
-            self._ring(w.dtype).allreduce_wire(comm, w, out)
-        else:
-            comm.Allreduce(w, out, op=MPI.SUM)
-        np.divide(out, comm.Get_size(), out=out)
-        if not self.net.trainable.all():
-            np.copyto(out, w, where=~self.net.trainable)
-        return out
-
     def final_model(self):
         """The model the method returns (what is evaluated), or None. Collective when the
         method's model is (e.g. an average over workers): call it on every rank."""
@@ -219,7 +180,8 @@ class Run(Timing, Collectives, Bookkeeping):
         label: the listing line it executes (--timeline), e.g. ``"L6 g_i <- grad l(w_i)"``.
         """
         on_layer = None
-        tl = self.timeline
+        clock = self.clock
+        tl = clock.timeline
         if progress is not None and self.cfg.poll:
             on_layer = functools.partial(_test_all, progress) if isinstance(progress, list) else progress.Test
             if tl.active:  # the layers and the polls as spans of their own
@@ -228,17 +190,15 @@ class Run(Timing, Collectives, Bookkeeping):
             k = self.t * self.tau + self._micro
             self._micro += 1
         idx = self.batch_indices(k)
-        if self.tracing:
-            self._iter_batches.append(idx)
-        t0, c0 = time.perf_counter(), self._compiled.seconds
+        records = self.records
+        if records.tracing:
+            records.batches.append(idx)
+        t0, c0 = time.perf_counter(), clock.compiled.seconds
         if isinstance(on_layer, _LayerSpans):
             on_layer.since = t0
         loss = self.net.loss_and_grad(w, self.data.x_train[idx], self.data.y_train[idx], out=g,
                                       on_segment=on_segment, on_layer=on_layer)
-        t1 = time.perf_counter()
-        self._compute += self._less_compiling(t1 - t0, c0)
-        if tl.active:
-            tl.add("compute", label, t0, t1)
+        clock.add("compute", label, t0, time.perf_counter(), c0)
         self._loss += loss
         self._nloss += 1
         if not math.isfinite(loss) and self.first_bad is None:
@@ -260,16 +220,17 @@ class Run(Timing, Collectives, Bookkeeping):
     def grad_at(self, w, g, idx, label=None):
         """Gradient (mean over the samples ``idx``) at w, into g; safe to call from several
         threads at once (a method with gradient threads): the timers and the loss are updated
-        under a lock, and neither the batch (see :meth:`trace_batches`) nor the loss (the
+        under a lock, and neither the batch (see ``run.records.trace_batches``) nor the loss (the
         iteration's loss is that of the gradients it consumes, :meth:`add_loss`) is recorded. Its time is the
         gradient threads' (``thread_compute``, thread-seconds summed over the threads, in the
         records since the previous iteration's record), not the iteration's compute: the thread
-        that runs the loop times its wait for the gradients with :meth:`awaiting_gradients`."""
-        t0, c0 = time.perf_counter(), self._compiled.seconds
+        that runs the loop times its wait for the gradients with ``run.clock.awaiting_gradients``."""
+        clock = self.clock
+        t0, c0 = time.perf_counter(), clock.compiled.seconds
         loss = self.net.loss_and_grad(w, self.data.x_train[idx], self.data.y_train[idx], out=g)
         t1 = time.perf_counter()
-        dt = self._less_compiling(t1 - t0, c0)
-        tl = self.timeline
+        dt = clock.less_compiling(t1 - t0, c0)
+        tl = clock.timeline
         if tl.active:
             tl.add("compute", label, t0, t1)
         with self._lock:
@@ -290,31 +251,16 @@ class Run(Timing, Collectives, Bookkeeping):
     def in_threads(self, pool, fn, G, label=None):
         """``fn(g)`` for g = 0 .. G-1 at once in the threads of ``pool`` (:meth:`gradient_threads`),
         the loop's thread waiting for all of them; returns their results in the order of g. The
-        wait is the iteration's compute (:meth:`awaiting_gradients`; ``label`` its listing line),
+        wait is the iteration's compute (``run.clock.awaiting_gradients``; ``label`` its listing line),
         the threads' gradients (:meth:`grad_at`) are ``thread_compute``. A failing thread ends the
         loop with one message naming the rank (the command line aborts every rank)."""
         futures = [pool.submit(fn, g) for g in range(G)]
         try:
-            with self.awaiting_gradients(label):
+            with self.clock.awaiting_gradients(label):
                 return [f.result() for f in futures]
         except Exception as exc:  # noqa: BLE001 -- one message, the command line aborts the world
             raise RankFailure(f"rank {self.rank}: a gradient thread of {self.cfg.algo} failed: "
                               f"{type(exc).__name__}: {exc}") from exc
-
-    def thread_channel(self, dtype):
-        """(comm, wire) of a thread beside the loop that sums over the ranks (Pipe-SGD's
-        communication thread): a duplicate of the run's communicator, so that its collectives never
-        meet the loop's, and the ring that carries its sums: the ``--compress`` codec's, under
-        ``--allreduce ring`` the uncompressed one of ``dtype``, else None (``MPI_Allreduce``). The
-        Run frees both once the thread has ended (:meth:`beside`)."""
-        comm = self.comm.Dup()
-        self._beside.append(comm.Free)
-        name = self.cfg.compress
-        wire = (codecs.get(name).open() if name not in (None, "none") else
-                codecs.plain(dtype).open() if self.ring else None)
-        if wire is not None:
-            self._beside.append(wire.close)
-        return comm, wire
 
     @contextlib.contextmanager
     def beside(self, target, stop, fail):
@@ -322,9 +268,10 @@ class Run(Timing, Collectives, Bookkeeping):
         communication thread, named ``ALGO-comm-RANK``: its --timeline track), the GIL handed over
         promptly (:func:`prompt_handover`). An exception in the thread goes to ``fail(exc)`` (the
         loop's thread raises it where it waits for the thread). When the block ends, ``stop()``
-        tells the thread to end, the thread is joined and the channels of :meth:`thread_channel`
-        are freed. When the block ends with an error the thread gets 5 s and its channels are left
-        alone: another rank may never join its collective (the command line aborts every rank)."""
+        tells the thread to end, the thread is joined and the channels of its
+        ``run.collectives.thread_channel`` are freed. When the block ends with an error the thread
+        gets 5 s and its channels are left alone: another rank may never join its collective (the
+        command line aborts every rank)."""
         def guarded():
             try:
                 target()
@@ -341,31 +288,44 @@ class Run(Timing, Collectives, Bookkeeping):
                 raise
             stop()
             thread.join()
-        while self._beside:
-            self._beside.pop()()
+        self.collectives.free_channels()
 
     def add_loss(self, total, count):
         """The iteration consumed ``count`` gradients (of :meth:`grad_at`) whose losses sum to ``total``."""
         self._loss += total
         self._nloss += count
 
-    def trace_batches(self, batches):
-        """The sample indices this iteration used, (tau, b), for --trace (with :meth:`grad_at`)."""
-        if self.tracing:
-            self._iter_batches.extend(np.asarray(batches, dtype=np.int64))
-
-    def record(self, name, value):
-        """A per-iteration value of the method (e.g. PP-ASGD's staleness): kept in the records,
-        the checkpoints and the metrics file (/iterations/<name>); NaN where not given."""
-        self._extra[name] = float(value)
-
     def on_settle(self, fn):
         """fn() completes the communication in flight and fills the registered state (called
         before every trace record and checkpoint)."""
         self._settle = fn
 
+    def state_finite(self):
+        """Whether this rank's state is valid: the traced arrays (the worker's state of the
+        listing) finite, the bookkeeping arrays free of NaN (they may hold an infinite "best so far")."""
+        return all(_no_nan(v.reshape(-1)) if name in self._untraced else _all_finite(v.reshape(-1))
+                   for name, v in self.state.items() if v.dtype.kind == "f")
 
     # ------------------------------------------------------------------ the loop
+    def _record(self):
+        """The iteration's records (Records.append): the clock's times, the mean loss of its
+        gradients, the gradients it consumed, the gradient threads' compute since the last."""
+        thread_compute = None
+        if self._thread_compute is not None:
+            with self._lock:
+                thread_compute, self._thread_compute = self._thread_compute, 0.0
+        loss = self._loss / self._nloss if self._nloss else np.nan  # nan: no gradient here
+        self.grads_done += self.records.append(self.clock.seconds, loss, self.clock.compiling.take(),
+                                               self.lr(self.t), thread_compute)
+
+    def _record_trace(self, t):
+        """--trace: the iteration's registered state, completed (the method's communication in
+        flight settled, the requests in flight completed: their receive buffers are state)."""
+        if self._settle is not None:
+            self._settle()
+        self.collectives.complete_pending()
+        self.records.append_trace(self.lr(t), self.state, self._untraced, (self.tau, self.cfg.batch))
+
     def iterations(self):
         """Yield t = 0 .. total-1 (with a gradient budget: until it is consumed); bookkeeping at
         each boundary (see the module docstring)."""
@@ -375,30 +335,30 @@ class Run(Timing, Collectives, Bookkeeping):
         self._first = self.t  # > 0 after --resume: the throughput counts this process's iterations
         self._grads_first = self.grads_done
         segment = {"iterations": [self.t, self.t], "wall_seconds": 0.0}
-        self.segments.append(segment)
+        self.records.segments.append(segment)
+        rec = self.records.iterations
         log_every = max(1, self.cfg.log_every)
         eval_due = eval_schedule(self.cfg.eval_every, self.iters_per_epoch, self.grads_per_epoch)
         progress = Progress(self) if self.rank == 0 and self.cfg.progress else None
         self._bar = progress.bar if progress is not None else None
-        clock = self._compiling
-        tl = self.timeline
+        clock = self.clock
+        compiling, tl = clock.compiling, clock.timeline
         tl.align(self.control_comm, "start")  # collective: every rank's clock on rank 0's
         # a signal stops every rank at the next loss check; the wires close when the loop ends
-        with failure.deferring(), _link_observed(tl), self._closing_wires():
-            clock.main = threading.get_ident()
+        with failure.deferring(), _link_observed(tl), self.collectives.closing_wires():
+            compiling.main = threading.get_ident()
             t, ran = self.t, 0
             while not self._finished(t):
                 self.t = t
                 tl.at(t)
                 self._micro = 0
-                self._compute = self._idle = self._codec = self._update = 0.0
-                self._spans = []
+                clock.begin()
                 self._loss, self._nloss = 0.0, 0
-                t0, c0 = self._iteration_start = time.perf_counter(), self._compiled.seconds
+                t0, c0 = self._iteration_start = time.perf_counter(), clock.compiled.seconds
                 before = self.grads_done
                 yield t
                 self._record()
-                if self.tracing:
+                if self.records.tracing:
                     self._record_trace(t)
                 last = self._finished(t + 1)
                 epoch_end = int(self.grads_done // self.grads_per_epoch) > int(before // self.grads_per_epoch)
@@ -406,34 +366,31 @@ class Run(Timing, Collectives, Bookkeeping):
                 # non-finite state is ever saved (the last iteration is checkpointed too)
                 ckpt = self._checkpoint is not None and ((t + 1) % self._checkpoint[1] == 0 or last)
                 if (t + 1) % log_every == 0 or epoch_end or last or ckpt:
-                    mean_loss = self._check(t, last)
+                    mean_loss = bookkeeping.check(self, t, last)
                     if progress is not None:
                         progress.show(t + 1, mean_loss)
                 # the boundary's bookkeeping (records, trace, loss check, status line) belongs to
                 # the iteration's wall time; evaluation, checkpoints and Numba's compiling do not
                 t1 = time.perf_counter()
-                while self._thread_spans:  # a thread beside the loop appends while we take
-                    self._spans.append(self._thread_spans.pop(0))
-                self.records["wall"][-1] = t1 - t0 - (self._compiled.seconds - c0)
-                self.records["idle"][-1] = self._idle
+                rec["wall"][-1] = t1 - t0 - (clock.compiled.seconds - c0)
+                rec["idle"][-1] = clock.seconds["idle"]
                 # communication in flight within the iteration (the check's all-reduce is both),
                 # the requests still in flight at its end included; none of it outside [t0, t1]
-                spans = self._spans + [(s, t1) for _, s in self._pending]
-                self.records["comm"][-1] = _union_length(spans, t0, t1, holes=clock.intervals(t0, t1))
-                self.records["compile"][-1] += clock.take()
+                rec["comm"][-1] = clock.comm_seconds(t0, t1, [s for _, s in self.collectives.pending])
+                rec["compile"][-1] += compiling.take()
                 segment["iterations"][1], segment["wall_seconds"] = t + 1, t1 - start
                 if tl.active:
                     tl.add("iteration", f"iteration {t}", t0, t1)
                 if eval_due(t + 1, before, self.grads_done) or last:
-                    self.records["evaluate"][-1] = self._outside(self.evaluate, t)
+                    rec["evaluate"][-1] = clock.outside("evaluate", bookkeeping.evaluate, self, t)
                 if ckpt:
-                    self.records["checkpoint"][-1] = self._outside(self.save_checkpoint)
+                    rec["checkpoint"][-1] = clock.outside("checkpoint", bookkeeping.save_checkpoint, self)
                 t, ran = t + 1, ran + 1
             tl.active = False
             if ran:  # the last boundary's evaluation and checkpoint may have compiled too
-                self.records["compile"][-1] += clock.take()
-            clock.announce = None
-            self._discount_compile_waits(ran)
+                rec["compile"][-1] += compiling.take()
+            compiling.announce = None
+            clock.discount_compile_waits(rec, ran, self.control_comm)
         if progress is not None:
             progress.close()
             self._bar = None
@@ -478,8 +435,8 @@ class Run(Timing, Collectives, Bookkeeping):
         wall times, which the throughput divides (not the evaluations, checkpoints or Numba's
         compiling between and in them)."""
         t0, c0 = self._iteration_start
-        now = time.perf_counter() - t0 - (self._compiled.seconds - c0)
-        return max(float(np.sum(self.records["wall"][since:-1])) + now, 1e-12)
+        now = time.perf_counter() - t0 - (self.clock.compiled.seconds - c0)
+        return max(float(np.sum(self.records.iterations["wall"][since:-1])) + now, 1e-12)
 
     def samples_per_second(self, elapsed):
         """Training samples (of the gradients consumed) per second of this process: iterations

@@ -29,8 +29,8 @@ class Progress:
         self.run = run
         self.stream = stream or sys.stdout
         self.start = time.perf_counter()
-        self.compiled = run._compiling.total()
-        self.since = len(run.records["wall"])   # this process's iterations (after a --resume)
+        self.compiled = run.clock.compiling.total()
+        self.since = len(run.records.iterations["wall"])   # this process's iterations (after a --resume)
         self.bar = None
         self.last_time, self.last_pos = self.start, self._position(run.t)[0]
         self.first = self.last_pos
@@ -47,7 +47,7 @@ class Progress:
 
     def show(self, done, loss):
         now = time.perf_counter()
-        elapsed = max(now - self.start - (self.run._compiling.total() - self.compiled), 1e-12)
+        elapsed = max(now - self.start - (self.run.clock.compiling.total() - self.compiled), 1e-12)
         rate = self.run.samples_per_second(self.run.iterations_time(self.since))
         pos, end = self._position(done)
         if self.bar is not None:

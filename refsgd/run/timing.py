@@ -1,7 +1,7 @@
-"""The Run's timing: its timing points (compute, idle, codec, update, the spans of
-``--timeline``), the clock of Numba's compiling that every timer leaves out, the length of the
-communication in flight, and the prompt handover between a method's threads. The collectives
-that these time are :mod:`refsgd.run.collectives`."""
+"""The Run's clock (:class:`Clock`, ``run.clock``): its timing points (compute, idle, codec,
+update, the spans of ``--timeline``), the clock of Numba's compiling that every timer leaves out,
+the length of the communication in flight, and the prompt handover between a method's threads.
+The collectives that these time are :mod:`refsgd.run.collectives`."""
 
 import contextlib
 import functools
@@ -15,9 +15,35 @@ from numba.core import event
 from refsgd.comm import linkcomm
 
 
-class Timing:
-    """The Run's timing points (compute, idle, codec, update, the requests in flight, the
-    timeline's spans) and the accounting of Numba's compiling; mixed into :class:`Run`."""
+#: the iteration's timers of the clock (Clock.seconds), the per-iteration records of the same names
+TIMERS = ("compute", "idle", "codec", "update")
+
+
+class Clock:
+    """The Run's clock (``run.clock``): the iteration's timers (``seconds``: compute, idle, codec,
+    update), the communication in flight seen in it (``spans``), the ``--timeline`` recorder
+    (``timeline``) and Numba's compiling (``compiling``), which every timer leaves out. A method
+    marks its work with the timing points :meth:`idle`, :meth:`codec`, :meth:`update`,
+    :meth:`awaiting_gradients` (and for --timeline alone :meth:`span` and :meth:`in_flight`);
+    the Run's gradients and the collectives (:mod:`refsgd.run.collectives`) add theirs with
+    :meth:`add`; the loop starts and ends each iteration (:meth:`begin`, :meth:`comm_seconds`)."""
+
+    def __init__(self, timeline):
+        self.timeline = timeline
+        # Numba's one-off work on the kernels (compiling them on a first run, loading them from
+        # its cache on later ones) is counted from here on and kept out of every time
+        self.compiling = _CompileClock.shared()
+        self.compiled = self.compiling.local  # .seconds: this thread's compiling so far
+        self.compiling.take()
+        self.seconds = dict.fromkeys(TIMERS, 0.0)   # this iteration's
+        self.spans = []         # (start, end) of the communication seen in this iteration
+        self.thread_spans = []  # those of a thread beside the loop (Collectives.thread_comm), taken at each boundary
+
+    def begin(self):
+        """A new iteration: its timers at zero, no communication seen."""
+        for k in TIMERS:
+            self.seconds[k] = 0.0
+        self.spans = []
 
     def idle(self, label=None, data=None, awaits=None):
         """Time the enclosed blocking communication as idle.
@@ -31,14 +57,14 @@ class Timing:
 
     def codec(self, label=None):
         """Time the enclosed compression or decompression as *codec* (label: its listing line)."""
-        return self._timed("_codec", "codec", label)
+        return _Timed(self, "codec", label)
 
     def update(self, label=None):
         """Time the enclosed arithmetic of the method outside its gradients as *update*: its
         update of the state (the optimizer step) and the scalings its listing applies (e.g.
         LAGA's 1/N); the part of an iteration's "other" time that is the method's own work,
         not the framework's. label: the listing lines it executes (--timeline)."""
-        return self._timed("_update", "update", label)
+        return _Timed(self, "update", label)
 
     def span(self, kind, label, it=None, data=None):
         """--timeline: the enclosed work as a span of ``kind`` (refsgd.timeline.KINDS) on the
@@ -46,7 +72,8 @@ class Timing:
         for a method's arithmetic: :meth:`update` is the one way to mark it (timed and drawn), so
         the update column counts the same work in every method."""
         if kind == "update":
-            raise ValueError("run.span('update', ...) draws an update without timing it: use run.update(label)")
+            raise ValueError("run.clock.span('update', ...) draws an update without timing it: "
+                             "use run.clock.update(label)")
         tl = self.timeline
         if not tl.active:
             return contextlib.nullcontext()
@@ -61,30 +88,45 @@ class Timing:
         """Time the enclosed wait of the loop's thread for gradients that other threads compute
         (PP-ASGD's update thread waiting for its gradient threads) as the iteration's *compute*:
         the computation on the path of the iteration; the threads' own work is ``thread_compute``."""
-        return self._timed("_compute", "compute", label)
+        return _Timed(self, "compute", label)
 
-    def _timed(self, total, kind, label):
-        return _Timed(self, total, kind, label)
+    def add(self, kind, label, t0, t1, since):
+        """[t0, t1] of the calling thread, less its compiling since ``since`` (``compiled.seconds``
+        at t0), to the timer ``kind`` and, with --timeline, a span of ``kind``."""
+        self.seconds[kind] += self.less_compiling(t1 - t0, since)
+        tl = self.timeline
+        if tl.active:
+            tl.add(kind, label, t0, t1)
 
-    def _less_compiling(self, seconds, since):
+    def less_compiling(self, seconds, since):
         """``seconds`` of this thread less what Numba spent compiling in it since ``since``
-        (``self._compiled.seconds`` at the start): a first run's compilation is never timed
+        (``self.compiled.seconds`` at the start): a first run's compilation is never timed
         as compute, idle, update or codec (it is recorded apart, as ``compile``)."""
-        return max(seconds - (self._compiled.seconds - since), 0.0)
+        return max(seconds - (self.compiled.seconds - since), 0.0)
 
-    def _discount_compile_waits(self, ran):
-        """Collective, after the loop: a rank that compiled less than another (or not at all)
-        waited for it in the method's next collective, in the iteration of the compiling or the
-        one after. That wait, at most the difference to the rank that compiled longest in the
-        iteration, is moved from idle (and from the wall time and the time in flight) to compile,
-        so that another rank's compiling is not read as communication either."""
-        if ran == 0 or self.world == 1:
+    def comm_seconds(self, t0, t1, open_since=()):
+        """The iteration [t0, t1]'s time with communication in flight: the union of its spans,
+        those of a thread beside the loop, and the requests still in flight at its end (started at
+        ``open_since``); none of it outside [t0, t1] or inside the loop thread's compiling."""
+        while self.thread_spans:  # a thread beside the loop appends while we take
+            self.spans.append(self.thread_spans.pop(0))
+        spans = self.spans + [(s, t1) for s in open_since]
+        return _union_length(spans, t0, t1, holes=self.compiling.intervals(t0, t1))
+
+    def discount_compile_waits(self, rec, ran, comm):
+        """Collective over ``comm``, after the loop: a rank that compiled less than another (or not
+        at all) waited for it in the method's next collective, in the iteration of the compiling or
+        the one after. That wait, at most the difference to the rank that compiled longest in the
+        iteration, is moved from idle (and from the wall time and the time in flight) to compile
+        in the records ``rec`` of the last ``ran`` iterations, so that another rank's compiling is
+        not read as communication either."""
+        world = comm.Get_size()
+        if ran == 0 or world == 1:
             return
-        rec = self.records
         lo = len(rec["wall"]) - ran
         mine = np.ascontiguousarray(rec["compile"][lo:], dtype=np.float64)
-        every = np.empty((self.world, ran))
-        self.control_comm.Allgather(mine, every)
+        every = np.empty((world, ran))
+        comm.Allgather(mine, every)
         deficit = every.max(axis=0) - mine
         if not deficit.any():
             return
@@ -98,17 +140,17 @@ class Timing:
             rec["compile"][j] += waited
             carry = min(owed - waited, deficit[i])   # the rest waits in the next iteration at most
 
-    def _outside(self, fn, *args):
-        """fn(*args) at an iteration boundary, outside the iteration's times; returns its seconds
-        (Numba's compiling in it excluded)."""
-        t0, c0 = time.perf_counter(), self._compiled.seconds
+    def outside(self, kind, fn, *args):
+        """fn(*args) at an iteration boundary, outside the iteration's times (with --timeline a
+        span of ``kind``, "evaluate" or "checkpoint"); returns its seconds (Numba's compiling in
+        it excluded)."""
+        t0, c0 = time.perf_counter(), self.compiled.seconds
         fn(*args)
         t1 = time.perf_counter()
         tl = self.timeline
         if tl.active:
-            kind = "evaluate" if fn == self.evaluate else "checkpoint"
             tl.add(kind, "evaluation" if kind == "evaluate" else "checkpoint", t0, t1)
-        return self._less_compiling(t1 - t0, c0)
+        return self.less_compiling(t1 - t0, c0)
 
 
 class _CompileClock:
@@ -222,48 +264,43 @@ class _Seconds(threading.local):
 
 
 class _Timed:
-    """A timing point of the Run (update, codec, awaiting_gradients): the enclosed seconds, less
-    Numba's compiling in them, added to the Run's ``total`` and, with --timeline, a span of
+    """A timing point of the clock (update, codec, awaiting_gradients): the enclosed seconds, less
+    Numba's compiling in them, added to the clock's timer ``kind`` and, with --timeline, a span of
     ``kind``. A class rather than a generator: entered several times an iteration, it costs less."""
 
-    __slots__ = ("run", "total", "kind", "label", "t0", "c0")
+    __slots__ = ("clock", "kind", "label", "t0", "c0")
 
-    def __init__(self, run, total, kind, label):
-        self.run, self.total, self.kind, self.label = run, total, kind, label
+    def __init__(self, clock, kind, label):
+        self.clock, self.kind, self.label = clock, kind, label
 
     def __enter__(self):
-        self.t0, self.c0 = time.perf_counter(), self.run._compiled.seconds
+        self.t0, self.c0 = time.perf_counter(), self.clock.compiled.seconds
 
     def __exit__(self, *exc):
-        t1 = time.perf_counter()
-        run = self.run
-        setattr(run, self.total, getattr(run, self.total) + run._less_compiling(t1 - self.t0, self.c0))
-        tl = run.timeline
-        if tl.active:
-            tl.add(self.kind, self.label, self.t0, t1)
+        self.clock.add(self.kind, self.label, self.t0, time.perf_counter(), self.c0)
 
 
 class _Idle:
-    """Run.idle: the enclosed blocking communication timed as idle and, with --timeline, its spans."""
+    """Clock.idle: the enclosed blocking communication timed as idle and, with --timeline, its spans."""
 
-    __slots__ = ("run", "label", "data", "awaits", "t0", "c0")
+    __slots__ = ("clock", "label", "data", "awaits", "t0", "c0")
 
-    def __init__(self, run, label, data, awaits):
-        self.run, self.label, self.data, self.awaits = run, label, data, awaits
+    def __init__(self, clock, label, data, awaits):
+        self.clock, self.label, self.data, self.awaits = clock, label, data, awaits
 
     def __enter__(self):
-        run = self.run
+        clock = self.clock
         t0 = time.perf_counter()
-        self.t0, self.c0 = t0, run._compiled.seconds
-        tl = run.timeline
+        self.t0, self.c0 = t0, clock.compiled.seconds
+        tl = clock.timeline
         tl.idle_start, tl.posted = t0, False
 
     def __exit__(self, *exc):
         t1 = time.perf_counter()
-        run, t0, label, awaits = self.run, self.t0, self.label, self.awaits
-        run._idle += run._less_compiling(t1 - t0, self.c0)
-        run._spans.append((t0, t1))
-        tl = run.timeline
+        clock, t0, label, awaits = self.clock, self.t0, self.label, self.awaits
+        clock.seconds["idle"] += clock.less_compiling(t1 - t0, self.c0)
+        clock.spans.append((t0, t1))
+        tl = clock.timeline
         if awaits is not None:
             tl.land(awaits, t1, since=t0, label=label)
         if tl.active:
@@ -306,7 +343,7 @@ def _layer_names(net):
 
 
 class _Span:
-    """A --timeline span around the enclosed block (Run.span)."""
+    """A --timeline span around the enclosed block (Clock.span)."""
 
     def __init__(self, tl, kind, label, it, nbytes):
         self.tl, self.kind, self.label, self.it, self.nbytes = tl, kind, label, it, nbytes

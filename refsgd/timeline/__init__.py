@@ -4,7 +4,7 @@ of iterations on every rank and in every thread, each named by the listing line 
 Modules: :mod:`.recording` (:class:`Timeline`), :mod:`.file` (in the metrics file), :mod:`.chrome`
 (Trace Event Format), :mod:`.gantt` (the chart); this package re-exports them.
 
-Recording (:class:`Timeline`, owned by :class:`refsgd.run.Run`). The run's timing points record
+Recording (:class:`Timeline`, owned by the Run's clock, ``run.clock.timeline``). Its timing points record
 the spans while an iteration of the window runs (``active``) and nothing otherwise, so the
 number of spans is bounded by the window, not by the run's length; a thread of the method (the
 communication thread of Pipe-SGD, the gradient threads of PP-ASGD and ASGD) records into the

@@ -138,7 +138,7 @@ def test_dcs3gd_on_one_rank_is_mxnet_momentum_sgd():
     opt = SGD(net.num_params, net.dtype, momentum=0.9, form="mxnet")
     ref, g = net.init_params(c.seed), np.empty(net.num_params, net.dtype)
     batches = epoch_batches(c.seed, 0, 0, 1, c.batch, len(data.y_train))
-    assert len(run.records["wall"]) == len(batches)
+    assert len(run.records.iterations["wall"]) == len(batches)
     for idx in batches:
         net.loss_and_grad(ref, data.x_train[idx], data.y_train[idx], out=g)
         opt.step(ref, g, c.lr)
@@ -163,7 +163,7 @@ def test_dcasgd_arrival_order_trains_and_serves_every_push():
     if comm.Get_size() == 2:  # one worker: arrival order is the only order, and w is the reply
         np.testing.assert_array_equal(w, final)
     if comm.Get_rank() == 0:
-        assert np.all(np.isnan(run.records["loss"]))  # the server computes no gradient
+        assert np.all(np.isnan(run.records.iterations["loss"]))  # the server computes no gradient
 
 
 @pytest.mark.parametrize("args,n,msg", [

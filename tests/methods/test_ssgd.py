@@ -61,7 +61,7 @@ def test_ssgd_on_one_rank_is_plain_sgd():
     comm = MPI.COMM_WORLD
     c = cfg(iterations=None, epochs=2, momentum=0.9)
     x, run, net, data = run_algo("ssgd", comm, c)
-    T = len(run.records["wall"])
+    T = len(run.records.iterations["wall"])
     assert T == 2 * (len(data.y_train) // c.batch)   # two epochs of plain minibatch SGD
     w = rendering("ssgd")(net, data, c, Constant(c.lr), 1, T)["states"]["x"][-1, 0]
     np.testing.assert_array_equal(x, w)  # exactly
@@ -89,7 +89,7 @@ def test_ssgd_opt_equals_ssgd(tau):
     a, *_ = run_algo("ssgd", comm, c)
     b, run, *_ = run_algo("ssgd-opt", comm, c)
     np.testing.assert_allclose(b, a, rtol=1e-12, atol=1e-15)
-    assert len(run.records["comm"]) == c.iterations
+    assert len(run.records.iterations["comm"]) == c.iterations
 
 
 def test_ssgd_nag_equals_sato_algorithm_4():

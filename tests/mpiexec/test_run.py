@@ -1,4 +1,5 @@
-"""The Run context's timers under MPI, against closed forms (run at 2 and 4 ranks)."""
+"""The Run context's timers under MPI, against closed forms (run at 2 and 4 ranks), and the names
+the methods call on it (its own and its clock's, collectives' and records', on MPI's singleton)."""
 
 import time
 
@@ -39,10 +40,10 @@ def test_idle_is_the_wait_for_the_slowest_rank():
         time.sleep(0.1 * r)
         arrived.append(time.perf_counter())
         slept.append(arrived[-1] - t0)
-        with run.idle():
+        with run.clock.idle():
             comm.Allreduce(buf, out, op=MPI.SUM)
         left.append(time.perf_counter())
-    idle, wall = np.array(run.records["idle"]), np.array(run.records["wall"])
+    idle, wall = np.array(run.records.iterations["idle"]), np.array(run.records.iterations["wall"])
     arrivals = np.array(comm.allgather(arrived))            # ranks x iterations
     last = arrivals.max(axis=0)                             # when the last rank arrived, each iteration
     # never the sleep: within the all-reduce's own span (the last iteration's idle also holds the
@@ -57,7 +58,7 @@ def test_idle_is_the_wait_for_the_slowest_rank():
     # the sleeps did make ranks wait (else the bounds above test nothing); which rank waited is
     # the load's choice (rank 0 arrived after rank 1 in 2 of 3 iterations beside another suite)
     assert np.max(last - arrivals) > 0.05, last - arrivals
-    assert np.allclose(run.records["compute"], 0)
+    assert np.allclose(run.records.iterations["compute"], 0)
     assert out[0] == P
 
 
@@ -73,15 +74,46 @@ def test_compute_is_the_time_in_grad_and_requests_count_as_comm():
         t0 = time.perf_counter()
         run.grad(w, g)
         outside.append(time.perf_counter() - t0)
-        req = run.started(comm.Iallreduce(g, g_sum, op=MPI.SUM))
+        req = run.collectives.started(comm.Iallreduce(g, g_sum, op=MPI.SUM))
         time.sleep(0.05)  # the request lives at least this long
-        run.wait(req)
-    compute = np.array(run.records["compute"])
+        run.collectives.wait(req)
+    compute = np.array(run.records.iterations["compute"])
     assert np.all(compute > 0) and np.all(compute <= np.array(outside))
-    assert np.all(np.array(run.records["comm"]) >= 0.05)
-    assert np.all(np.array(run.records["idle"]) < np.array(run.records["comm"]))
+    assert np.all(np.array(run.records.iterations["comm"]) >= 0.05)
+    assert np.all(np.array(run.records.iterations["idle"]) < np.array(run.records.iterations["comm"]))
     # the loss recorded is the mean of the iteration's micro-batch losses, one per iteration
-    assert len(run.records["loss"]) == 4 and np.all(np.isfinite(run.records["loss"]))
+    assert len(run.records.iterations["loss"]) == 4 and np.all(np.isfinite(run.records.iterations["loss"]))
+
+
+@pytest.mark.world(1)
+def test_the_methods_call_only_what_the_run_and_its_objects_have():
+    """Every ``run.NAME`` and ``run.OBJECT.NAME`` in the methods' modules (refsgd/algorithms) is
+    an attribute of a built Run (its own, or its clock's, collectives' or records'): a call form
+    the Run no longer has (``run.idle`` once the clock became ``run.clock``) fails here, not at
+    the first run of the method that uses it. Null: a name the Run does not have is found."""
+    import ast
+    from pathlib import Path
+    from mpi4py import MPI
+    import refsgd.algorithms
+    run = make_run(MPI.COMM_WORLD)
+
+    def missing(tree):
+        out = []
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "run":
+                if not hasattr(run, node.attr):
+                    out.append(f"run.{node.attr}")
+            elif (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Attribute)
+                  and isinstance(node.value.value, ast.Name) and node.value.value.id == "run"
+                  and node.value.attr in ("clock", "collectives", "records")):
+                if not hasattr(getattr(run, node.value.attr), node.attr):
+                    out.append(f"run.{node.value.attr}.{node.attr}")
+        return out
+    folder = Path(refsgd.algorithms.__file__).parent
+    found = {f.name: missing(ast.parse(f.read_text())) for f in sorted(folder.glob("*.py"))}
+    assert len(found) >= 8 and not any(found.values()), {k: v for k, v in found.items() if v}
+    null = missing(ast.parse("run.idle('L2')\nrun.clock.wait(req)\nrun.clock.update('L3')"))
+    assert sorted(null) == ["run.clock.wait", "run.idle"], null
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])

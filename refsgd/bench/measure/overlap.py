@@ -89,12 +89,13 @@ def _run_method(comm, cfg, net, data, schedule, skip, spans=None):
     run = build_run(cfg, comm, net=net, data=data, schedule=schedule, log=lambda *a: None, warm=warm_of(cfg.algo))
     train_of(cfg.algo)(run)
     run.final_model()
-    if spans is not None and run.timeline.enabled:
-        spans.append(len(run.timeline.spans) / run.timeline.count)
+    tl = run.clock.timeline
+    if spans is not None and tl.enabled:
+        spans.append(len(tl.spans) / tl.count)
     servers = METHODS[cfg.algo].servers
-    means = tuple(_mean_over_ranks(comm, run.records[k], skip, servers)
+    means = tuple(_mean_over_ranks(comm, run.records.iterations[k], skip, servers)
                   for k in ("compute", "idle", "codec", "wall", "update"))
-    return means + (_iteration_spread(comm, run.records["wall"], skip, servers),)
+    return means + (_iteration_spread(comm, run.records.iterations["wall"], skip, servers),)
 
 
 def span_seconds(repeat=20000):
