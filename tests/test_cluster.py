@@ -329,12 +329,12 @@ def test_help_and_the_usage_errors_of_the_script():
             (args, r.stderr)
 
 
-def _reproduce_across(tmp_path, name):
+def _reproduce_across(tmp_path, name, runs_across=3):
     """`refsgd reproduce NAME --quick` of a real-link claim as a user runs it: a calibration here,
-    then a 2-node cluster at the rate its regime asks for, the three runs across it (one rank per
-    node), its checks judged on what was measured there (never "not testable" as root: a paper
-    number only where a seed's measured ratio missed its regime, which its reason says), and every
-    namespace it made removed. On a busy machine (a load at or above the cores when the runs began:
+    then a 2-node cluster at the rate its regime asks for, its ``runs_across`` runs across it (one
+    rank per node), its checks judged on what was measured there (never "not testable" as root: a
+    paper number only where a seed's measured ratio missed its regime, which its reason says), and
+    every namespace it made removed. On a busy machine (a load at or above the cores when the runs began:
     the product's rule, which this test must not need an idle machine to pass) the same runs are
     made and measured, and every timing check (all of these claims') is not testable, its reason
     naming the load recorded in the warning. Returns (the result, its seed's numbers, its page)."""
@@ -358,7 +358,7 @@ def _reproduce_across(tmp_path, name):
         assert all(c["status"] != UNTESTABLE or (c["kind"] == PAPER and "measured within" in c["why"])
                    for c in data["checks"]), data["why"]
     across = [run for run in data["runs"] if run["command"].startswith("scripts/cluster run --name rp")]
-    assert len(across) == 3 and all(" -n 2 -ppn 1 refsgd train " in run["command"] for run in across)
+    assert len(across) == runs_across and all(" -n 2 -ppn 1 refsgd train " in run["command"] for run in across)
     assert [run["command"].startswith("mpiexec -n 2 ") for run in data["runs"]].count(True) == 1  # t_C here
     # the clusters this run made, by the names its commands give (another suite's reproduce, run
     # beside this one, has clusters of its own process's names up at the same time)
@@ -396,3 +396,16 @@ def test_reproduce_runs_laga_idle_across_the_real_link(tmp_path):
                                                             "ssgd-opt, the real link", "laga-sgd, the real link"]
     assert "a REAL link" in md and "the overlap is partial" in md and "MEASURED, against the 4.943 derived" in md
     assert {c["number"] for c in data["checks"]} >= {"idle_ratio_vgg16", "idle_ratio_opt_vgg16"}
+
+
+def test_reproduce_runs_pipesgd_speedup_across_the_real_link(tmp_path):
+    """pipesgd-speedup-cluster --quick (:func:`_reproduce_across`): +T's ratio (rho = 1, from the
+    paper's 2.0x) set by the rate, D-Sync, Pipe-SGD at K = 1 and 2 and Pipe-SGD+T across it, the
+    ratio measured there by D-Sync's run and printed beside the derived one, the page saying the
+    link is real."""
+    data, n, md = _reproduce_across(tmp_path, "pipesgd-speedup-cluster", runs_across=4)
+    assert n["rate_mbit_T"] > 1 and 0.2 < n["ratio_measured_T"] < 5 and n["ratio_derived_T"] == 1.0, n
+    assert n["speedup_pipeT_T"] > 0 and n["K1_over_K2_T"] > 0 and n["compute_inflation_T"] > 0, n
+    assert [run["variant"] for run in data["runs"]][1:] == [f"{v}, rho 1, the real link" for v in (
+        "d-sync", "pipe-sgd K=1", "pipe-sgd", "pipe-sgd+T")]
+    assert "a REAL link" in md and "the overlap is partial" in md and "MEASURED by D-Sync, against the 1 derived" in md

@@ -1,7 +1,8 @@
 """A real link for a timing claim: ``scripts/cluster`` of the source tree, nodes that are network
 namespaces of this machine joined by veth pairs shaped with ``tc ... tbf`` (docs/guide/cluster.md),
 one rank per node, brought up for a seed's runs and removed after them, whatever happens
-(:func:`across`: what every real-link claim does, dcs3gd-iteration-cluster and laga-idle-cluster).
+(:func:`across`: what every real-link claim does: dcs3gd-iteration-cluster, laga-idle-cluster,
+pipesgd-speedup-cluster).
 
 Unlike the emulated link (:mod:`refsgd.comm.link`, which waits out a transfer's modelled time and
 charges no CPU for it), every byte crosses the kernel's TCP stack: the copies, the checksums and
