@@ -22,8 +22,8 @@ from tests.helpers.launch import ONE_THREAD, ROOT, scaled
 from tests.helpers.launch import cli as refsgd
 
 from refsgd.reproduce.cluster import missing
-from refsgd.reproduce.verdict import (MODEL_ONLY, NOT_REPRODUCED, NOT_TESTABLE, PARTLY_REPRODUCED, REPRODUCED,
-                                      UNTESTABLE)
+from refsgd.reproduce.verdict import (MODEL_ONLY, NOT_REPRODUCED, NOT_TESTABLE, PAPER, PARTLY_REPRODUCED,
+                                      REPRODUCED, UNTESTABLE)
 
 SCRIPT = os.path.join(ROOT, "scripts", "cluster")
 GOLDEN = os.path.join(ROOT, "tests", "golden")
@@ -329,20 +329,20 @@ def test_help_and_the_usage_errors_of_the_script():
             (args, r.stderr)
 
 
-def test_reproduce_runs_dcs3gd_iteration_across_the_real_link(tmp_path):
-    """`refsgd reproduce dcs3gd-iteration-cluster --quick` as a user runs it: a calibration here, then
-    a 2-node cluster at the rate whose all-reduce takes t_C, the three runs across it (one rank per
-    node), t_C and t_ARed measured there with a ratio near 1, eq. 13/14's checks judged on them
-    (never "not testable" as root), the page saying the link is real and the overlap partial, and
-    every namespace it made removed. On a busy machine (a load at or above the cores when the runs
-    began: the product's rule, which this test must not need an idle machine to pass) the same runs
-    are made and measured, and every timing check (all of this claim's) is not testable, its reason
-    naming the load recorded in the warning."""
+def _reproduce_across(tmp_path, name, runs_across=3):
+    """`refsgd reproduce NAME --quick` of a real-link claim as a user runs it: a calibration here,
+    then a 2-node cluster at the rate its regime asks for, its ``runs_across`` runs across it (one
+    rank per node), its checks judged on what was measured there (never "not testable" as root: a
+    paper number only where a seed's measured ratio missed its regime, which its reason says), and
+    every namespace it made removed. On a busy machine (a load at or above the cores when the runs began:
+    the product's rule, which this test must not need an idle machine to pass) the same runs are
+    made and measured, and every timing check (all of these claims') is not testable, its reason
+    naming the load recorded in the warning. Returns (the result, its seed's numbers, its page)."""
     out = tmp_path / "res"
-    r = refsgd("reproduce", "dcs3gd-iteration-cluster", "--quick", "--out-dir", str(out), timeout=600)
+    r = refsgd("reproduce", name, "--quick", "--out-dir", str(out), timeout=600)
     assert r.returncode == 0, r.stdout + r.stderr[-3000:]
     assert "Traceback" not in r.stderr
-    data = json.loads((out / "dcs3gd-iteration-cluster.json").read_text())
+    data = json.loads((out / f"{name}.json").read_text())
     assert data["untestable"] is None, data["untestable"]  # root: the claim itself is testable here
     busy = [re.search(r"load average ([0-9.]+) on (\d+) cores", w) for w in data["warnings"]
             if w.startswith("the machine is busy")]
@@ -355,21 +355,57 @@ def test_reproduce_runs_dcs3gd_iteration_across_the_real_link(tmp_path):
                    "when the runs began" for c in data["checks"]), data["why"]
     else:
         assert data["verdict"] in (REPRODUCED, MODEL_ONLY, PARTLY_REPRODUCED, NOT_REPRODUCED), data["why"]
-        assert all(c["status"] != UNTESTABLE for c in data["checks"]), data["why"]
+        assert all(c["status"] != UNTESTABLE or (c["kind"] == PAPER and "measured within" in c["why"])
+                   for c in data["checks"]), data["why"]
     across = [run for run in data["runs"] if run["command"].startswith("scripts/cluster run --name rp")]
-    assert len(across) == 3 and all(" -n 2 -ppn 1 refsgd train " in run["command"] for run in across)
+    assert len(across) == runs_across and all(" -n 2 -ppn 1 refsgd train " in run["command"] for run in across)
     assert [run["command"].startswith("mpiexec -n 2 ") for run in data["runs"]].count(True) == 1  # t_C here
-    n = {k: v["seeds"][0] for k, v in data["numbers"].items()}
-    assert n["rate_mbit"] > 1 and 0.2 < n["ratio_measured"] < 5, n
-    assert n["t_c_ms_real"] > 0 and n["t_ared_ms_real"] > 0 and n["compute_inflation"] > 0, n
-    md = (out / "dcs3gd-iteration-cluster.md").read_text()
-    assert "a REAL link" in md and "the overlap is partial" in md and "the overlap hid" in md
     # the clusters this run made, by the names its commands give (another suite's reproduce, run
     # beside this one, has clusters of its own process's names up at the same time)
     made = {re.search(r"--name (\S+)", run["command"]).group(1) for run in across}
-    assert made and all(re.fullmatch(r"rp\d+s\d+", name) for name in made), made
-    made |= {"rpprobe" + re.match(r"rp(\d+)s", name).group(1) for name in made}   # its probe of the capabilities
+    assert made and all(re.fullmatch(r"rp\d+s\d+", m) for m in made), made
+    made |= {"rpprobe" + re.match(r"rp(\d+)s", m).group(1) for m in made}   # its probe of the capabilities
     left = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout.split()
     assert not [ns for ns in left if ns.rsplit("-", 1)[0] in made], left
     assert not [d for d in os.listdir("/run/refsgd-cluster") if d in made] \
         if os.path.isdir("/run/refsgd-cluster") else True
+    return data, {k: v["seeds"][0] for k, v in data["numbers"].items()}, (out / f"{name}.md").read_text()
+
+
+def test_reproduce_runs_dcs3gd_iteration_across_the_real_link(tmp_path):
+    """dcs3gd-iteration-cluster (:func:`_reproduce_across`): the rate whose all-reduce takes t_C, t_C
+    and t_ARed measured across it with a ratio near 1, eq. 13/14's checks judged on them, the page
+    saying the link is real and the overlap partial."""
+    data, n, md = _reproduce_across(tmp_path, "dcs3gd-iteration-cluster")
+    assert n["rate_mbit"] > 1 and 0.2 < n["ratio_measured"] < 5, n
+    assert n["t_c_ms_real"] > 0 and n["t_ared_ms_real"] > 0 and n["compute_inflation"] > 0, n
+    assert "a REAL link" in md and "the overlap is partial" in md and "the overlap hid" in md
+
+
+def test_reproduce_runs_laga_idle_across_the_real_link(tmp_path):
+    """laga-idle-cluster (:func:`_reproduce_across`): VGG-16's derived regime (tau = 4, T_comm /
+    T_comp = 4.943) set by the rate, SSGD, SSGD-OPT and LAGA-SGD across it, the ratio measured there
+    by SSGD's run and printed beside the derived one, the paper's 5.24x and 4.54x judged where it is
+    near, the compute's growth and the page saying the link is real."""
+    data, n, md = _reproduce_across(tmp_path, "laga-idle-cluster")
+    r = 4 * 5.24 / 4.24
+    assert n["rate_mbit"] > 1 and r / 5 < n["ratio_measured_vgg16"] < 5 * r, n
+    assert n["ratio_derived_vgg16"] == pytest.approx(r), n
+    assert n["t_comm_ms_vgg16"] > 0 and n["t_comp_ms_vgg16"] > 0 and n["compute_inflation_laga"] > 0, n
+    assert [run["variant"] for run in data["runs"]][1:] == ["ssgd, the real link (T_comm, T_comp measured)",
+                                                            "ssgd-opt, the real link", "laga-sgd, the real link"]
+    assert "a REAL link" in md and "the overlap is partial" in md and "MEASURED, against the 4.943 derived" in md
+    assert {c["number"] for c in data["checks"]} >= {"idle_ratio_vgg16", "idle_ratio_opt_vgg16"}
+
+
+def test_reproduce_runs_pipesgd_speedup_across_the_real_link(tmp_path):
+    """pipesgd-speedup-cluster --quick (:func:`_reproduce_across`): +T's ratio (rho = 1, from the
+    paper's 2.0x) set by the rate, D-Sync, Pipe-SGD at K = 1 and 2 and Pipe-SGD+T across it, the
+    ratio measured there by D-Sync's run and printed beside the derived one, the page saying the
+    link is real."""
+    data, n, md = _reproduce_across(tmp_path, "pipesgd-speedup-cluster", runs_across=4)
+    assert n["rate_mbit_T"] > 1 and 0.2 < n["ratio_measured_T"] < 5 and n["ratio_derived_T"] == 1.0, n
+    assert n["speedup_pipeT_T"] > 0 and n["K1_over_K2_T"] > 0 and n["compute_inflation_T"] > 0, n
+    assert [run["variant"] for run in data["runs"]][1:] == [f"{v}, rho 1, the real link" for v in (
+        "d-sync", "pipe-sgd K=1", "pipe-sgd", "pipe-sgd+T")]
+    assert "a REAL link" in md and "the overlap is partial" in md and "MEASURED by D-Sync, against the 1 derived" in md

@@ -122,7 +122,9 @@ def _regime_defects(claim, tmp_path):
     return defects(claim.checks, numbers) + unmeasured
 
 
-@pytest.mark.parametrize("name", [c.name for c in claims.CLAIMS if any(k.model for k in c.checks)])
+#: a real-link claim's regime is measured (its ratio is the link's, not a setting): its model values are tested
+#: in its own regime by test_laga_idle_cluster_flips_from_both_sides
+@pytest.mark.parametrize("name", [c.name for c in claims.CLAIMS if any(k.model for k in c.checks) and not c.requires])
 def test_no_timing_check_compares_with_a_model_value_its_regime_makes_zero(tmp_path, name):
     assert _regime_defects(claims.BY_NAME[name], tmp_path) == []
 
@@ -133,7 +135,7 @@ def test_the_old_laga_idle_regime_is_caught(tmp_path, monkeypatch):
     on it."""
     from refsgd.reproduce import laga
     monkeypatch.setattr(laga, "DERIVED", dict(laga.DERIVED, vgg16=(2.0, 2 / 3)))
-    claim = dataclasses.replace(claims.BY_NAME["laga-idle"], checks=laga._idle_checks())
+    claim = dataclasses.replace(claims.BY_NAME["laga-idle"], checks=laga.idle_checks())
     assert "idle_laga_over_model_vgg16" in _regime_defects(claim, tmp_path)
     # and at run time such a check is "not testable here", never "holds"
     s = Setup()
@@ -397,7 +399,8 @@ def test_dcs3gd_iteration_cluster_flips_from_both_sides(tmp_path, monkeypatch, d
     assert "partial" in claim.regime and "REAL" in claim.regime  # the page says the overlap is partial
 
 
-def test_dcs3gd_iteration_cluster_is_not_testable_without_root(tmp_path, monkeypatch):
+@pytest.mark.parametrize("name", [c.name for c in claims.CLAIMS if c.requires])
+def test_a_real_link_claim_is_not_testable_without_root(tmp_path, monkeypatch, name):
     """Without the capabilities (simulated: no namespaces are made), or when the cluster does not
     come up, the claim is not testable here, with the reason in one line, and runs nothing."""
     import subprocess
@@ -410,11 +413,11 @@ def test_dcs3gd_iteration_cluster_is_not_testable_without_root(tmp_path, monkeyp
     monkeypatch.setattr(cluster, "lacking_capabilities", lambda: ["CAP_NET_ADMIN", "CAP_SYS_ADMIN"])
     monkeypatch.setattr(cluster.sys, "platform", "linux")
     monkeypatch.setattr(cluster.shutil, "which", lambda tool: f"/usr/sbin/{tool}")
-    (r,) = rep.reproduce("dcs3gd-iteration-cluster", Setup(seeds=1), str(tmp_path / "a"))
+    (r,) = rep.reproduce(name, Setup(seeds=1), str(tmp_path / "a"))
     assert r["verdict"] == NOT_TESTABLE and fake.calls == []
     assert r["why"] == ("scripts/cluster needs root, or CAP_NET_ADMIN and CAP_SYS_ADMIN: this process lacks "
                         "CAP_NET_ADMIN and CAP_SYS_ADMIN")
-    md = (tmp_path / "a" / "dcs3gd-iteration-cluster.md").read_text()
+    md = (tmp_path / "a" / f"{name}.md").read_text()
     assert "not testable here" in md and "Traceback" not in md
     # capable, but `up` fails (e.g. a container that forbids namespaces): its line is the reason
     monkeypatch.setattr(cluster, "lacking_capabilities", lambda: [])
@@ -429,10 +432,10 @@ def test_dcs3gd_iteration_cluster_is_not_testable_without_root(tmp_path, monkeyp
         return subprocess.CompletedProcess(args, 0, "scripts/cluster: no cluster named 'x': nothing to remove\n", "")
 
     monkeypatch.setattr(cluster, "_script", script)
-    (r,) = rep.reproduce("dcs3gd-iteration-cluster", Setup(seeds=1), str(tmp_path / "b"))
+    (r,) = rep.reproduce(name, Setup(seeds=1), str(tmp_path / "b"))
     assert r["verdict"] == NOT_TESTABLE and fake.calls == [] and said == ["up", "down"]
     # needing root, it is not part of `all` (whose budget stays within the hour): it runs by name
-    assert "dcs3gd-iteration-cluster" not in [c.name for c in rep.names("all")]
+    assert name not in [c.name for c in rep.names("all")]
     assert r["why"].startswith("scripts/cluster up --name rpprobe") and r["why"].endswith(
         "failed: scripts/cluster: up failed; removing what it created")
 
@@ -464,6 +467,165 @@ def test_dcs3gd_iteration_cluster_page_reports_the_measured_ratio_against_the_mo
     assert "DC-S3GD's compute took 1.5x SSGD's" in md and "the overlap hid 0.5 of the min(t_C, t_ARed)" in md
     assert "the overlap is partial, not eq. 14's" in md and "| overlap_achieved | 1 (eq. 14" in md
     assert (tmp_path / "res" / "dcs3gd-iteration-cluster.png").stat().st_size > 0
+
+
+# ---------------------------------------------------------------- LAGA's VGG-16 regime across a real link
+R_VGG = 4 * 5.24 / 4.24  # eq. 3 / eq. 6 = r / (r - 4) = 5.24 (typed from the paper, not read from laga.py)
+SSGD_REAL, OPT_REAL, LAGA_REAL = ("ssgd, the real link (T_comm, T_comp measured)", "ssgd-opt, the real link",
+                                  "laga-sgd, the real link")
+
+
+def _laga_times(lg, opt=None, comm=10 * R_VGG):
+    """Per-iteration (compute, idle, wall) in ms of the three runs across the link: T_comp = 10 ms a
+    micro-batch (tau = 4), SSGD idling ``comm`` (T_comm); SSGD-OPT as eq. 4 with T_bwd = 2/3 T_comp
+    unless ``opt``."""
+    opt = opt or (40.0, comm - 20 / 3, 40.0 + comm - 20 / 3)
+    return {SSGD_REAL: (40.0, comm, 40.0 + comm), OPT_REAL: opt, LAGA_REAL: lg}
+
+
+@pytest.mark.parametrize("lg, comm, word", [
+    ((40.0, 10 * R_VGG - 40, 10 * R_VGG), 10 * R_VGG, REPRODUCED),  # eq. 6: 5.24x and eq. 4's 4.53x
+    ((40.0, 10 * R_VGG, 40 + 10 * R_VGG), 10 * R_VGG, NOT_REPRODUCED),  # the null: LAGA idles as SSGD
+    ((40.0, (10 * R_VGG - 40) / 2, 40 + (10 * R_VGG - 40) / 2), 10 * R_VGG, NOT_REPRODUCED),  # twice the effect
+    ((48.0, 12.0, 60.0), 10 * R_VGG, PARTLY_REPRODUCED),  # 4.1x (holds); eq. 6 +27 % (partly)
+    ((60.0, 0.0, 60.0), 10 * R_VGG, NOT_REPRODUCED),  # the transfer's CPU hides it all: unbounded ratios
+    ((40.0, 40.0, 80.0), 80.0, MODEL_ONLY),  # the link measured at ratio 8, not 4.943: eq. 6 alone is judged
+])
+def test_laga_idle_cluster_flips_from_both_sides(tmp_path, monkeypatch, lg, comm, word):
+    """laga-idle-cluster on synthetic runs: the ssgd run across the link is the calibration (T_comm
+    its idle, T_comp its compute over tau); LAGA's idle against eq. 6 there, SSGD's and SSGD-OPT's
+    over LAGA's against the paper's 5.24 and 4.54 only where the measured ratio is near the derived
+    4.943; the rate is the bandwidth of the link whose all-reduce takes 4.943 x the local T_comp;
+    the three runs across one cluster, the local calibration on this machine."""
+    from refsgd.nn import load_model
+    from refsgd.reproduce import laga_cluster
+    monkeypatch.setattr(laga_cluster.cluster, "Cluster", _NoCluster)
+    _NoCluster.made = []
+    claim = claims.BY_NAME["laga-idle-cluster"]
+    s = Setup()
+    hp = claim.hyper(s)
+    runs = _ClusterRuns(tmp_path, _laga_times(lg, comm=comm))
+    numbers, series = claim.measure(runs, s, hp, 0)
+    assert verdict(claim.checks, [numbers])[0] == word, verdict(claim.checks, [numbers])[1]
+    assert numbers["ratio_measured_vgg16"] == pytest.approx(comm / 10) and numbers["ratio_derived_vgg16"] == \
+        pytest.approx(R_VGG)
+    assert numbers["t_comm_ms_vgg16"] == pytest.approx(comm) and numbers["t_comp_ms_vgg16"] == pytest.approx(10.0)
+    assert numbers["model_idle_laga_ms_vgg16"] == pytest.approx(comm - 40)  # eq. 6 at the measured T_comm, T_comp
+    assert numbers["idle_ratio_vgg16"] == pytest.approx(comm / max(lg[1], 1e-3))
+    assert numbers["compute_inflation_laga"] == pytest.approx(lg[0] / 40)
+    assert numbers["compute_inflation_ssgd-opt"] == pytest.approx(1.0)
+    assert numbers["overlap_achieved"] == pytest.approx((40 + comm - lg[2]) / min(40, comm))
+    assert defects(claim.checks, numbers) == []  # eq. 6's idle is above 0 in the regime the link gives
+    # one cluster of 2 nodes at the rate whose all-reduce of the gradient takes 4.943 x the local T_comp (10 ms)
+    (c,) = _NoCluster.made
+    nbytes = load_model(hp["model"]).num_params * 4
+    assert c.nodes == 2 and nbytes > 1e6  # far beyond tbf's 128 KiB bucket
+    assert float(c.rate[:-4]) == pytest.approx(8 * nbytes / (R_VGG * 10e-3) / 1e6, rel=0.02)
+    assert [v for _, v, _ in runs.calls] == ["calibration (t_C, no link)", SSGD_REAL, OPT_REAL, LAGA_REAL]
+    assert runs.clusters[0] is None and all(x is c for x in runs.clusters[1:])
+    for algo, _, options in runs.calls[1:]:
+        assert options["tau"] == 4 and options["batch"] == hp["batch"] and "link" not in options, options
+        assert options.get("momentum") == (None if algo == "laga-sgd" else 0.0), (algo, options)
+    assert "real link" in next(iter(series))
+    assert "a REAL link" in claim.regime and "the overlap is partial" in claim.regime
+
+
+def test_laga_idle_cluster_at_a_ratio_where_eq6_predicts_no_idle_is_not_testable(tmp_path, monkeypatch):
+    """A link measured at T_comm <= tau T_comp (ratio 4): eq. 6 predicts no idle for LAGA, so its
+    check against eq. 6 would be unbounded, and the paper's ratios are far from their regime: none
+    holds or fails, and with SSGD-OPT's sanity check alone the claim is not testable."""
+    from refsgd.reproduce import laga_cluster
+    monkeypatch.setattr(laga_cluster.cluster, "Cluster", _NoCluster)
+    claim = claims.BY_NAME["laga-idle-cluster"]
+    numbers, _ = claim.measure(_ClusterRuns(tmp_path, _laga_times((40.0, 1.0, 41.0), comm=40.0)), Setup(),
+                               claim.hyper(Setup()), 0)
+    word, why, statuses, _ = verdict(claim.checks, [numbers])
+    assert word == NOT_TESTABLE and "0: the ratio would be unbounded" in why and "measured within 20 %" in why
+    assert [st for c, st in zip(claim.checks, statuses) if c.kind != SANITY] == [UNTESTABLE] * 3
+
+
+def test_laga_idle_cluster_page_reports_the_measured_ratio_beside_the_derived_one(tmp_path, monkeypatch):
+    """The page of a run on synthetic times (LAGA's compute 1.2x SSGD's while its all-reduce is in
+    flight, its idle 1.3x eq. 6's): the measured T_comm / T_comp beside the derived 4.943, the rate,
+    the compute's growth, the share of min(tau T_comp, T_comm) saved, the derivation with the real
+    link; its figure."""
+    import refsgd.reproduce as rep
+    from refsgd.reproduce import cluster, laga_cluster
+    monkeypatch.setattr(rep, "load_average", lambda: [0.0, 0.0, 0.0])
+    monkeypatch.setattr(laga_cluster.cluster, "Cluster", _NoCluster)
+    monkeypatch.setattr(cluster, "probe", lambda nodes: "")
+    fake = _ClusterRuns(tmp_path, _laga_times((48.0, 13.0, 61.0), comm=50.0))
+    monkeypatch.setattr(rep, "Runs", lambda setup: fake)
+    (r,) = rep.reproduce("laga-idle-cluster", Setup(seeds=1), str(tmp_path / "res"))
+    n = {k: v["mean"] for k, v in r["numbers"].items()}
+    assert n["ratio_measured_vgg16"] == pytest.approx(5.0) and n["compute_inflation_laga"] == pytest.approx(1.2)
+    assert n["overlap_achieved"] == pytest.approx((90 - 61) / 40)
+    assert r["verdict"] == PARTLY_REPRODUCED  # 50 / 13 = 3.8x holds; 13 ms against eq. 6's 10: partly
+    assert [c["number"] for c in r["checks"]] == ["idle_ssgd-opt_over_model_vgg16", "idle_laga_over_model_vgg16",
+                                                  "idle_ratio_vgg16", "idle_ratio_opt_vgg16"]
+    md = (tmp_path / "res" / "laga-idle-cluster.md").read_text()
+    assert "T_comm / T_comp = 5 MEASURED, against the 4.943 derived from VGG-16's 5.24x and 4.54x" in md
+    assert "LAGA-SGD's compute took 1.2x SSGD's" in md and "LAGA saved 0.725 of the min(tau T_comp, T_comm)" in md
+    assert "The runs set T_comm / T_comp = r on scripts/cluster's real link" in md and "4.943" in md
+    assert "the overlap is partial" in md and "| idle_ratio_vgg16 | 5.24 |" in md
+    assert (tmp_path / "res" / "laga-idle-cluster.png").stat().st_size > 0
+
+
+# ---------------------------------------------------------------- Pipe-SGD's derived ratios across a real link
+PIPE_PAPER = {"T": (1.0, 2.0), "Q": (2.2, 3.2)}  # rho = s - 1 (eq. 2 / eq. 4 = 1 + rho) and the paper's s
+
+
+def _pipe_times(mode):
+    """Per-iteration (compute, idle, wall) in ms of the runs across the link at each ratio: l_up +
+    l_comp = 20 ms (compute 18, update and codec 1 each), D-Sync at eq. 2's 20 (1 + rho), K = 1 alike;
+    "paper": K = 2 at eq. 4 and +T/+Q at the paper's speed-up; "null": every variant at D-Sync's
+    time; "twice": +T/+Q at twice the paper's effect (2 s - 1); "slow": K = 2 30 % above eq. 4,
+    +T/+Q at 94 % of the paper's speed-up."""
+    out = {}
+    for c, (rho, s) in PIPE_PAPER.items():
+        dsync = 20 * (1 + rho)
+        fast = {"paper": s, "null": 1.0, "twice": 2 * s - 1, "slow": 0.94 * s}[mode]
+        pipe = dsync if mode == "null" else max(20, 20 * rho) * (1.3 if mode == "slow" else 1.0)
+        for label, wall in (("d-sync", dsync), ("pipe-sgd K=1", dsync), ("pipe-sgd", pipe),
+                            (f"pipe-sgd+{c}", dsync / fast)):
+            out[f"{label}, rho {rho:g}, the real link"] = (18.0, 0.0, wall)
+    return out
+
+
+@pytest.mark.parametrize("mode, word", [("paper", REPRODUCED), ("null", NOT_REPRODUCED), ("twice", NOT_REPRODUCED),
+                                        ("slow", PARTLY_REPRODUCED)])
+def test_pipesgd_speedup_cluster_flips_from_both_sides(tmp_path, monkeypatch, mode, word):
+    """pipesgd-speedup-cluster on synthetic runs: per ratio (rho = 1 for +T's 2.0x, 2.2 for +Q's 3.2x)
+    a cluster at the rate whose all-reduce takes rho x the local t_C, D-Sync, K = 1, K = 2 and the
+    codec's run across it; l_comm is D-Sync's as measured, and pipesgd-speedup's checks are judged
+    on it (the paper's speed-up where the measured ratio is near the derived one)."""
+    from refsgd.nn import load_model
+    from refsgd.reproduce import pipesgd_cluster
+    monkeypatch.setattr(pipesgd_cluster.cluster, "Cluster", _NoCluster)
+    _NoCluster.made = []
+    claim = claims.BY_NAME["pipesgd-speedup-cluster"]
+    s = Setup()
+    hp = claim.hyper(s)
+    runs = _ClusterRuns(tmp_path, _pipe_times(mode))
+    numbers, series = claim.measure(runs, s, hp, 0)
+    assert verdict(claim.checks, [numbers])[0] == word, verdict(claim.checks, [numbers])[1]
+    nbytes = load_model(hp["model"]).num_params * 4
+    assert [c.nodes for c in _NoCluster.made] == [2, 2]  # one cluster per ratio
+    for c, made in zip(PIPE_PAPER, _NoCluster.made):
+        rho, paper = PIPE_PAPER[c]
+        assert numbers[f"ratio_measured_{c}"] == pytest.approx(rho) and numbers[f"ratio_derived_{c}"] == rho
+        assert numbers[f"speedup_pipe{c}_{c}"] == pytest.approx({"paper": paper, "null": 1.0, "twice": 2 * paper - 1,
+                                                                 "slow": 0.94 * paper}[mode])
+        assert numbers[f"compute_inflation_{c}"] == pytest.approx(1.0)
+        assert float(made.rate[:-4]) == pytest.approx(8 * nbytes / (rho * 10e-3) / 1e6, rel=0.02)
+        across = [(v, x) for (_, v, _), x in zip(runs.calls, runs.clusters) if v.startswith(tuple(
+            f"{label}, rho {rho:g}" for label in ("d-sync", "pipe-sgd K=1", "pipe-sgd", f"pipe-sgd+{c}")))]
+        assert len(across) == 4 and all(x is made for _, x in across), across
+    assert [v for _, v, _ in runs.calls].count("calibration (t_C, no link)") == 2  # here, no link: one a ratio
+    for algo, variant, options in runs.calls:
+        assert "link" not in options and options["batch"] == hp["batch"], (variant, options)
+        assert options.get("dependency") == ({"pipe-sgd": 1 if "K=1" in variant else 2}.get(algo)), (variant, options)
+    assert "real link" in next(iter(series)) and "over_model_d-sync_T" not in [c.key for c in claim.checks]
 
 
 def _drawn(name, monkeypatch):

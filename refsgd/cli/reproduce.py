@@ -36,7 +36,7 @@ def add(sub):
                         "are not testable)")
     cmdoptions.add(r, "link", default=None,
                    help="the emulated link of the timing claims (default: chosen from the measured compute, "
-                        "as each claim says); dcs3gd-iteration-cluster limits its real link to this bandwidth")
+                        "as each claim says); the real-link claims (-cluster) limit their link to this bandwidth")
     cmdoptions.add_out_dir(r, "output folder (default ./reproduce)", default="reproduce")
     r.add_argument("--force", action="store_true", help="replace existing outputs in --out-dir")
     r.add_argument("--rejudge", action="store_true",

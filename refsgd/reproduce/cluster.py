@@ -1,6 +1,8 @@
 """A real link for a timing claim: ``scripts/cluster`` of the source tree, nodes that are network
 namespaces of this machine joined by veth pairs shaped with ``tc ... tbf`` (docs/guide/cluster.md),
-one rank per node, brought up for a seed's runs and removed after them, whatever happens.
+one rank per node, brought up for a seed's runs and removed after them, whatever happens
+(:func:`across`: what every real-link claim does: dcs3gd-iteration-cluster, laga-idle-cluster,
+pipesgd-speedup-cluster).
 
 Unlike the emulated link (:mod:`refsgd.comm.link`, which waits out a transfer's modelled time and
 charges no CPU for it), every byte crosses the kernel's TCP stack: the copies, the checksums and
@@ -14,12 +16,17 @@ import subprocess
 import sys
 
 from refsgd.errors import RefsgdError
+from refsgd.reproduce.measure import link_for
 
 #: scripts/cluster beside the package: in a source checkout (the wheel does not carry it)
 SCRIPT = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
                       "scripts", "cluster")
 #: the tools the script runs
 TOOLS = ("ip", "tc", "nsenter", "unshare")
+#: what a real-link claim needs of the machine (:attr:`refsgd.reproduce.measure.Claim.requires`)
+REQUIRES = ("root (or CAP_NET_ADMIN and CAP_SYS_ADMIN), Linux, ip/tc/nsenter/unshare and scripts/cluster of the "
+            "source tree; without them not testable here, and it costs nothing; `all` leaves it out (it builds "
+            "network namespaces and shapes their links as root: a user asks for that by name)")
 
 
 def lacking_capabilities():
@@ -112,3 +119,27 @@ def probe(nodes):
             return ""
     except RefsgdError as e:
         return str(e)
+
+
+def untestable(setup):
+    """Why a real-link claim cannot run here (:func:`probe` of ``setup.ranks`` nodes), or None."""
+    return probe(setup.ranks) or None
+
+
+def rate_for(runs, setup, hp, seed, ratio):
+    """(tc's rate, t_C in s): the bandwidth of the emulated link whose all-reduce of ``hp``'s model's
+    gradient takes ``ratio`` x t_C, t_C of one micro-batch measured here first, with no link
+    (:func:`refsgd.reproduce.measure.link_for`; with --link, its bandwidth), in Mbit/s as tc writes it."""
+    link, t_c, _ = link_for(runs, setup, hp, seed, ratio=ratio)
+    return f"{max(1, round(1e3 * float(link.split(',')[1])))}mbit", t_c
+
+
+def across(runs, setup, hp, seed, ratio, variants):
+    """The runs of a real-link claim: the rate whose all-reduce takes ``ratio`` x t_C (:func:`rate_for`),
+    a cluster of ``setup.ranks`` nodes at that rate (one per seed, removed after its runs however they
+    end), and each of ``variants`` [(algo, variant, train's options)] across it, one rank per node.
+    Returns (the rate in Mbit/s, t_C measured here in s, [the runs])."""
+    rate, t_c = rate_for(runs, setup, hp, seed, ratio)
+    with Cluster(f"rp{os.getpid() % 100000}s{seed}", setup.ranks, rate) as c:
+        out = [runs.train(algo, seed, variant=variant, cluster=c, **options) for algo, variant, options in variants]
+    return float(rate[:-4]), t_c, out

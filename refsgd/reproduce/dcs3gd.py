@@ -2,8 +2,6 @@
 and the iteration time of eq. 13 / eq. 14 over a sweep of t_ARed / t_C on an emulated link, and at
 t_ARed / t_C near 1 across scripts/cluster's real link (:mod:`refsgd.reproduce.cluster`)."""
 
-import os
-
 from refsgd.reproduce import cluster
 from refsgd.reproduce.measure import (Claim, _bundled, acc, curve, epochs, eval_every, fmt, link_for, per_iteration_ms,
                                       shared)
@@ -217,19 +215,16 @@ def _real_hyper(setup):
 
 
 def _real_measure(runs, setup, hp, seed):
-    # the rate: the bandwidth of the emulated link whose all-reduce takes t_C (no link, this machine)
-    link, t_c0, _ = link_for(runs, setup, hp, seed, ratio=1.0)
-    rate = f"{max(1, round(1e3 * float(link.split(',')[1])))}mbit"
     common = dict(model=hp["model"], batch=hp["batch"], iterations=hp["iterations"], lr=hp["lr"],
                   eval_every=f"{hp['iterations']}it")
-    with cluster.Cluster(f"rp{os.getpid() % 100000}s{seed}", setup.ranks, rate) as c:
-        # t_C and t_ARed measured on the real link: a run of ssgd, whose blocking all-reduce is its idle time
-        cal = runs.train("ssgd", seed, variant="calibration (t_C, t_ARed: the real link)", cluster=c, momentum=0.0,
-                         **common)
-        s = runs.train("ssgd", seed, variant="ssgd, the real link", cluster=c, momentum=hp["momentum"], **common)
-        d = runs.train("dcs3gd", seed, variant="dcs3gd, the real link", cluster=c, momentum=hp["momentum"], **common)
+    # across a cluster at the rate of the emulated link whose all-reduce takes t_C (t_C measured here first);
+    # t_C and t_ARed measured on the real link by a run of ssgd, whose blocking all-reduce is its idle time
+    rate, t_c0, (cal, s, d) = cluster.across(runs, setup, hp, seed, 1.0, [
+        ("ssgd", "calibration (t_C, t_ARed: the real link)", dict(momentum=0.0, **common)),
+        ("ssgd", "ssgd, the real link", dict(momentum=hp["momentum"], **common)),
+        ("dcs3gd", "dcs3gd, the real link", dict(momentum=hp["momentum"], **common))])
     t_c, t_ared = per_iteration_ms(cal, "compute") / 1e3, per_iteration_ms(cal, "idle") / 1e3
-    n, bars = {"rate_mbit": float(rate[:-4]), "t_c_no_link_ms": 1e3 * t_c0}, {}
+    n, bars = {"rate_mbit": rate, "t_c_no_link_ms": 1e3 * t_c0}, {}
     cs, cd = _eq13_eq14(n, bars, REAL, "the real link", s, d, t_c, t_ared)
     # eq. 14 as the paper writes it: t_C(B) the compute alone, measured with no transfer in flight
     n[f"eq14_tc_ms{REAL}"] = 1e3 * max(t_c, t_ared)
@@ -254,10 +249,6 @@ def _real_discussion(hp, m):
             f"hid {fmt(m['overlap_achieved'])} of the min(t_C, t_ARed) that eq. 14 hides (1: full overlap, 0: "
             f"none): a speed-up of {fmt(m['speedup_real'])} against eq. 13/14's {fmt(m['model_speedup_real'])} "
             "(means over the seeds).")
-
-
-def _real_untestable(setup):
-    return cluster.probe(setup.ranks) or None
 
 
 CLAIMS = [
@@ -349,9 +340,7 @@ CLAIMS = [
           paper_values={"model_speedup_real": "2 at t_C = t_ARed (ours, from eq. 13/14)",
                         "overlap_achieved": "1 (eq. 14: the all-reduce hidden wholly behind the compute)"},
           tuning="a timing model: the hyperparameters do not enter it; both methods share one set",
-          axes=("", "ms per iteration"), budget=(25, 60), untestable=_real_untestable,
-          requires="root (or CAP_NET_ADMIN and CAP_SYS_ADMIN), Linux, ip/tc/nsenter/unshare and scripts/cluster of "
-                   "the source tree; without them not testable here, and it costs nothing; `all` leaves it out (it "
-                   "builds network namespaces and shapes their links as root: a user asks for that by name)",
+          axes=("", "ms per iteration"), budget=(25, 60), untestable=cluster.untestable,
+          requires=cluster.REQUIRES,
           discussion=_real_discussion),
 ]

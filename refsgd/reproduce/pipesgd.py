@@ -148,14 +148,14 @@ def derive_ratio(s, k):
 RHO = {c: derive_ratio(PAPER_SPEEDUP[c], SQUEEZE[c]) for c in SQUEEZE}
 
 
-def speed_derivation():
+def speed_derivation(link="the emulated link"):
     return ("eq. 2 gives D-Sync's iteration l_up + l_comp + l_comm and eq. 4 Pipe-SGD's max(l_up + l_comp, l_comm'), "
             "l_comm' = l_comm / k with a codec squeezing the wire by k (+T: k = 2, +Q: k = 4); with rho = l_comm / "
             "(l_up + l_comp) the speed-up is (1 + rho) / max(1, rho / k), which is 1 + rho for rho <= k. The paper's "
             f"2.0x (its low end) gives rho = {RHO['T']:g} (+T, and +Q alike); its 3.2x (its high end) rho = "
             f"{RHO['Q']:g}, reachable by +Q only (+T tops out at 3x; at rho = {RHO['Q']:g} eq. 2/4 give +T "
             f"{(1 + RHO['Q']) / max(1, RHO['Q'] / 2):.3g}x). The runs set l_comm = rho x the measured compute on "
-            "the emulated link")
+            f"{link}")
 
 
 def _speed_hyper(setup):
@@ -169,58 +169,84 @@ def _speed_hyper(setup):
                     "from the paper's 2.0x and 3.2x (the page says how), unless --link"}
 
 
+CODEC = {"T": "t16", "Q": "q8v"}  # the paper's +T and +Q
 SPEED_VARIANTS = (("d-sync", "d-sync", "none", 1), ("pipe-sgd K=1", "pipe-sgd", "none", 1),
                   ("pipe-sgd", "pipe-sgd", "none", 2), ("pipe-sgd+T", "pipe-sgd", "t16", 2),
                   ("pipe-sgd+Q", "pipe-sgd", "q8v", 2))
+
+
+def speed_variants(c):
+    """The variants run at codec ``c``'s ratio: (label, algo, codec, K), uncompressed and with ``c``'s codec."""
+    return [v for v in SPEED_VARIANTS if v[2] in ("none", CODEC[c])]
+
+
+def speed_options(hp, algo, codec, K, **link):
+    """train's options of a variant: the claim's set, ``link`` (``link=`` the emulated one, or none), the codec, K."""
+    opts = dict(model=hp["model"], batch=hp["batch"], iterations=hp["iterations"], lr=hp["lr"], **link,
+                eval_every=f"{hp['iterations']}it")
+    if codec != "none":
+        opts["compress"] = codec
+    if algo == "pipe-sgd":
+        opts.update(dependency=K, warmup_epochs=0)
+    return opts
+
+
+def speed_numbers(n, bars, c, rho, runs, t_comm, where):
+    """Into ``n`` (and ``bars``, labelled ``where``) the numbers of codec ``c``'s ratio ``rho``: each run
+    of ``runs`` ({label: run}) against eq. 2 (D-Sync, K = 1) or eq. 4 (K = 2) at its own l_up + l_comp
+    and ``t_comm`` (s, an uncompressed all-reduce, which a codec squeezes by SQUEEZE; None: D-Sync's
+    as measured), the measured ratio, the speed-up and K = 1 over K = 2. Returns {label: l_up + l_comp
+    in ms}."""
+    g = f"_{c}"
+    ms = {label: per_iteration_ms(v, "wall") for label, v in runs.items()}
+    comp = {label: sum(per_iteration_ms(v, part) for part in ("update", "compute", "codec"))
+            for label, v in runs.items()}
+    # l_comm as D-Sync measured it: its iteration beyond its compute and update
+    l_comm = ms["d-sync"] - comp["d-sync"]
+    t_ms = l_comm if t_comm is None else 1e3 * t_comm
+    for label, algo, codec, K in speed_variants(c):
+        wire = SQUEEZE[c] if codec != "none" else 1.0
+        model = comp[label] + t_ms / wire if algo == "d-sync" or K == 1 else max(comp[label], t_ms / wire)
+        n[f"over_model_{label}{g}"] = ms[label] / model
+        bars[f"{label}, {where}"] = [ms[label], model]
+    n[f"ratio_derived{g}"] = rho
+    n[f"ratio_measured{g}"] = l_comm / comp["d-sync"]  # l_comm / (l_up + l_comp), as D-Sync measured it
+    n[f"speedup_pipe{c}{g}"] = ms["d-sync"] / ms[f"pipe-sgd+{c}"]
+    n[f"K1_over_K2{g}"] = ms["pipe-sgd K=1"] / ms["pipe-sgd"]
+    return comp
 
 
 def _speed_measure(runs, setup, hp, seed):
     n, bars = {}, {}
     for c, rho in hp["ratios"].items():
         link, t_c, t_comm = link_for(runs, setup, hp, seed, ratio=rho)
-        g = f"_{c}"
-        ms, comp = {}, {}
-        for label, algo, codec, K in SPEED_VARIANTS:
-            if codec != "none" and codec != {"T": "t16", "Q": "q8v"}[c]:
-                continue
-            opts = dict(model=hp["model"], batch=hp["batch"], iterations=hp["iterations"], lr=hp["lr"], link=link,
-                        eval_every=f"{hp['iterations']}it")
-            if codec != "none":
-                opts["compress"] = codec
-            if algo == "pipe-sgd":
-                opts.update(dependency=K, warmup_epochs=0)
-            v = runs.train(algo, seed, variant=f"{label}, rho {rho:g}", **opts)
-            ms[label] = per_iteration_ms(v, "wall")
-            c_ms = comp[label] = sum(per_iteration_ms(v, part) for part in ("update", "compute", "codec"))
-            wire = SQUEEZE[c] if codec != "none" else 1.0
-            model = c_ms + 1e3 * t_comm / wire if algo == "d-sync" or K == 1 else max(c_ms, 1e3 * t_comm / wire)
-            n[f"over_model_{label}{g}"] = ms[label] / model
-            bars[f"{label}, rho {rho:g}"] = [ms[label], model]
-        n[f"ratio_derived{g}"] = rho
-        # l_comm / (l_up + l_comp) as D-Sync measured it: its iteration beyond its compute and update, over them
-        n[f"ratio_measured{g}"] = (ms["d-sync"] - comp["d-sync"]) / comp["d-sync"]
-        n[f"speedup_pipe{c}{g}"] = ms["d-sync"] / ms[f"pipe-sgd+{c}"]
-        n[f"K1_over_K2{g}"] = ms["pipe-sgd K=1"] / ms["pipe-sgd"]
+        r = {label: runs.train(algo, seed, variant=f"{label}, rho {rho:g}", **speed_options(hp, algo, codec, K,
+                                                                                         link=link))
+             for label, algo, codec, K in speed_variants(c)}
+        speed_numbers(n, bars, c, rho, r, t_comm, f"rho {rho:g}")
     return n, {"ms per iteration: measured | model (eq. 2 sync and K = 1, eq. 4 pipe) at rho derived from the "
                "paper's speed-ups": bars}
 
 
-def _speed_checks():
+def speed_checks(codecs=tuple(RHO), link="model conformance (the link charges no CPU)", sanity=True):
+    """Each of ``codecs``' ratio: D-Sync on eq. 2 (baseline sanity, shown, where ``sanity``), Pipe-SGD on
+    eq. 4 and K = 1 over K = 2 (model conformance, ``link`` says on which link), and the paper's
+    speed-up where the measured ratio is near the derived one."""
     out = []
-    for c, rho in RHO.items():
-        g = f"_{c}"
+    for c in codecs:
+        rho, g = RHO[c], f"_{c}"
         s = PAPER_SPEEDUP[c]
         null_pipe = (1 + rho) / max(1.0, rho)  # Pipe-SGD as slow as D-Sync (eq. 2), over eq. 4
-        out.append(near(f"over_model_d-sync{g}", 1.0, 0.25, f"D-Sync's iteration over eq. 2, rho {rho:g}",
-                        "eq. 2 at the run's own l_up + l_comp and l_comm, +-25 % (the spread of the committed runs' "
-                        "measured over model, up to 21 %): baseline sanity, shown", timing=True, kind=SANITY))
+        if sanity:
+            out.append(near(f"over_model_d-sync{g}", 1.0, 0.25, f"D-Sync's iteration over eq. 2, rho {rho:g}",
+                            "eq. 2 at the run's own l_up + l_comp and l_comm, +-25 % (the spread of the committed "
+                            "runs' measured over model, up to 21 %): baseline sanity, shown", timing=True, kind=SANITY))
         out.append(near(f"over_model_pipe-sgd{g}", 1.0, 0.25, f"Pipe-SGD's (K = 2) iteration over eq. 4, rho {rho:g}",
-                        "eq. 4 at the run's own l_up + l_comp and l_comm, +-25 % (as above): model conformance (the "
-                        "link charges no CPU)", timing=True, kind=MODEL, null=null_pipe))
+                        f"eq. 4 at the run's own l_up + l_comp and l_comm, +-25 % (the spread of the committed runs' "
+                        f"measured over model, up to 21 %): {link}", timing=True, kind=MODEL, null=null_pipe))
         out.append(near(f"K1_over_K2{g}", 1 + min(rho, 1 / rho), 0.2, f"Pipe-SGD's iteration at K = 1 over K = 2, "
                         f"rho {rho:g}", "eq. 2 over eq. 4: (1 + rho) / max(1, rho), +-20 % (the seeds' spread of two "
-                        "iteration times): model conformance (the link charges no CPU)", relative=True, timing=True,
-                        kind=MODEL, null=1.0))
+                        f"iteration times): {link}", relative=True, timing=True, kind=MODEL, null=1.0))
         # the paper's number: d ln (1 + rho) / d ln rho = rho / (1 + rho) x a 10 % error of rho, beside 10 %
         sens = rho / (1 + rho)
         tol = ((0.1 * sens) ** 2 + 0.1 ** 2) ** 0.5
@@ -314,7 +340,7 @@ CLAIMS = [
           "Pipe-SGD with truncation or quantisation is 2.0-3.2x faster than D-Sync, as eq. 2 and 4 predict at the "
           "communication-to-computation ratio those speed-ups imply; K = 2 beats K = 1 as eq. 4 beats eq. 2.",
           "Pipe-SGD+T/+Q 2.0-3.2x faster than D-Sync over four benchmarks (4 nodes, 10GbE)",
-          _speed_checks(), _speed_hyper, _speed_measure, "bars", quotes=(SPEED_TEXT, EQ_TEXT, SETUP_TEXT),
+          speed_checks(), _speed_hyper, _speed_measure, "bars", quotes=(SPEED_TEXT, EQ_TEXT, SETUP_TEXT),
           regime="l_comm / (l_up + l_comp) derived from the paper's 2.0x and 3.2x through eq. 2 and 4 (below), set on "
                  "an EMULATED link, 2 ranks, the digits CNN, the same iterations for every variant. The emulated link "
                  "charges no CPU for a transfer: the measured-over-model checks are model conformance",
