@@ -25,7 +25,8 @@ def refsgd(*args, timeout=120, cwd=None):
 
 def _train(*argv):
     """Collective: `refsgd train ARGV` on every rank of the world, in this process; what it prints
-    on rank 0 (refsgd.api's log: header, evaluations, summary) as one text, "" on the others."""
+    on rank 0 (refsgd.api's log: header, evaluations, summary) as one text, "" on the others. With
+    --no-progress: a progress bar (pytest -s in a terminal) would take the evaluation lines."""
     lines = []
     world.train(*argv, log=lines.append)
     return "\n".join(lines)
@@ -33,7 +34,7 @@ def _train(*argv):
 
 @pytest.mark.world(1)
 def test_train_default_learns_the_embedded_digits():
-    stdout = _train("--epochs", "4")
+    stdout = _train("--epochs", "4", "--no-progress")
     assert "ssgd on 1 rank(s), digits_mlp" in stdout
     final = [line for line in stdout.splitlines() if line.startswith("final:")][0]
     acc = float(final.split("test accuracy", 1)[1].split("%")[0])
@@ -43,8 +44,8 @@ def test_train_default_learns_the_embedded_digits():
 
 @pytest.mark.world(1)
 def test_train_is_deterministic():
-    a = _train("--epochs", "2", "--seed", "3", "--model", "digits_cnn", "--dtype", "float64")
-    b = _train("--epochs", "2", "--seed", "3", "--model", "digits_cnn", "--dtype", "float64")
+    a = _train("--epochs", "2", "--seed", "3", "--model", "digits_cnn", "--dtype", "float64", "--no-progress")
+    b = _train("--epochs", "2", "--seed", "3", "--model", "digits_cnn", "--dtype", "float64", "--no-progress")
     # the evaluations (status lines come when time says so: a first run also compiles kernels)
     strip = lambda out: [l.split("(")[0] for l in out.splitlines() if l.startswith("iter ") and "test acc" in l]  # noqa: E731
     assert strip(a) == strip(b) and strip(a)
@@ -102,7 +103,7 @@ def test_data_convert_info_and_train_on_it(tmp_path, capfd):
     assert "train:        60 images" in r.stdout and out.exists()
     r = in_process(capfd, "data", "info", str(out))
     assert "1 x 28 x 28" in r.stdout
-    stdout = _train("--data", str(out), "--model", "mnist_mlp", "--epochs", "1", "--batch", "20")
+    stdout = _train("--data", str(out), "--model", "mnist_mlp", "--epochs", "1", "--batch", "20", "--no-progress")
     assert "after 3 iterations" in stdout
 
 
