@@ -308,14 +308,14 @@ def test_comm_in_flight_never_exceeds_the_iteration(tmp_path):
 @pytest.mark.world(1)
 def test_python_entry_point_trains_and_checks_its_options():
     """refsgd.train in this process (plain pytest's singleton COMM_WORLD), as a user's script calls
-    it; each line is what the script of the user guide would print."""
-    import refsgd
-    r = refsgd.train('laga-sgdm', epochs=2, log=None, blas_threads=1)
+    it; a line for each call, as the script this test once ran in a process of its own printed."""
+    import refsgd as package  # (``refsgd`` in this module is the in-process command line)
+    r = package.train('laga-sgdm', epochs=2, log=None, blas_threads=1)
     lines = [f"{r.model.shape} {r.metrics['wall'].shape} {r.config['momentum']} {round(r.evals[-1]['test_acc'], 2)}"]
     for bad in (dict(lamda0=1), dict(epochs=0), dict(nesterov='yes'), dict(lambda0=0.1)):
         try:
-            refsgd.train('ssgd', log=None, **bad)
-        except refsgd.RefsgdError as e:
+            package.train('ssgd', log=None, **bad)
+        except package.RefsgdError as e:
             lines.append(f"refused: {e}")
     assert lines[0].startswith("(4810,) (1, 92) 0.9 0.9"), lines[0]
     assert "unknown keyword 'lamda0' (did you mean lambda0?)" in lines[1]
