@@ -4,7 +4,8 @@ Numba's first-run compiling kept out of the times. Where the subject is what a r
 writes, it runs in-process (the world session of 2 ranks, or plain pytest's singleton:
 tests.helpers.world; `refsgd golden`, `verify` and `report` by tests.helpers.in_process); a
 process is launched where it is the subject (threads per rank from the launcher's environment,
-status lines through mpiexec's pipe, a fresh process's Numba compile)."""
+status lines through mpiexec's pipe, a run resumed by new processes (a segment per process), a
+fresh process's Numba compile)."""
 
 import json
 import os
@@ -203,22 +204,21 @@ def test_metrics_file_says_what_it_is(tmp_path):
     assert lr.shape == (T,) and lr[0] < lr.max() and lr[-1] < lr.max()  # the warm-up and the decrease
 
 
-@pytest.mark.world(2)
-def test_a_resumed_run_reports_every_segment(tmp_path, capfd):
+def test_a_resumed_run_reports_every_segment(tmp_path):
     """40 iterations, a --resume to 60, a --resume of the finished run: the wall time and the
     throughput cover every segment, which the summary, the metrics file and `refsgd report` list
     (before: the last process's alone, e.g. wall 0.00 s for a run resumed after its end)."""
-    tmp_path = world.shared_path(tmp_path)
     ck = tmp_path / "ck"
     common = ["--checkpoint", str(ck), "--checkpoint-every", "20", "--no-progress"]
-    _train("--iterations", "40", *common, "--out", str(tmp_path / "a.h5"))
-    second = _train("--iterations", "60", *common, "--resume", str(ck), "--out", str(tmp_path / "b.h5"))
-    _train("--iterations", "60", *common, "--resume", str(ck), "--out", str(tmp_path / "c.h5"))
-    if not _rank0():
-        return
-    assert "in 2 segments (the first process and each --resume): iterations 0-40 in " in second, second
-    assert ", iterations 40-60 in " in second
-    assert "(over all segments" in [x for x in second.splitlines() if x.startswith("throughput")][0]
+    r = cli("train", "--iterations", "40", *common, "--out", str(tmp_path / "a.h5"), n=2)
+    assert r.returncode == 0, r.stderr
+    r = cli("train", "--iterations", "60", *common, "--resume", str(ck), "--out", str(tmp_path / "b.h5"), n=2)
+    assert r.returncode == 0, r.stderr
+    assert "in 2 segments (the first process and each --resume): iterations 0-40 in " in r.stdout, r.stdout
+    assert ", iterations 40-60 in " in r.stdout
+    assert "(over all segments" in [x for x in r.stdout.splitlines() if x.startswith("throughput")][0]
+    r = cli("train", "--iterations", "60", *common, "--resume", str(ck), "--out", str(tmp_path / "c.h5"), n=2)
+    assert r.returncode == 0, r.stderr
     with h5py.File(tmp_path / "a.h5") as a, h5py.File(tmp_path / "c.h5") as c:
         first = float(a.attrs["wall_seconds"])
         segments = json.loads(c.attrs["segments"])
@@ -226,7 +226,7 @@ def test_a_resumed_run_reports_every_segment(tmp_path, capfd):
         assert c.attrs["format_version"] == 4
     assert [s["iterations"] for s in segments] == [[0, 40], [40, 60], [60, 60]]
     assert wall == pytest.approx(sum(s["wall_seconds"] for s in segments)) and wall > first > 0
-    r = refsgd(capfd, "report", str(tmp_path / "c.h5"))
+    r = cli("report", str(tmp_path / "c.h5"))
     assert r.returncode == 0, r.stderr
     assert f"wall time {wall:.2f} s on 2 rank(s)" in r.stdout, r.stdout
     assert "in 3 segments" in r.stdout and "iterations 60-60 in 0.00 s" in r.stdout
