@@ -34,17 +34,18 @@ def test_the_check_names_the_method_and_the_option_a_removed_configuration_left_
     assert [g.split(" never")[0] for g in uncovered(at_default)] == ["pipe-sgd: --dependency"]
 
 
-def test_the_docs_list_the_configurations_as_refsgd_conformance_list_does():
+def test_the_docs_list_the_configurations_as_refsgd_conformance_list_does(capfd):
     import os  # noqa: PLC0415
     import re  # noqa: PLC0415
 
-    from tests.helpers.launch import ROOT, cli  # noqa: PLC0415
+    from tests.helpers.in_process import refsgd  # noqa: PLC0415
+    from tests.helpers.launch import ROOT  # noqa: PLC0415
 
     from refsgd.conformance import listing  # noqa: PLC0415
     page = open(os.path.join(ROOT, "docs", "conformance.md")).read()
     shown = re.search(r"<!-- configurations -->\n(.*?)<!-- /configurations -->", page, re.S)
     assert shown and shown.group(1) == listing.markdown(configurations())
-    r = cli("conformance", "--list", "--algo", "dcasgd")
+    r = refsgd(capfd, "conformance", "--list", "--algo", "dcasgd")
     assert r.returncode == 0, r.stderr
     lines = r.stdout.splitlines()
     assert lines[-1] == "4 configurations (model digits_tiny, the embedded digits)"

@@ -7,7 +7,7 @@ import h5py
 import numpy as np
 import pytest
 from tests.helpers import world
-from tests.helpers.launch import cli
+from tests.helpers.in_process import refsgd
 
 COMMON = ["--algo", "local-sgd", "--model", "digits_mlp", "--batch", "8", "--seed", "5", "--lr", "0.1"]
 
@@ -20,8 +20,9 @@ def test_mpi_equals_serial_rendering(tmp_path, extra):
                             else 1e-10)
 
 
-def test_the_models_agree_after_each_average_and_drift_between(tmp_path):
-    r = cli("golden", *COMMON, "--sync-every", "3", "--workers", "3", "--steps", "9", "--out", str(tmp_path / "g.h5"))
+@pytest.mark.in_process
+def test_the_models_agree_after_each_average_and_drift_between(tmp_path, capfd):
+    r = refsgd(capfd, "golden", *COMMON, "--sync-every", "3", "--workers", "3", "--steps", "9", "--out", str(tmp_path / "g.h5"))
     assert r.returncode == 0, r.stderr
     with h5py.File(tmp_path / "g.h5") as f:
         x = f["state/x"][...]
@@ -33,18 +34,20 @@ def test_the_models_agree_after_each_average_and_drift_between(tmp_path):
             assert spread > 1e-6, s
 
 
-def test_h_1_with_plain_sgd_is_ssgd(tmp_path):
+@pytest.mark.in_process
+def test_h_1_with_plain_sgd_is_ssgd(tmp_path, capfd):
     """Averaging the models after every plain SGD step is averaging the gradients: SSGD's x."""
     for algo, extra in (("local-sgd", ["--sync-every", "1"]), ("ssgd", [])):
-        r = cli("golden", "--algo", algo, *COMMON[2:], *extra, "--workers", "2", "--steps", "6",
+        r = refsgd(capfd, "golden", "--algo", algo, *COMMON[2:], *extra, "--workers", "2", "--steps", "6",
                 "--out", str(tmp_path / f"{algo}.h5"))
         assert r.returncode == 0, r.stderr
     with h5py.File(tmp_path / "local-sgd.h5") as a, h5py.File(tmp_path / "ssgd.h5") as b:
         np.testing.assert_allclose(a["state/x"][...], b["state/x"][...], rtol=1e-12, atol=1e-14)
 
 
-def test_tau_is_refused(tmp_path):
-    r = cli("train", *COMMON, "--tau", "2", "--iterations", "2", "--no-progress")
+@pytest.mark.in_process
+def test_tau_is_refused(tmp_path, capfd):
+    r = refsgd(capfd, "train", *COMMON, "--tau", "2", "--iterations", "2", "--no-progress")
     assert r.returncode == 2 and "--algo local-sgd takes one mini-batch per local step" in r.stderr
 
 

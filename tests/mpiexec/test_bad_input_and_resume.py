@@ -1,7 +1,8 @@
 """Bad input and resumes: a damaged file, options that would allocate without bound, resumes
-that must be refused, and small refusals. Every test runs the command
-line as a user does (under mpiexec for train), with a timeout, and asserts the exit code and the
-one message."""
+that must be refused, and small refusals. Every refusal runs the command line as a user does
+(under mpiexec for train), with a timeout, and asserts the exit code and the one message; what a
+run that is not refused writes (a resume, its checkpoints) is checked in-process, in the world
+session of 2 ranks (tests.helpers.world)."""
 
 import os
 import shutil
@@ -9,6 +10,7 @@ import shutil
 import h5py
 import numpy as np
 import pytest
+from tests.helpers import world
 from tests.helpers.launch import cli
 
 SHORT = ["--no-progress"]
@@ -166,18 +168,43 @@ def test_resuming_with_other_data_at_the_same_path_is_refused(tmp_path):
     one_message(r, "the checkpoint was trained on other data", before[:16], after[:16])
 
 
+def _rank0_then_all(step):
+    """Collective: ``step()`` on rank 0 (a file of the shared folder made or edited), every rank
+    told whether it raised, then the ranks meet; its value on rank 0 (None elsewhere)."""
+    value, error = None, None
+    if world.comm().Get_rank() == 0:
+        try:
+            value = step()
+        except Exception as e:  # noqa: BLE001 -- every rank must learn it, not only rank 0
+            error = f"{type(e).__name__}: {e}"
+    world.all_ranks(error is None, error)
+    return value
+
+
+@pytest.mark.world(2)
 def test_a_version_2_checkpoint_without_the_data_sha_still_resumes(tmp_path):
     import json
-    data, ck = _checkpointed_on_a_copy(tmp_path)
+    from refsgd.datasets import _embedded_path
+    tmp_path = world.shared_path(tmp_path)
+    data, ck = tmp_path / "digits.h5", tmp_path / "ck"
+    _rank0_then_all(lambda: shutil.copy(_embedded_path(), data))
+    world.train("--iterations", "10", *SHORT, "--data", str(data), "--checkpoint", str(ck), "--checkpoint-every", "10",
+                log=None)
     meta_path = ck / "ckpt-10" / "meta.json"
-    meta = json.loads(meta_path.read_text())
-    assert meta["format_version"] == 3 and len(meta["data_sha256"]) == 64
-    meta["format_version"] = 2  # as refsgd wrote it before the data's SHA-256
-    del meta["data_sha256"]
-    meta_path.write_text(json.dumps(meta))
-    r = cli("train", "--iterations", "15", *SHORT, "--data", str(data), "--resume", str(ck), n=2, timeout=120)
-    assert r.returncode == 0, r.stderr
-    assert "resumed from" in r.stdout and "after 15 iterations" in r.stdout
+
+    def as_version_2():
+        meta = json.loads(meta_path.read_text())
+        assert meta["format_version"] == 3 and len(meta["data_sha256"]) == 64
+        meta["format_version"] = 2  # as refsgd wrote it before the data's SHA-256
+        del meta["data_sha256"]
+        meta_path.write_text(json.dumps(meta))
+    _rank0_then_all(as_version_2)
+    lines = []
+    world.train("--iterations", "15", *SHORT, "--data", str(data), "--resume", str(ck), log=lines.append)
+    if world.comm().Get_rank() != 0:
+        return  # rank 0 checks; every rank's report says how it went (tests.helpers.world.agree)
+    stdout = "\n".join(lines)
+    assert "resumed from" in stdout and "after 15 iterations" in stdout
 
 
 # ---------------------------------------------------------------------- small refusals
@@ -209,29 +236,35 @@ def test_a_garbage_tarball_is_one_line(tmp_path):
         assert len(r.stderr.strip().splitlines()) == 1, r.stderr
 
 
+@pytest.mark.world(2)
 def test_unfinished_checkpoints_of_a_killed_run_are_removed_and_said(tmp_path):
-    ck = tmp_path / "ck"
-    r = cli("train", "--iterations", "10", *SHORT, "--checkpoint", str(ck), "--checkpoint-every", "5", n=2, timeout=120)
-    assert r.returncode == 0, r.stderr
-    # what a kill -9 during the writes of checkpoints 15 and 20 leaves behind
-    for t in (15, 20):
-        shutil.copytree(ck / "ckpt-10", ck / f".tmp-ckpt-{t}")
-    (ck / ".latest.tmp").write_text("ckpt-15\n")
-    r = cli("train", "--iterations", "12", *SHORT, "--checkpoint", str(ck), "--checkpoint-every", "5", "--resume",
-            str(ck), n=2, timeout=120)
-    assert r.returncode == 0, r.stderr
-    assert f"removed from {ck} the unfinished checkpoint(s) .tmp-ckpt-15, .tmp-ckpt-20" in r.stdout
+    ck = world.shared_path(tmp_path) / "ck"
+    world.train("--iterations", "10", *SHORT, "--checkpoint", str(ck), "--checkpoint-every", "5", log=None)
+
+    def killed_while_writing():
+        # what a kill -9 during the writes of checkpoints 15 and 20 leaves behind
+        for t in (15, 20):
+            shutil.copytree(ck / "ckpt-10", ck / f".tmp-ckpt-{t}")
+        (ck / ".latest.tmp").write_text("ckpt-15\n")
+    _rank0_then_all(killed_while_writing)
+    lines = []
+    world.train("--iterations", "12", *SHORT, "--checkpoint", str(ck), "--checkpoint-every", "5", "--resume",
+                str(ck), log=lines.append)
+    if world.comm().Get_rank() != 0:
+        return  # rank 0 checks; every rank's report says how it went (tests.helpers.world.agree)
+    assert f"removed from {ck} the unfinished checkpoint(s) .tmp-ckpt-15, .tmp-ckpt-20" in "\n".join(lines)
     assert sorted(os.listdir(ck)) == ["ckpt-10", "ckpt-12", "ckpt-5", "latest"]
 
 
+@pytest.mark.world(2)
 @pytest.mark.parametrize("args", [["--algo", "daso", "--ranks-per-node", "1", "--warmup-epochs", "0"],
                                   ["--schedule", "plateau:patience=2"]])
 def test_no_checkpoint_holds_a_non_finite_number(tmp_path, args):
     """DASO's "best loss so far" and the plateau schedule's, before their first observation."""
-    ck = tmp_path / "ck"
-    r = cli("train", "--iterations", "4", *SHORT, *args, "--checkpoint", str(ck), "--checkpoint-every", "2", n=2,
-            timeout=120)
-    assert r.returncode == 0, r.stderr
+    ck = world.shared_path(tmp_path) / "ck"
+    world.train("--iterations", "4", *SHORT, *args, "--checkpoint", str(ck), "--checkpoint-every", "2", log=None)
+    if world.comm().Get_rank() != 0:
+        return  # rank 0 checks; every rank's report says how it went (tests.helpers.world.agree)
     checked = 0
     for t in (2, 4):
         for rank in (0, 1):

@@ -1,5 +1,8 @@
 """refsgd bench: the timing models against hand-computed values of their formulas, bench overlap's
-JSON for the methods it times, bench scale and bench all end to end, and bad input (exit 2, one line)."""
+JSON for the methods it times, bench scale and bench all end to end, and bad input (exit 2, one line).
+bench overlap runs on every rank of the world session of 2 (tests.helpers.world) and bench scale
+in this process (refsgd.cli.main: tests.helpers.in_process); bench all, which launches runs of its
+own, and the refusals are processes."""
 
 import csv
 import json
@@ -8,6 +11,8 @@ import os
 
 import pytest
 
+from tests.helpers import world
+from tests.helpers.in_process import refsgd
 from tests.helpers.launch import ROOT, cli
 from refsgd.bench import models
 from refsgd.comm.link import Link
@@ -95,13 +100,22 @@ def test_update_seconds_every_method():
         assert 0 < t < 0.5, (algo, t)
 
 
-def test_overlap_json_rows_for_the_new_methods(tmp_path):
-    out = tmp_path / "o.json"
+def _overlap(capfd, *args):
+    """Collective: `refsgd bench overlap ARGS` on every rank of the world, in this process (as under
+    mpiexec); its CompletedProcess, every rank having asserted exit code 0 (rank 0 prints)."""
+    r = refsgd(capfd, "bench", "overlap", *args)
+    world.all_ranks(r.returncode == 0, r.stderr)
+    return r
+
+
+@pytest.mark.world(2)
+def test_overlap_json_rows_for_the_new_methods(tmp_path, capfd):
+    out = world.shared_path(tmp_path) / "o.json"
     algos = ["ssgd", "d-sync", "pipe-sgd", "daso", "ps-sync", "dcasgd"]
-    r = cli("bench", "overlap", "--model", "digits_mlp", "--batch", "16", "--iterations", "10", "--skip", "2",
-            "--ratio", "0,1", "--ranks-per-node", "1", "--algo", ",".join(algos), "--json", str(out), n=2,
-            timeout=300)
-    assert r.returncode == 0, r.stderr
+    r = _overlap(capfd, "--model", "digits_mlp", "--batch", "16", "--iterations", "10", "--skip", "2",
+                 "--ratio", "0,1", "--ranks-per-node", "1", "--algo", ",".join(algos), "--json", str(out))
+    if world.comm().Get_rank() != 0:
+        return  # rank 0 checks; every rank's report says how it went (tests.helpers.world.agree)
     assert "EMULATED" in r.stdout and "pipe-sgd" in r.stdout
     res = json.loads(out.read_text())
     assert res["world"] == 2 and res["G"] == 1 and res["B"] == 4 and res["W"] == 1
@@ -144,16 +158,19 @@ def test_overlap_json_rows_for_the_new_methods(tmp_path):
     assert rows["ps-sync"]["samples"] == 16 and rows["pipe-sgd"]["samples"] == 32
 
 
-def test_overlap_without_daso_prints_no_daso_line():
-    r = cli("bench", "overlap", "--model", "digits_tiny", "--batch", "16", "--iterations", "8", "--skip", "2",
-            "--algo", "ssgd,ps-sync", n=2, timeout=300)
-    assert r.returncode == 0, r.stderr
+@pytest.mark.world(2)
+def test_overlap_without_daso_prints_no_daso_line(capfd):
+    r = _overlap(capfd, "--model", "digits_tiny", "--batch", "16", "--iterations", "8", "--skip", "2",
+                 "--algo", "ssgd,ps-sync")
+    if world.comm().Get_rank() != 0:
+        return  # rank 0 prints
     assert "ps-sync" in r.stdout and "daso" not in r.stdout, r.stdout
 
 
-def test_scale_prints_the_table_and_plots(tmp_path):
+@pytest.mark.in_process
+def test_scale_prints_the_table_and_plots(tmp_path, capfd):
     png = tmp_path / "s.png"
-    r = cli("bench", "scale", "--model", "digits_mlp", "--batch", "16", "--t-c", "0.002", "--ranks", "8,64,4096",
+    r = refsgd(capfd, "bench", "scale", "--model", "digits_mlp", "--batch", "16", "--t-c", "0.002", "--ranks", "8,64,4096",
             "--plot", str(png))
     assert r.returncode == 0, r.stderr
     lines = r.stdout.splitlines()
@@ -249,13 +266,15 @@ def test_pipe_sgd_model_puts_the_reduction_on_the_compute_side_without_a_spare_c
     assert models.iteration_time("pipe-sgd", shared, cluster, 2) == pytest.approx(max(3.5e-3 + R, X + R))
 
 
-def test_overlap_times_the_cost_of_a_timeline(tmp_path):
+@pytest.mark.world(2)
+def test_overlap_times_the_cost_of_a_timeline(tmp_path, capfd):
     """bench overlap --timeline-cost: runs without and with --timeline, the spans per iteration
     and the cost of one span (the figure of issue 27; its values depend on the machine)."""
-    out = tmp_path / "o.json"
-    r = cli("bench", "overlap", "--model", "digits_mlp", "--batch", "16", "--iterations", "12", "--skip", "2",
-            "--algo", "ssgd,dcs3gd", "--timeline-cost", "1", "--json", str(out), n=2, timeout=300)
-    assert r.returncode == 0, r.stderr
+    out = world.shared_path(tmp_path) / "o.json"
+    r = _overlap(capfd, "--model", "digits_mlp", "--batch", "16", "--iterations", "12", "--skip", "2",
+                 "--algo", "ssgd,dcs3gd", "--timeline-cost", "1", "--json", str(out))
+    if world.comm().Get_rank() != 0:
+        return  # rank 0 checks; every rank's report says how it went (tests.helpers.world.agree)
     assert "cost of train --timeline" in r.stdout
     res = json.loads(out.read_text())
     assert 0 < res["span_seconds"] < 1e-3

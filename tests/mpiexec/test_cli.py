@@ -1,4 +1,8 @@
-"""The command line as a user runs it: a subprocess, its output, its exit code (with timeouts)."""
+"""The command line as a user runs it: a subprocess, its output, its exit code (with timeouts),
+where the process is the subject (one-line errors, under mpiexec too, the parser's refusals, an
+install, run.sh). What a command computes, prints or writes runs in-process: `refsgd train` in the
+world sessions (tests.helpers.world; one rank: plain pytest's singleton), the other commands by
+refsgd.cli.main (tests.helpers.in_process), without a process per command."""
 
 import gzip
 import json
@@ -10,6 +14,8 @@ import sys
 import numpy as np
 import pytest
 
+from tests.helpers import world
+from tests.helpers.in_process import refsgd as in_process
 from tests.helpers.launch import ROOT, cli, scaled
 
 
@@ -17,22 +23,32 @@ def refsgd(*args, timeout=120, cwd=None):
     return cli(*args, timeout=timeout, cwd=cwd)
 
 
+def _train(*argv):
+    """Collective: `refsgd train ARGV` on every rank of the world, in this process; what it prints
+    on rank 0 (refsgd.api's log: header, evaluations, summary) as one text, "" on the others. With
+    --no-progress: a progress bar (pytest -s in a terminal) would take the evaluation lines."""
+    lines = []
+    world.train(*argv, log=lines.append)
+    return "\n".join(lines)
+
+
+@pytest.mark.world(1)
 def test_train_default_learns_the_embedded_digits():
-    r = refsgd("train", "--epochs", "4")
-    assert r.returncode == 0, r.stderr
-    assert "ssgd on 1 rank(s), digits_mlp" in r.stdout
-    final = [line for line in r.stdout.splitlines() if line.startswith("final:")][0]
+    stdout = _train("--epochs", "4", "--no-progress")
+    assert "ssgd on 1 rank(s), digits_mlp" in stdout
+    final = [line for line in stdout.splitlines() if line.startswith("final:")][0]
     acc = float(final.split("test accuracy", 1)[1].split("%")[0])
-    assert acc > 85.0, r.stdout
+    assert acc > 85.0, stdout
     assert "after 184 iterations" in final  # 4 epochs x 1500 // 32 batches
 
 
+@pytest.mark.world(1)
 def test_train_is_deterministic():
-    a = refsgd("train", "--epochs", "2", "--seed", "3", "--model", "digits_cnn", "--dtype", "float64")
-    b = refsgd("train", "--epochs", "2", "--seed", "3", "--model", "digits_cnn", "--dtype", "float64")
+    a = _train("--epochs", "2", "--seed", "3", "--model", "digits_cnn", "--dtype", "float64", "--no-progress")
+    b = _train("--epochs", "2", "--seed", "3", "--model", "digits_cnn", "--dtype", "float64", "--no-progress")
     # the evaluations (status lines come when time says so: a first run also compiles kernels)
     strip = lambda out: [l.split("(")[0] for l in out.splitlines() if l.startswith("iter ") and "test acc" in l]  # noqa: E731
-    assert a.returncode == 0 and strip(a.stdout) == strip(b.stdout) and strip(a.stdout)
+    assert strip(a) == strip(b) and strip(a)
 
 
 @pytest.mark.parametrize("args,msg", [
@@ -73,7 +89,8 @@ def _idx(path, arr, magic):
         f.write(struct.pack(">I", magic) + b"".join(struct.pack(">I", d) for d in arr.shape) + arr.tobytes())
 
 
-def test_data_convert_info_and_train_on_it(tmp_path):
+@pytest.mark.world(1)
+def test_data_convert_info_and_train_on_it(tmp_path, capfd):
     rng = np.random.default_rng(0)
     src = tmp_path / "mnist"
     src.mkdir()
@@ -81,27 +98,28 @@ def test_data_convert_info_and_train_on_it(tmp_path):
         _idx(src / f"{split}-images-idx3-ubyte.gz", rng.integers(0, 256, (n, 28, 28), dtype=np.uint8), 0x803)
         _idx(src / f"{split}-labels-idx1-ubyte.gz", (np.arange(n) % 10).astype(np.uint8), 0x801)
     out = tmp_path / "m.h5"
-    r = refsgd("data", "convert", "mnist", str(src), str(out))
+    r = in_process(capfd, "data", "convert", "mnist", str(src), str(out))
     assert r.returncode == 0, r.stderr
     assert "train:        60 images" in r.stdout and out.exists()
-    r = refsgd("data", "info", str(out))
+    r = in_process(capfd, "data", "info", str(out))
     assert "1 x 28 x 28" in r.stdout
-    r = refsgd("train", "--data", str(out), "--model", "mnist_mlp", "--epochs", "1", "--batch", "20")
-    assert r.returncode == 0, r.stderr
-    assert "after 3 iterations" in r.stdout
+    stdout = _train("--data", str(out), "--model", "mnist_mlp", "--epochs", "1", "--batch", "20", "--no-progress")
+    assert "after 3 iterations" in stdout
 
 
-def test_models_and_help():
-    r = refsgd("models")
+@pytest.mark.in_process
+def test_models_and_help(capfd):
+    r = in_process(capfd, "models")
     assert r.returncode == 0 and "cifar10_cnn" in r.stdout and "CCPCPCPFFF" in r.stdout
-    r = refsgd("models", "cifar100_convex")
+    r = in_process(capfd, "models", "cifar100_convex")
     assert "51,300 trainable" in r.stdout and "(frozen)" in r.stdout
-    r = refsgd("train", "--help")
+    r = in_process(capfd, "train", "--help")
     assert r.returncode == 0 and "--momentum-form" in r.stdout and "warmup-step" in r.stdout
 
 
-def test_bench_step_prints_times():
-    r = refsgd("bench", "step", "--model", "digits_mlp", "--batch", "16", "--repeat", "3", "--no-torch")
+@pytest.mark.in_process
+def test_bench_step_prints_times(capfd):
+    r = in_process(capfd, "bench", "step", "--model", "digits_mlp", "--batch", "16", "--repeat", "3", "--no-torch")
     assert r.returncode == 0, r.stderr
     assert "refsgd" in r.stdout and " ms " in r.stdout and "GFLOP/s" in r.stdout
 
@@ -126,13 +144,17 @@ def mpirun(n, *args, timeout=180):
     return cli(*args, n=n, timeout=timeout)
 
 
+@pytest.mark.world(2)
 def test_mpi_train_writes_metrics(tmp_path):
     import h5py
+    tmp_path = world.shared_path(tmp_path)
     out = tmp_path / "run.h5"
-    r = mpirun(2, "train", "--algo", "ssgd-opt", "--epochs", "2", "--no-progress", "--out", str(out))
-    assert r.returncode == 0, r.stderr
-    assert "ssgd-opt on 2 rank(s)" in r.stdout and "time per rank" in r.stdout
-    assert r.stdout.count("final:") == 1  # rank 0 speaks
+    stdout = _train("--algo", "ssgd-opt", "--epochs", "2", "--no-progress", "--out", str(out))
+    world.all_ranks(world.comm().Get_rank() == 0 or stdout == "", f"a rank other than 0 spoke: {stdout!r}")
+    if world.comm().Get_rank() != 0:
+        return  # rank 0 checks; every rank's report says how it went (tests.helpers.world.agree)
+    assert "ssgd-opt on 2 rank(s)" in stdout and "time per rank" in stdout
+    assert stdout.count("final:") == 1  # rank 0 speaks
     with h5py.File(out) as f:
         assert f["iterations/compute"].shape == (2, 46)  # 2 epochs x 1500 // (2 x 32)
         assert np.all(f["iterations/compute"][...] > 0)
@@ -162,12 +184,15 @@ def test_mpi_bad_input_ends_every_rank(args, msg):
 # (--poll changes timing, not numbers: in-process, tests/mpiexec/test_training_runs.py)
 
 
-@pytest.mark.parametrize("n", [3])
-def test_bench_codec_times_the_ring_against_the_mpi_operator(n):
-    """bench codec under mpiexec: a row per codec and one uncompressed, the ring's p - 1 reduction steps per
-    call."""
-    r = mpirun(n, "bench", "codec", "--values", "1000", "--repeat", "3")
-    assert r.returncode == 0, r.stderr
+@pytest.mark.world(3)
+def test_bench_codec_times_the_ring_against_the_mpi_operator(capfd):
+    """bench codec on every rank of the world of 3 (in-process, as under mpiexec): a row per codec
+    and one uncompressed, the ring's p - 1 reduction steps per call."""
+    n = world.comm().Get_size()
+    r = in_process(capfd, "bench", "codec", "--values", "1000", "--repeat", "3")
+    world.all_ranks(r.returncode == 0, r.stderr)
+    if world.comm().Get_rank() != 0:
+        return  # rank 0 prints the table
     assert f"1,000 float32 values on {n} rank(s)" in r.stdout
     rows = {line.split()[0]: line.split()[1:] for line in r.stdout.splitlines()
             if line.strip().split(" ")[0] in ("plain", "t16", "q8", "q8v", "bf16", "fp16")}
@@ -183,15 +208,20 @@ def test_bench_codec_times_the_ring_against_the_mpi_operator(n):
     assert float(rows["plain"][1]) > 0 and float(rows["plain"][5]) > 0 and float(rows["plain"][8]) > 0
 
 
-def test_bench_overlap_table_and_models(tmp_path):
-    """bench overlap under mpiexec: one row per method, and each model column is its formula of the
-    printed t_C, C, T_AR, X and update (the timings themselves are not asserted): exactly in the
-    JSON, to the printed rounding (3 decimals) in the text. The text's 'update' is the t_up of its
-    'model' column (the run's own); 'at t_C' takes the update timed apart (JSON update_apart)."""
-    r = mpirun(2, "bench", "overlap", "--model", "digits_mlp", "--batch", "16", "--iterations", "8", "--skip", "2",
+@pytest.mark.world(2)
+def test_bench_overlap_table_and_models(tmp_path, capfd):
+    """bench overlap on every rank of the world of 2 (in-process, as under mpiexec): one row per
+    method, and each model column is its formula of the printed t_C, C, T_AR, X and update (the
+    timings themselves are not asserted): exactly in the JSON, to the printed rounding (3 decimals)
+    in the text. The text's 'update' is the t_up of its 'model' column (the run's own); 'at t_C'
+    takes the update timed apart (JSON update_apart)."""
+    tmp_path = world.shared_path(tmp_path)
+    r = in_process(capfd, "bench", "overlap", "--model", "digits_mlp", "--batch", "16", "--iterations", "8", "--skip", "2",
                "--ratio", "1", "--latency-us", "0", "--algo", "ssgd,ssgd-opt,dcs3gd+nopoll,laga-sgdm,d-sync+q8",
                "--json", str(tmp_path / "o.json"))
-    assert r.returncode == 0, r.stderr
+    world.all_ranks(r.returncode == 0, r.stderr)
+    if world.comm().Get_rank() != 0:
+        return  # rank 0 prints the table and writes the JSON
     out = r.stdout
     js = json.loads((tmp_path / "o.json").read_text())
     run = js["runs"][0]
@@ -252,8 +282,9 @@ def test_bench_overlap_bad_input(args, msg):
     assert r.returncode == 2 and msg in r.stderr and r.stderr.count("refsgd: error:") == 1, r.stderr
 
 
-def test_train_list():
-    r = refsgd("train", "--list")
+@pytest.mark.in_process
+def test_train_list(capfd):
+    r = in_process(capfd, "train", "--list")
     assert r.returncode == 0 and "ssgd-nag" in r.stdout and "Algorithm 4" in r.stdout
     # the documents it points to are installed with the package, and the sections it names exist
     paths = [line.split(": ", 1)[1] for line in r.stdout.splitlines()[:2]]
@@ -286,19 +317,22 @@ def test_resume_refuses_another_run(tmp_path):
     assert r.returncode == 2 and "--checkpoint-every needs --checkpoint DIR" in r.stderr
 
 
-def test_report_prints_and_plots(tmp_path):
+@pytest.mark.world(2)
+def test_report_prints_and_plots(tmp_path, capfd):
+    tmp_path = world.shared_path(tmp_path)
     out = tmp_path / "run.h5"
-    r = mpirun(2, "train", "--epochs", "1", "--no-progress", "--out", str(out))
-    assert r.returncode == 0, r.stderr
-    rep = refsgd("report", str(out))
+    stdout = _train("--epochs", "1", "--no-progress", "--out", str(out))
+    if world.comm().Get_rank() != 0:
+        return  # rank 0 checks; every rank's report says how it went (tests.helpers.world.agree)
+    rep = in_process(capfd, "report", str(out))
     assert rep.returncode == 0, rep.stderr
-    final = [l for l in r.stdout.splitlines() if l.startswith("final:")][0]
+    final = [l for l in stdout.splitlines() if l.startswith("final:")][0]
     assert final in rep.stdout and "ssgd on 2 rank(s)" in rep.stdout and "thread level" in rep.stdout
     pytest.importorskip("matplotlib")
     png = tmp_path / "run.png"
-    rep = refsgd("report", str(out), "--plot", str(png))
+    rep = in_process(capfd, "report", str(out), "--plot", str(png))
     assert rep.returncode == 0 and png.stat().st_size > 10000
-    rep = refsgd("report", str(tmp_path / "missing.h5"))
+    rep = in_process(capfd, "report", str(tmp_path / "missing.h5"))
     assert rep.returncode == 2 and "no such file" in rep.stderr
 
 

@@ -1,5 +1,7 @@
 """Golden references: verify, the golden files still matching, and an outside replay (the SSGD
-family's MPI traces against its serial renderings: tests/methods/test_ssgd.py)."""
+family's MPI traces against its serial renderings: tests/methods/test_ssgd.py). Every test here
+runs in this process (`refsgd verify` by tests.helpers.in_process: its exit code and output are
+refsgd.cli.main's, without a process per command)."""
 
 import glob
 import importlib.util
@@ -11,13 +13,15 @@ import h5py
 import numpy as np
 import pytest
 from tests.helpers import world
+from tests.helpers.in_process import refsgd
 from tests.helpers.launch import ROOT
-from tests.helpers.launch import cli as refsgd
+
+pytestmark = pytest.mark.in_process
 
 GOLDEN = os.path.join(ROOT, "tests", "golden")
 
 
-def test_verify_names_the_first_perturbed_step_and_worker(tmp_path):
+def test_verify_names_the_first_perturbed_step_and_worker(tmp_path, capfd):
     bad = tmp_path / "bad.h5"
     shutil.copy(os.path.join(GOLDEN, "ssgd-n4.h5"), bad)
     with h5py.File(bad, "r+") as f:
@@ -25,7 +29,7 @@ def test_verify_names_the_first_perturbed_step_and_worker(tmp_path):
         v = x[6, 2, 100]
         x[6, 2, 100] = v * (1 + 1e-6)
         x[8, 1, 3] += 1.0  # a later, larger difference must not be the one reported
-    r = refsgd("verify", str(bad), os.path.join(GOLDEN, "ssgd-n4.h5"))
+    r = refsgd(capfd, "verify", str(bad), os.path.join(GOLDEN, "ssgd-n4.h5"))
     assert r.returncode == 1
     assert "MISMATCH at step 6, worker 2, x[100]" in r.stdout
     with h5py.File(bad) as f, h5py.File(os.path.join(GOLDEN, "ssgd-n4.h5")) as g:
@@ -37,11 +41,11 @@ def test_verify_names_the_first_perturbed_step_and_worker(tmp_path):
         cfg = json.loads(f.attrs["config"])
         cfg["lr"] = 0.3
         f.attrs["config"] = json.dumps(cfg)
-    r = refsgd("verify", str(bad), os.path.join(GOLDEN, "ssgd-n4.h5"))
+    r = refsgd(capfd, "verify", str(bad), os.path.join(GOLDEN, "ssgd-n4.h5"))
     assert r.returncode == 1 and "MISMATCH in the configuration: lr (0.3 vs 0.2)" in r.stdout
 
 
-def test_verify_gives_no_relative_figure_of_an_entry_near_zero(tmp_path):
+def test_verify_gives_no_relative_figure_of_an_entry_near_zero(tmp_path, capfd):
     """An entry of B near zero made "max relative = 9.6e+297": the figure is normwise now, and
     absent where B is all zero."""
     a, b = tmp_path / "a.h5", tmp_path / "b.h5"
@@ -51,7 +55,7 @@ def test_verify_gives_no_relative_figure_of_an_entry_near_zero(tmp_path):
         fb["state/x"][6, 2, 100] = 1e-305
         fa["state/x"][6, 2, 100] = 1e-3
         norm = np.max(np.abs(fb["state/x"][6, 2]))
-    r = refsgd("verify", str(a), str(b))
+    r = refsgd(capfd, "verify", str(a), str(b))
     assert r.returncode == 1 and "MISMATCH at step 6, worker 2, x[100]" in r.stdout
     assert f"normwise relative max |A - B| / max |B| = {1e-3 / norm:.3e}" in r.stdout, r.stdout
     assert "e+2" not in r.stdout and "e+3" not in r.stdout
@@ -59,18 +63,18 @@ def test_verify_gives_no_relative_figure_of_an_entry_near_zero(tmp_path):
         fb["state/x"][6, 2] = 0.0
         fa["state/x"][6, 2] = 0.0
         fa["state/x"][6, 2, 100] = 1e-3
-    r = refsgd("verify", str(a), str(b))
+    r = refsgd(capfd, "verify", str(a), str(b))
     assert "max |A - B| = 1.000e-03 (rtol" in r.stdout and "relative" not in r.stdout.split("MISMATCH")[1]
 
 
 @pytest.mark.parametrize("name, readable", [("ssgd-n4", True), ("ssgd-fp16-n4", False), ("daso-2x2-n4", False),
                                             ("pipe-sgd-k2-t16-n4", False)])
-def test_format_version_1_is_read_where_its_meaning_is_unchanged(tmp_path, name, readable):
+def test_format_version_1_is_read_where_its_meaning_is_unchanged(tmp_path, name, readable, capfd):
     """Version 1 summed compressed all-reduces in MPICH's recursive-doubling order: such a trace
     is refused with one message; one without a compressed all-reduce verifies as before."""
     old = tmp_path / "old.h5"
     _edit_attrs(os.path.join(GOLDEN, f"{name}.h5"), old, format_version=lambda v: 1)
-    r = refsgd("verify", str(old), os.path.join(GOLDEN, f"{name}.h5"), "--rtol", "0", "--atol", "0")
+    r = refsgd(capfd, "verify", str(old), os.path.join(GOLDEN, f"{name}.h5"), "--rtol", "0", "--atol", "0")
     if readable:
         assert r.returncode == 0 and "OK: 10 steps x 4 workers agree" in r.stdout, r.stdout + r.stderr
     else:
@@ -78,7 +82,7 @@ def test_format_version_1_is_read_where_its_meaning_is_unchanged(tmp_path, name,
         assert "trace format version 1 summed its compressed all-reduces in MPICH's recursive-doubling order" \
             in r.stderr and "Traceback" not in r.stderr
     _edit_attrs(os.path.join(GOLDEN, f"{name}.h5"), old, format_version=lambda v: 4)
-    r = refsgd("verify", str(old), os.path.join(GOLDEN, f"{name}.h5"))
+    r = refsgd(capfd, "verify", str(old), os.path.join(GOLDEN, f"{name}.h5"))
     assert r.returncode == 2 and "trace format version 4 is newer than this refsgd reads (3)" in r.stderr
 
 
@@ -90,38 +94,38 @@ def _edit_attrs(src, dst, **change):
     return str(dst)
 
 
-def test_verify_compares_json_values_not_their_text(tmp_path):
+def test_verify_compares_json_values_not_their_text(tmp_path, capfd):
     ref = os.path.join(GOLDEN, "dcasgd-n3.h5")
     # the same spec and state names written compactly, with another description: equal
     same = _edit_attrs(ref, tmp_path / "same.h5",
                        model_spec=lambda s: json.dumps(dict(json.loads(s), description="mine"), separators=(",", ":")),
                        state_names=lambda s: json.dumps(json.loads(s), separators=(",", ":")))
-    r = refsgd("verify", same, ref)
+    r = refsgd(capfd, "verify", same, ref)
     assert r.returncode == 0, r.stdout
     # a layer that differs is a mismatch
     def wider(s):
         spec = json.loads(s)
         spec["layers"][1]["units"] += 1
         return json.dumps(spec)
-    r = refsgd("verify", _edit_attrs(ref, tmp_path / "wide.h5", model_spec=wider), ref)
+    r = refsgd(capfd, "verify", _edit_attrs(ref, tmp_path / "wide.h5", model_spec=wider), ref)
     assert r.returncode == 1 and "MISMATCH in model_spec" in r.stdout
     # dcasgd's MeanSquare decay shapes nothing without the adaptive lambda: not compared
     def decay(v):
         return lambda s: json.dumps(dict(json.loads(s), dc_ms_decay=v))
     with h5py.File(ref, "r") as f:
         assert json.loads(f.attrs["config"])["dc_adaptive"] is False
-    r = refsgd("verify", _edit_attrs(ref, tmp_path / "decay.h5", config=decay(0.5)), ref)
+    r = refsgd(capfd, "verify", _edit_attrs(ref, tmp_path / "decay.h5", config=decay(0.5)), ref)
     assert r.returncode == 0, r.stdout
     both = [_edit_attrs(ref, tmp_path / f"adaptive{v}.h5", config=lambda s, v=v: json.dumps(
         dict(json.loads(s), dc_adaptive=True, dc_ms_decay=v))) for v in (0.5, 0.9)]
-    r = refsgd("verify", *both)
+    r = refsgd(capfd, "verify", *both)
     assert r.returncode == 1 and "dc_ms_decay (0.5 vs 0.9)" in r.stdout
 
 
-def test_verify_bad_input():
-    r = refsgd("verify", "setup.cfg", os.path.join(GOLDEN, "ssgd-n4.h5"))
+def test_verify_bad_input(capfd):
+    r = refsgd(capfd, "verify", os.path.join(ROOT, "setup.cfg"), os.path.join(GOLDEN, "ssgd-n4.h5"))
     assert r.returncode == 2 and "not an HDF5 file" in r.stderr
-    r = refsgd("verify", os.path.join(ROOT, "data", "digits.h5"), os.path.join(GOLDEN, "ssgd-n4.h5"))
+    r = refsgd(capfd, "verify", os.path.join(ROOT, "data", "digits.h5"), os.path.join(GOLDEN, "ssgd-n4.h5"))
     assert r.returncode == 2 and "not a refsgd trace" in r.stderr
 
 
@@ -133,14 +137,12 @@ def _regenerate_commands():
             yield ["golden", *g.argv(m.name), "--out", g.file]
 
 
-@pytest.mark.in_process
 def test_every_golden_file_is_a_registry_entry():
     """regenerate.sh writes the registry's Golden entries: a file here that none names would go stale."""
     named = {cmd[-1] for cmd in _regenerate_commands()}
     assert {f for f in os.listdir(GOLDEN) if f.endswith(".h5")} == named
 
 
-@pytest.mark.in_process
 @pytest.mark.parametrize("cmd", list(_regenerate_commands()), ids=lambda c: c[c.index("--out") + 1])
 def test_golden_files_still_match(tmp_path, cmd):
     """The checked-in golden files are what today's serial renderings produce (refsgd golden's and
@@ -484,7 +486,6 @@ def _method_replays():
 REPLAY.update(_method_replays())
 
 
-@pytest.mark.in_process
 @pytest.mark.parametrize("name", sorted(f for f in os.listdir(GOLDEN) if f.endswith(".h5")))
 def test_replay_golden_with_numpy_and_h5py_only(name):
     with h5py.File(os.path.join(GOLDEN, name), "r") as f:

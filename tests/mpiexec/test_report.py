@@ -1,5 +1,8 @@
 """`refsgd report`: the text, the figure (inspected as matplotlib objects), the CSV / JSON exports,
-and the refusals, on small metrics files made by the real `refsgd train`."""
+and the refusals, on small metrics files made by the real `refsgd train` (the run of 3 ranks
+launched under mpiexec, once for the module; the run of one in this process). `refsgd report`
+runs in this process (tests.helpers.in_process): its exit code and output are refsgd.cli.main's,
+as under `python -m refsgd`, without a process per command."""
 
 import csv
 import importlib.util
@@ -12,6 +15,8 @@ import h5py
 import numpy as np
 import pytest
 
+from tests.helpers import world
+from tests.helpers.in_process import refsgd
 from tests.helpers.launch import cli
 
 HAVE_MATPLOTLIB = importlib.util.find_spec("matplotlib") is not None
@@ -23,8 +28,7 @@ def files(tmp_path_factory):
     are NaN; 20 iterations)."""
     d = tmp_path_factory.mktemp("metrics")
     s, dc = str(d / "ssgd.h5"), str(d / "dcasgd.h5")
-    r = cli("train", "--iterations", "30", "--out", s, "--no-progress")
-    assert r.returncode == 0, r.stderr
+    world.train("--iterations", "30", "--out", s, "--no-progress", log=None)   # plain pytest's singleton
     r = cli("train", "--algo", "dcasgd", "--iterations", "20", "--out", dc, "--no-progress", n=3)
     assert r.returncode == 0, r.stderr
     return {"ssgd": s, "dcasgd": dc}
@@ -89,17 +93,17 @@ def test_rank_nanmean_ignores_nan_ranks_without_warnings():
 
 
 # ---------------------------------------------------------------------- text
-def test_text_of_one_and_of_several_files(files):
+def test_text_of_one_and_of_several_files(files, capfd):
     s, d = files["ssgd"], files["dcasgd"]
-    r = cli("report", s)
+    r = refsgd(capfd, "report", s)
     assert r.returncode == 0, r.stderr
     assert f"{s}: ssgd on 1 rank(s)" in r.stdout and "metrics format version " in r.stdout
     assert "final: " in r.stdout and "comparison" not in r.stdout
     v1 = make_v1(s, os.path.join(os.path.dirname(s), "v1.h5"))
-    r = cli("report", v1)
+    r = refsgd(capfd, "report", v1)
     assert r.returncode == 0, r.stderr
     assert "metrics format version 1" in r.stdout and "dataset:" not in r.stdout and "learning rate:" not in r.stdout
-    r = cli("report", s, d)
+    r = refsgd(capfd, "report", s, d)
     assert r.returncode == 0, r.stderr
     assert r.stdout.index(f"{s}: ssgd") < r.stdout.index(f"{d}: dcasgd on 3 rank(s)") < r.stdout.index("comparison")
     table = r.stdout[r.stdout.index("comparison of 2 runs"):].splitlines()
@@ -110,15 +114,15 @@ def test_text_of_one_and_of_several_files(files):
         assert cells[1:4] == [algo, ranks, f"{100 * acc:.2f}%"] and cells[-1] == path
 
 
-def test_version_2_files_show_their_attributes_and_lr(files, tmp_path):
+def test_version_2_files_show_their_attributes_and_lr(files, tmp_path, capfd):
     v2 = make_v2(files["ssgd"], str(tmp_path / "v2.h5"))
-    r = cli("report", v2)
+    r = refsgd(capfd, "report", v2)
     assert r.returncode == 0, r.stderr
     for text in ("metrics format version 2", "layout: flat", "dataset: digits", "dataset sha256: " + "0123abcd" * 8,
                  "threads per rank: 1", "model spec: input = [64] classes = 10", "learning rate: 0.01 at iteration 1"):
         assert text in r.stdout, text
     bad = make_v2(files["ssgd"], str(tmp_path / "bad.h5"), lr=np.zeros(3))
-    one_error_line(cli("report", bad), "/lr must be numbers of shape (30,)")
+    one_error_line(refsgd(capfd, "report", bad), "/lr must be numbers of shape (30,)")
 
 
 # ---------------------------------------------------------------------- figure
@@ -179,7 +183,7 @@ def test_dcasgd_figure_has_a_finite_train_loss_comm_bars_and_an_epoch_axis(files
     _legends_outside_axes(fig)
 
 
-def test_several_files_share_one_figure_one_curve_per_run(files, tmp_path):
+def test_several_files_share_one_figure_one_curve_per_run(files, tmp_path, capfd):
     pytest.importorskip("matplotlib")
     from refsgd import report
     v1, v2 = make_v1(files["ssgd"], str(tmp_path / "v1.h5")), make_v2(files["ssgd"], str(tmp_path / "v2.h5"))
@@ -209,17 +213,17 @@ def test_several_files_share_one_figure_one_curve_per_run(files, tmp_path):
         assert label in labels, labels
     _legends_outside_axes(fig)
     png = tmp_path / "cmp.png"
-    r = cli("report", v1, files["dcasgd"], v2, "--plot", str(png))
+    r = refsgd(capfd, "report", v1, files["dcasgd"], v2, "--plot", str(png))
     assert r.returncode == 0, r.stderr
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and f"plot written to {png}" in r.stdout
     no_temporary_files(tmp_path)
 
 
 # ---------------------------------------------------------------------- exports
-def test_csv_and_json_hold_the_files_numbers(files, tmp_path):
+def test_csv_and_json_hold_the_files_numbers(files, tmp_path, capfd):
     s, d = files["ssgd"], files["dcasgd"]
     c, j = tmp_path / "e.csv", tmp_path / "e.json"
-    r = cli("report", s, d, "--csv", str(c), "--json", str(j))
+    r = refsgd(capfd, "report", s, d, "--csv", str(c), "--json", str(j))
     assert r.returncode == 0, r.stderr
     rows = list(csv.DictReader(c.open()))
     assert list(rows[0]) == ["run", "file", "algo", "ranks", "iteration", "epoch", "train_loss", "test_loss",
@@ -267,41 +271,41 @@ def test_csv_and_json_hold_the_files_numbers(files, tmp_path):
 
 
 # ---------------------------------------------------------------------- refusals and errors
-def test_outputs_are_not_overwritten_without_force(files, tmp_path):
+def test_outputs_are_not_overwritten_without_force(files, tmp_path, capfd):
     s, d = files["ssgd"], files["dcasgd"]
     c = tmp_path / "e.csv"
     c.write_text("keep me\n")
-    one_error_line(cli("report", s, "--csv", str(c)), f"--csv {c}: the file exists")
+    one_error_line(refsgd(capfd, "report", s, "--csv", str(c)), f"--csv {c}: the file exists")
     assert c.read_text() == "keep me\n"
-    r = cli("report", s, "--csv", str(c), "--force")
+    r = refsgd(capfd, "report", s, "--csv", str(c), "--force")
     assert r.returncode == 0, r.stderr
     assert c.read_text().startswith("run,file,algo")
     # an output that is an input, or another output; a format matplotlib cannot write
     before = open(d, "rb").read()
-    one_error_line(cli("report", s, d, "--json", d, "--force"), "may not replace an input")
+    one_error_line(refsgd(capfd, "report", s, d, "--json", d, "--force"), "may not replace an input")
     assert open(d, "rb").read() == before
-    one_error_line(cli("report", s, "--csv", str(tmp_path / "x"), "--json", str(tmp_path / "x")),
+    one_error_line(refsgd(capfd, "report", s, "--csv", str(tmp_path / "x"), "--json", str(tmp_path / "x")),
                    "may not replace an input or another output")
     if HAVE_MATPLOTLIB:
-        one_error_line(cli("report", s, "--plot", str(tmp_path / "x.nothing"), "--csv", str(tmp_path / "y.csv")),
+        one_error_line(refsgd(capfd, "report", s, "--plot", str(tmp_path / "x.nothing"), "--csv", str(tmp_path / "y.csv")),
                        "cannot write .nothing files")
     assert not (tmp_path / "y.csv").exists() and not (tmp_path / "x").exists()
     no_temporary_files(tmp_path)
 
 
-def test_a_missing_or_malformed_file_is_one_line_and_writes_nothing(files, tmp_path):
-    one_error_line(cli("report", str(tmp_path / "missing.h5")), "missing.h5: no such file")
+def test_a_missing_or_malformed_file_is_one_line_and_writes_nothing(files, tmp_path, capfd):
+    one_error_line(refsgd(capfd, "report", str(tmp_path / "missing.h5")), "missing.h5: no such file")
     text = tmp_path / "text.h5"
     text.write_text("not hdf5\n")
-    one_error_line(cli("report", str(text)), "not an HDF5 file")
+    one_error_line(refsgd(capfd, "report", str(text)), "not an HDF5 file")
     bad = tmp_path / "bad.h5"
     shutil.copy(files["ssgd"], bad)
     with h5py.File(bad, "r+") as f:
         del f["iterations/loss"]
     out = tmp_path / "out.csv"
-    one_error_line(cli("report", files["ssgd"], str(bad), "--csv", str(out)), "missing /iterations/loss")
+    one_error_line(refsgd(capfd, "report", files["ssgd"], str(bad), "--csv", str(out)), "missing /iterations/loss")
     assert not out.exists()
-    r = cli("report")
+    r = refsgd(capfd, "report")
     assert r.returncode == 2 and "FILE" in r.stderr
 
 

@@ -1,37 +1,57 @@
 """`refsgd report` comparing runs: what differs between the runs and nothing
-else, on metrics files made by `refsgd train` under mpiexec; the figures inspected as matplotlib
-objects, the text as the command line prints it."""
+else, on metrics files made by `refsgd train` in the world sessions of 2 and 4 ranks
+(tests.helpers.world: once per module and world, in-process); the figures inspected as matplotlib
+objects, the text as the command line prints it (refsgd.cli.main on rank 0: tests.helpers.in_process)."""
 
 import importlib.util
 
 import h5py
 import numpy as np
 import pytest
-from tests.helpers.launch import cli
+from tests.helpers import world
+from tests.helpers.in_process import refsgd
 
 HAVE_MATPLOTLIB = importlib.util.find_spec("matplotlib") is not None
 SHORT = ["--no-progress", "--seed", "1"]
 
 
-@pytest.fixture(scope="module")
-def runs(tmp_path_factory):
-    """ssgd and dcs3gd (lr 0.1) over one emulated link, a spiking ssgd (lr 1.5), DASO on 4 ranks
-    in 2 virtual nodes, and dcasgd and ps-sync with one worker."""
-    d = tmp_path_factory.mktemp("cmp")
+def _made(tmp_path_factory, *runs):
+    """Collective: each run (NAME, ARGS) of `refsgd train` on every rank of the world, its metrics
+    file in a folder every rank shares; {NAME: the file, NAME:stdout: what rank 0 printed}."""
+    d = world.shared_path(tmp_path_factory.mktemp("cmp"))
     made = {}
-    for name, n, args in (("ssgd", 2, ["--link", "50,10"]),
-                          ("dcs3gd", 2, ["--algo", "dcs3gd", "--lr", "0.1", "--link", "50,10"]),
-                          ("spike", 2, ["--lr", "1.5", "--seed", "0", "--epochs", "3"]),  # 13 at iterations 3-4
-                          ("daso", 4, ["--algo", "daso", "--ranks-per-node", "2", "--epochs", "3"]),
-                          ("dcasgd", 2, ["--algo", "dcasgd"]),
-                          ("ps-sync", 2, ["--algo", "ps-sync"])):
+    for name, args in runs:
         out = str(d / f"{name}.h5")
         epochs = [] if "--epochs" in args else ["--epochs", "2"]
-        r = cli("train", *SHORT, *epochs, *args, "--out", out, n=n, timeout=300)
-        assert r.returncode == 0, r.stderr
+        lines = []
+        world.train(*SHORT, *epochs, *args, "--out", out, log=lines.append)
         made[name] = out
-        made[name + ":stdout"] = r.stdout
+        made[name + ":stdout"] = "\n".join(lines)
     return made
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """(The world of 2 ranks) ssgd and dcs3gd (lr 0.1) over one emulated link, a spiking ssgd (lr
+    1.5), and dcasgd and ps-sync with one worker."""
+    return _made(tmp_path_factory,
+                 ("ssgd", ["--link", "50,10"]),
+                 ("dcs3gd", ["--algo", "dcs3gd", "--lr", "0.1", "--link", "50,10"]),
+                 ("spike", ["--lr", "1.5", "--seed", "0", "--epochs", "3"]),  # 13 at iterations 3-4
+                 ("dcasgd", ["--algo", "dcasgd"]),
+                 ("ps-sync", ["--algo", "ps-sync"]))
+
+
+@pytest.fixture(scope="module")
+def daso(tmp_path_factory):
+    """(The world of 4 ranks) DASO in 2 virtual nodes."""
+    return _made(tmp_path_factory, ("daso", ["--algo", "daso", "--ranks-per-node", "2", "--epochs", "3"]))
+
+
+def _rank0():
+    """Whether this rank checks: rank 0 reads the files; every rank's report says how it went
+    (tests.helpers.world.agree)."""
+    return world.comm().Get_rank() == 0
 
 
 def _figure(paths):
@@ -47,8 +67,11 @@ def _legend_texts(fig):
     return [t.get_text() for leg in fig.legends for t in leg.get_texts()]
 
 
+@pytest.mark.world(2)
 @pytest.mark.skipif(not HAVE_MATPLOTLIB, reason="needs matplotlib")
 def test_a_method_keeps_its_colour_whatever_the_order_of_the_files(runs):
+    if not _rank0():
+        return
     from matplotlib.colors import to_hex
     a = _lines(_figure([runs["ssgd"], runs["dcs3gd"]]))
     b = _lines(_figure([runs["dcs3gd"], runs["ssgd"]]))
@@ -60,8 +83,11 @@ def test_a_method_keeps_its_colour_whatever_the_order_of_the_files(runs):
     assert to_hex(c["train-smooth:1"].get_color()) != to_hex(c["train-smooth:2"].get_color())
 
 
-def test_the_table_names_the_settings_that_differ_and_the_link_once(runs):
-    r = cli("report", runs["ssgd"], runs["dcs3gd"])
+@pytest.mark.world(2)
+def test_the_table_names_the_settings_that_differ_and_the_link_once(runs, capfd):
+    if not _rank0():
+        return
+    r = refsgd(capfd, "report", runs["ssgd"], runs["dcs3gd"])
     assert r.returncode == 0, r.stderr
     table = r.stdout[r.stdout.index("comparison of 2 runs"):].splitlines()
     assert "settings that differ" in table[1]
@@ -69,13 +95,16 @@ def test_the_table_names_the_settings_that_differ_and_the_link_once(runs):
     assert "link" not in table[2] and "link" not in table[3]  # the same link: not a difference
     emulated = [line for line in table if "EMULATED" in line]
     assert len(emulated) == 1 and emulated[0].startswith("  every run: emulated link: latency 50 us"), table
-    r = cli("report", runs["ssgd"], runs["spike"])
+    r = refsgd(capfd, "report", runs["ssgd"], runs["spike"])
     table = r.stdout[r.stdout.index("comparison of 2 runs"):].splitlines()
     assert "lr 0.05, link 50,10" in table[2] and "lr 1.5, link none" in table[3], table
 
 
+@pytest.mark.world(2)
 @pytest.mark.skipif(not HAVE_MATPLOTLIB, reason="needs matplotlib")
 def test_the_legend_names_the_differences_and_the_title_the_link_once(runs):
+    if not _rank0():
+        return
     fig = _figure([runs["ssgd"], runs["dcs3gd"]])
     labels = _legend_texts(fig)
     assert "[1] ssgd: lr 0.05, momentum 0" in labels and "[2] dcs3gd: lr 0.1, momentum 0.9" in labels, labels
@@ -85,8 +114,11 @@ def test_the_legend_names_the_differences_and_the_title_the_link_once(runs):
     assert ticks == ["[1]\nssgd", "[2]\ndcs3gd"]
 
 
+@pytest.mark.world(2)
 @pytest.mark.skipif(not HAVE_MATPLOTLIB, reason="needs matplotlib")
 def test_every_learning_rate_shows_even_where_two_coincide(runs):
+    if not _rank0():
+        return
     fig = _figure([runs["ssgd"], runs["dcasgd"], runs["ps-sync"], runs["dcs3gd"]])
     lines = _lines(fig)
     lr = {k: lines[f"lr:{k}"] for k in (1, 2, 3, 4)}
@@ -98,8 +130,11 @@ def test_every_learning_rate_shows_even_where_two_coincide(runs):
     assert lr[4].get_linestyle() == "-"  # dcs3gd's 0.1 alone
 
 
+@pytest.mark.world(2)
 @pytest.mark.skipif(not HAVE_MATPLOTLIB, reason="needs matplotlib")
 def test_early_spikes_do_not_stretch_the_loss_axis(runs):
+    if not _rank0():
+        return
     with h5py.File(runs["spike"]) as f:
         highest = np.nanmax(f["iterations/loss"][...].mean(axis=0))
     fig = _figure([runs["ssgd"], runs["spike"]])
@@ -115,18 +150,26 @@ def test_early_spikes_do_not_stretch_the_loss_axis(runs):
     assert not [t for t in fig.axes[0].texts if t.get_gid() == "loss-clipped"]
 
 
-def test_daso_phases_are_printed_and_its_virtual_nodes_named(runs):
+@pytest.mark.world(4)
+def test_daso_phases_are_printed_and_its_virtual_nodes_named(daso, capfd):
+    if not _rank0():
+        return
+    runs = daso
     out = runs["daso:stdout"]
     assert "daso: 2 virtual nodes of 2 ranks" in out, out
-    r = cli("report", runs["daso"])
+    r = refsgd(capfd, "report", runs["daso"])
     assert r.returncode == 0, r.stderr
     assert "daso on 4 rank(s), 2 virtual nodes of 2 ranks (1 machine(s))" in r.stdout, r.stdout
     assert ("regime changes: iter 0 (epoch 0.00) warm-up; iter 11 (epoch 1.00) cycling: B 4, W 1; "
             "iter 22 (epoch 2.00) cool-down") in r.stdout, r.stdout
 
 
+@pytest.mark.world(4)
 @pytest.mark.skipif(not HAVE_MATPLOTLIB, reason="needs matplotlib")
-def test_daso_phases_are_marked_in_the_figure(runs):
+def test_daso_phases_are_marked_in_the_figure(daso):
+    if not _rank0():
+        return
+    runs = daso
     fig = _figure([runs["daso"]])
     gids = [ln.get_gid() for ax in fig.axes for ln in ax.get_lines() if (ln.get_gid() or "").startswith("event:")]
     assert sorted(set(gids)) == ["event:1:0", "event:1:11", "event:1:22"]
@@ -134,17 +177,21 @@ def test_daso_phases_are_marked_in_the_figure(runs):
     assert texts == ["cool-down", "cycling: B 4, W 1", "warm-up"]
 
 
-def test_one_worker_makes_dcasgd_and_ps_sync_plain_sgd_and_says_so(runs):
+@pytest.mark.world(2)
+def test_one_worker_makes_dcasgd_and_ps_sync_plain_sgd_and_says_so(runs, capfd):
+    if not _rank0():
+        return
     assert "one worker: no gradient is stale, the delay compensation is zero and dcasgd is plain SGD" \
         in runs["dcasgd:stdout"]
     assert "one worker: the server applies its one gradient, ps-sync is plain SGD" in runs["ps-sync:stdout"]
-    r = cli("report", runs["dcasgd"], runs["ps-sync"])
+    r = refsgd(capfd, "report", runs["dcasgd"], runs["ps-sync"])
     assert r.returncode == 0, r.stderr
     assert "run 1: one worker: no gradient is stale" in r.stdout and "run 2: one worker: the server" in r.stdout
     with h5py.File(runs["dcasgd"]) as a, h5py.File(runs["ps-sync"]) as b:  # indeed the same trajectory
         np.testing.assert_array_equal(a["model"][...], b["model"][...])
 
 
+@pytest.mark.in_process
 def test_bench_scale_plot_ticks_do_not_overlap(tmp_path):
     pytest.importorskip("matplotlib")
 

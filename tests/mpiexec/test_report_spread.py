@@ -1,7 +1,9 @@
 """`refsgd report` comparing runs says what else than the method tells them apart: a warning
 line naming the settings that differ and decide the comparison (momentum, the run's length, the
 ranks ...), the quartiles of each timing column beside its mean, and a figure whose legend says
-what the README says and whose in-flight hatch is no run's colour."""
+what the README says and whose in-flight hatch is no run's colour. The runs of one rank and
+`refsgd report` run in this process (plain pytest's singleton COMM_WORLD: tests.helpers.world;
+tests.helpers.in_process), not a process each."""
 
 import importlib.util
 
@@ -9,7 +11,10 @@ import h5py
 import numpy as np
 import pytest
 
-from tests.helpers.launch import cli
+from tests.helpers import world
+from tests.helpers.in_process import refsgd
+
+pytestmark = pytest.mark.world(1)
 
 HAVE_MATPLOTLIB = importlib.util.find_spec("matplotlib") is not None
 
@@ -23,8 +28,7 @@ def runs(tmp_path_factory):
                        ("ssgd-longer", ["--iterations", "60"])):
         out = str(d / f"{name}.h5")
         length = [] if "--iterations" in args else ["--iterations", "40"]
-        r = cli("train", "--no-progress", *length, *args, "--out", out, n=1, timeout=300)
-        assert r.returncode == 0, r.stderr
+        world.train("--no-progress", *length, *args, "--out", out, log=None)
         made[name] = out
     return made
 
@@ -33,27 +37,27 @@ def _table(stdout):
     return stdout[stdout.index("comparison of "):].splitlines()
 
 
-def test_runs_that_differ_in_momentum_are_compared_with_a_warning(runs):
-    r = cli("report", runs["ssgd"], runs["laga-sgdm"])
+def test_runs_that_differ_in_momentum_are_compared_with_a_warning(runs, capfd):
+    r = refsgd(capfd, "report", runs["ssgd"], runs["laga-sgdm"])
     assert r.returncode == 0, r.stderr
     warnings = [line for line in r.stdout.splitlines() if line.startswith("warning:")]
     assert len(warnings) == 1, r.stdout
     assert "momentum (run 1: 0, run 2: 0.9)" in warnings[0], warnings
     assert "tau" not in warnings[0] and "seed" not in warnings[0]   # the same
     # a longer run: its length is named too
-    r = cli("report", runs["ssgd"], runs["ssgd-longer"])
+    r = refsgd(capfd, "report", runs["ssgd"], runs["ssgd-longer"])
     warnings = [line for line in r.stdout.splitlines() if line.startswith("warning:")]
     assert len(warnings) == 1 and "iterations (run 1: 40, run 2: 60)" in warnings[0], r.stdout
 
 
-def test_runs_that_differ_in_no_deciding_setting_give_no_warning(runs):
-    r = cli("report", runs["ssgd"], runs["ssgd-again"])
+def test_runs_that_differ_in_no_deciding_setting_give_no_warning(runs, capfd):
+    r = refsgd(capfd, "report", runs["ssgd"], runs["ssgd-again"])
     assert r.returncode == 0, r.stderr
     assert "warning" not in r.stdout, r.stdout
 
 
-def test_every_timing_column_shows_its_quartiles(runs):
-    r = cli("report", runs["ssgd"], runs["laga-sgdm"])
+def test_every_timing_column_shows_its_quartiles(runs, capfd):
+    r = refsgd(capfd, "report", runs["ssgd"], runs["laga-sgdm"])
     table = _table(r.stdout)
     assert "[its quartiles over the iterations, 25%-75%]" in table[0]
     for row, path in ((table[2], runs["ssgd"]), (table[3], runs["laga-sgdm"])):

@@ -1,11 +1,13 @@
 """refsgd reproduce: the list of claims, the verdict logic on synthetic numbers, every claim's
 measurement on synthetic runs (the options each variant gets), the outputs and the index, one
-quick claim end to end (it launches mpiexec itself, as a user runs it), and bad input."""
+quick claim end to end (it launches mpiexec itself, as a user runs it), and bad input. The list
+and --rejudge, which launch nothing, run in this process (refsgd.cli.main: tests.helpers.in_process)."""
 
 import json
 import os
 
 import pytest
+from tests.helpers.in_process import refsgd
 from tests.helpers.launch import ROOT, cli, scaled
 
 from refsgd.reproduce import Setup, claims, fmt, outputs, warnings_for
@@ -13,8 +15,9 @@ from refsgd.reproduce.runner import cores
 from refsgd.reproduce.verdict import NOT_REPRODUCED, NOT_TESTABLE, OUTCOMES, PARTLY_REPRODUCED, REPRODUCED, spread
 
 
-def test_list_names_every_claim_of_the_five_papers():
-    r = cli("reproduce", "--list")
+@pytest.mark.in_process
+def test_list_names_every_claim_of_the_five_papers(capfd):
+    r = refsgd(capfd, "reproduce", "--list")
     assert r.returncode == 0, r.stderr
     names = [line for line in r.stdout.splitlines() if line and not line.startswith((" ", "all: "))]
     assert len(names) >= 10 and len(set(names)) == len(names)
@@ -437,7 +440,8 @@ def test_index_of_the_current_folder_is_inside_it(tmp_path, monkeypatch):
     assert "| daso |" in outputs.index_text(".")  # not run: no link
 
 
-def test_rejudge_runs_nothing_and_rewrites_only_with_force(tmp_path):
+@pytest.mark.in_process
+def test_rejudge_runs_nothing_and_rewrites_only_with_force(tmp_path, capfd):
     """--rejudge: the committed pipesgd-k result judged again from its JSON, no run: without --force
     one line and exit 2, nothing written; with it the page says it was re-judged and the verdict is
     the one the numbers give; a folder without the result is one line too."""
@@ -449,14 +453,14 @@ def test_rejudge_runs_nothing_and_rewrites_only_with_force(tmp_path):
     assert committed != "reproduced"
     r["verdict"] = "reproduced"  # as the code before issue 42 had it
     (out / "pipesgd-k.json").write_text(json.dumps(r))
-    refused = cli("reproduce", "pipesgd-k", "--rejudge", "--out-dir", str(out))
+    refused = refsgd(capfd, "reproduce", "pipesgd-k", "--rejudge", "--out-dir", str(out))
     assert refused.returncode == 2 and "--force" in refused.stderr and len(refused.stderr.splitlines()) == 1
     assert not (out / "pipesgd-k.md").exists()
-    done = cli("reproduce", "pipesgd-k", "--rejudge", "--force", "--out-dir", str(out))
+    done = refsgd(capfd, "reproduce", "pipesgd-k", "--rejudge", "--force", "--out-dir", str(out))
     assert done.returncode == 0, done.stderr
     data = json.loads((out / "pipesgd-k.json").read_text())
     assert data["verdict"] == committed and "running" not in done.stderr  # nothing launched
     assert "re-judged" in (out / "pipesgd-k.md").read_text() and (out / "index.md").exists()
-    empty = cli("reproduce", "laga-idle", "--rejudge", "--force", "--out-dir", str(out))
+    empty = refsgd(capfd, "reproduce", "laga-idle", "--rejudge", "--force", "--out-dir", str(out))
     assert empty.returncode == 2 and "no result of laga-idle" in empty.stderr
     assert "Traceback" not in empty.stderr and len(empty.stderr.splitlines()) == 1

@@ -1,6 +1,8 @@
-"""refsgd train --timeline and refsgd report --timeline / --timeline-plot, as a user runs them:
-every method under mpiexec, its spans checked against its iterations, its listing and the
-Trace Event Format."""
+"""refsgd train --timeline and refsgd report --timeline / --timeline-plot: every method's run of 2
+ranks, its spans checked against its iterations, its listing and the Trace Event Format. The runs
+are in-process, in the world session of 2 ranks (tests.helpers.world; one rank: plain pytest's
+singleton), and `refsgd report` in rank 0's process (tests.helpers.in_process): the subject is
+what they record and export, not a process (it was two launches per test)."""
 
 import json
 import re
@@ -9,7 +11,8 @@ import sys
 import numpy as np
 import pytest
 
-from tests.helpers.launch import cli
+from tests.helpers import world
+from tests.helpers.in_process import refsgd
 
 from refsgd import registry
 from refsgd import timeline as T
@@ -29,12 +32,20 @@ UNNUMBERED = {algo: ("wait for D_1..D_G", "wait for a gradient", "S_bar: MPI_All
 FRAMEWORK = ("iteration ", "loss check", "evaluation", "checkpoint", "modelled transfer", "complete the requests")
 
 
-def _train(tmp_path, algo, *extra, n=2, window="3:4", iterations=10):
+def _train(tmp_path, algo, *extra, window="3:4", iterations=10):
+    """Collective: `refsgd train --timeline WINDOW --out` of ``algo`` on every rank of the world
+    (``tmp_path``: the folder every rank shares, world.shared_path); the file and, on rank 0, its
+    timeline (None on the other ranks)."""
     out = tmp_path / f"{algo}-{iterations}.h5"
-    r = cli("train", "--algo", algo, *METHODS[algo], *extra, "--iterations", str(iterations), "--eval-every",
-            "5it", "--no-progress", "--timeline", window, "--out", str(out), n=n, timeout=240)
-    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-    return out, T.read(str(out))
+    world.train("--algo", algo, *METHODS[algo], *extra, "--iterations", str(iterations), "--eval-every",
+                "5it", "--no-progress", "--timeline", window, "--out", str(out), log=None)
+    return out, T.read(str(out)) if world.comm().Get_rank() == 0 else None
+
+
+def _rank0():
+    """Whether this rank checks: rank 0 reads the files; every rank's report says how it went
+    (tests.helpers.world.agree)."""
+    return world.comm().Get_rank() == 0
 
 
 def _listing(algo):
@@ -55,9 +66,13 @@ def _nest(starts, ends):
     return True
 
 
+@pytest.mark.world(2)
 @pytest.mark.parametrize("algo", sorted(METHODS))
-def test_the_spans_of_every_method_follow_its_iterations_and_listing(tmp_path, algo):
+def test_the_spans_of_every_method_follow_its_iterations_and_listing(tmp_path, capfd, algo):
+    tmp_path = world.shared_path(tmp_path)
     out, d = _train(tmp_path, algo)
+    if not _rank0():
+        return
     kinds, labels = np.array(d["kind_names"]), d["label_names"]
     assert d["window"] == [3, 4]
     # the window's iterations on every rank's loop thread, none outside it
@@ -111,7 +126,7 @@ def test_the_spans_of_every_method_follow_its_iterations_and_listing(tmp_path, a
         assert "codec" in kinds
     # the Trace Event export
     js = tmp_path / f"{algo}.json"
-    r = cli("report", str(out), "--timeline", str(js))
+    r = refsgd(capfd, "report", str(out), "--timeline", str(js))
     assert r.returncode == 0, r.stderr
     _check_trace_events(json.loads(js.read_text()), d)
     assert nesting_faults(js.read_text()) == [], f"{algo}: spans of a track overlap without nesting"
@@ -141,8 +156,11 @@ def _check_trace_events(doc, d):
     assert e["ts"] == pytest.approx(d["start"][i] * 1e6, abs=T.chrome.TICK_US / 2)
 
 
+@pytest.mark.world(2)
 def test_with_a_link_the_modelled_transfer_is_a_span_and_clocks_are_aligned(tmp_path):
-    out, d = _train(tmp_path, "ssgd", "--link", "200,0.1", window="2:3", iterations=6)
+    out, d = _train(world.shared_path(tmp_path), "ssgd", "--link", "200,0.1", window="2:3", iterations=6)
+    if not _rank0():
+        return
     kinds = np.array(d["kind_names"])
     link = kinds == "link"
     assert link.any() and (d["thread"][link] == T.LINK).all()
@@ -158,24 +176,28 @@ def test_with_a_link_the_modelled_transfer_is_a_span_and_clocks_are_aligned(tmp_
     assert d["link"] != "none"
 
 
-def test_timeline_plot_of_three_runs_and_its_refusals(tmp_path):
+@pytest.mark.world(2)
+def test_timeline_plot_of_three_runs_and_its_refusals(tmp_path, capfd):
+    tmp_path = world.shared_path(tmp_path)
     outs = [_train(tmp_path, algo, window="2:3", iterations=6)[0] for algo in ("ssgd", "laga-sgd", "pipe-sgd")]
+    plain = tmp_path / "plain.h5"      # (of 2 ranks: it was of one, a file without a timeline either way)
+    world.train("--iterations", "3", "--no-progress", "--out", str(plain), log=None)
+    if not _rank0():
+        return
     png = tmp_path / "t.png"
-    r = cli("report", *map(str, outs), "--timeline-plot", str(png))
+    r = refsgd(capfd, "report", *map(str, outs), "--timeline-plot", str(png))
     assert r.returncode == 0, r.stderr
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "clocks aligned to rank 0" in r.stdout
     # one file only for the JSON export; a file without a timeline says so
-    r = cli("report", *map(str, outs[:2]), "--timeline", str(tmp_path / "x.json"))
+    r = refsgd(capfd, "report", *map(str, outs[:2]), "--timeline", str(tmp_path / "x.json"))
     assert r.returncode == 2 and "one metrics file" in r.stderr
-    plain = tmp_path / "plain.h5"
-    r = cli("train", "--iterations", "3", "--no-progress", "--out", str(plain), n=1)
-    assert r.returncode == 0, r.stderr
-    r = cli("report", str(plain), "--timeline", str(tmp_path / "y.json"))
+    r = refsgd(capfd, "report", str(plain), "--timeline", str(tmp_path / "y.json"))
     assert r.returncode == 2 and "no timeline" in r.stderr and "Traceback" not in r.stderr
 
 
-def test_timeline_spec_and_its_errors(tmp_path):
+@pytest.mark.in_process
+def test_timeline_spec_and_its_errors(tmp_path, capfd):
     assert T.parse_spec(None) == (None, 5) and T.parse_spec("it100:5") == (100, 5)
     assert T.parse_spec("100:5") == (100, 5) and T.parse_spec("7") == (7, 5) and T.parse_spec(":2") == (None, 2)
     assert T.window(None, 100) == (3, 5) and T.window("98:5", 100) == (95, 5) and T.window(None, 2) == (0, 2)
@@ -185,52 +207,61 @@ def test_timeline_spec_and_its_errors(tmp_path):
     for bad in ("x", "1:0", "-1:2", "1:2:3"):
         with pytest.raises(Exception, match="--timeline"):
             T.parse_spec(bad)
-    r = cli("train", "--iterations", "3", "--timeline", "x:1", "--out", str(tmp_path / "a.h5"))
+    r = refsgd(capfd, "train", "--iterations", "3", "--timeline", "x:1", "--out", str(tmp_path / "a.h5"))
     assert r.returncode == 2 and "START:COUNT" in r.stderr
-    r = cli("train", "--iterations", "3", "--timeline")
+    r = refsgd(capfd, "train", "--iterations", "3", "--timeline")
     assert r.returncode == 2 and "--timeline needs --out" in r.stderr
 
 
+@pytest.mark.world(2)
 def test_the_span_count_is_bounded_by_the_window_not_the_run(tmp_path):
+    tmp_path = world.shared_path(tmp_path)
     _, short = _train(tmp_path, "dcs3gd", window="3:3", iterations=8)
     _, long = _train(tmp_path, "dcs3gd", window="3:3", iterations=40)
+    if not _rank0():
+        return
     assert abs(len(long["start"]) - len(short["start"])) <= 0.1 * len(short["start"])
 
 
+@pytest.mark.world(2)
 def test_recording_changes_nothing_of_the_trajectory(tmp_path):
     """The same seed with and without --timeline: the same final model, bit for bit."""
     import h5py
+    tmp_path = world.shared_path(tmp_path)
     out, _ = _train(tmp_path, "laga-sgd", iterations=8)
     plain = tmp_path / "plain.h5"
-    r = cli("train", "--algo", "laga-sgd", *METHODS["laga-sgd"], "--iterations", "8", "--eval-every", "5it",
-            "--no-progress", "--out", str(plain), n=2)
-    assert r.returncode == 0, r.stderr
+    world.train("--algo", "laga-sgd", *METHODS["laga-sgd"], "--iterations", "8", "--eval-every", "5it",
+                "--no-progress", "--out", str(plain), log=None)
+    if not _rank0():
+        return
     with h5py.File(out, "r") as a, h5py.File(plain, "r") as b:
         assert np.array_equal(a["model"][...], b["model"][...])
         assert np.array_equal(a["iterations/loss"][...], b["iterations/loss"][...])
 
 
-def test_without_timeline_the_file_has_none_and_older_files_read(tmp_path):
+@pytest.mark.world(1)
+def test_without_timeline_the_file_has_none_and_older_files_read(tmp_path, capfd):
     import h5py
     out = tmp_path / "r.h5"
-    r = cli("train", "--iterations", "3", "--no-progress", "--out", str(out), n=1)
-    assert r.returncode == 0
+    world.train("--iterations", "3", "--no-progress", "--out", str(out), log=None)
     with h5py.File(out, "r") as f:
         assert f.attrs["format_version"] == 4 and "timeline" not in f
         f.close()
     with h5py.File(out, "a") as f:      # as version 3 wrote it
         f.attrs["format_version"] = 3
-    r = cli("report", str(out))
+    r = refsgd(capfd, "report", str(out))
     assert r.returncode == 0 and "metrics format version 3" in r.stdout
 
 
+@pytest.mark.world(2)
 def test_a_resumed_run_records_its_window_after_the_resume(tmp_path):
+    tmp_path = world.shared_path(tmp_path)
     ck, out = tmp_path / "ck", tmp_path / "r.h5"
-    r = cli("train", "--iterations", "10", "--checkpoint", str(ck), "--checkpoint-every", "5", "--no-progress", n=2)
-    assert r.returncode == 0, r.stderr
-    r = cli("train", "--iterations", "20", "--resume", str(ck), "--checkpoint", str(ck), "--checkpoint-every", "5",
-            "--timeline", "--out", str(out), "--no-progress", n=2)
-    assert r.returncode == 0, r.stderr
+    world.train("--iterations", "10", "--checkpoint", str(ck), "--checkpoint-every", "5", "--no-progress", log=None)
+    world.train("--iterations", "20", "--resume", str(ck), "--checkpoint", str(ck), "--checkpoint-every", "5",
+                "--timeline", "--out", str(out), "--no-progress", log=None)
+    if not _rank0():
+        return
     d = T.read(str(out))
     assert d["window"] == [13, 5]
     its = d["iteration"][np.array(d["kind_names"]) == "iteration"]

@@ -1,5 +1,7 @@
 """refsgd report --timeline / --timeline-plot: the Trace Event export nests in every viewer's
-arithmetic, and a damaged /timeline is refused with one message and nothing written."""
+arithmetic, and a damaged /timeline is refused with one message and nothing written. The run
+and `refsgd report` run in this process (plain pytest's singleton COMM_WORLD: tests.helpers.world;
+refsgd.cli.main: tests.helpers.in_process), not a process per report."""
 
 import json
 import shutil
@@ -8,7 +10,8 @@ import h5py
 import numpy as np
 import pytest
 
-from tests.helpers.launch import cli
+from tests.helpers import world
+from tests.helpers.in_process import refsgd
 from refsgd import timeline as T
 from tests.helpers.trace_nesting import nesting_faults
 
@@ -25,6 +28,7 @@ def _one_track(starts, ends, kinds):
                 config=dict(algo="laga-sgd"), link="none", kind_names=list(kinds), label_names=labels)
 
 
+@pytest.mark.in_process
 def test_spans_side_by_side_and_within_one_another_nest_in_every_viewers_arithmetic():
     """The laga-sgd case of the issue: layers and polls end to end within a pass, late in the
     run (3.5 s: microseconds with 7 digits before the point), their ends on one clock; rounding
@@ -46,6 +50,7 @@ def test_spans_side_by_side_and_within_one_another_nest_in_every_viewers_arithme
     assert np.allclose(got, want, rtol=0, atol=T.chrome.TICK_US / 2 + 1e-9)
 
 
+@pytest.mark.in_process
 def test_the_nesting_check_finds_a_span_that_overshoots():
     """The check itself can fail: a sibling that ends a tick after the next one starts."""
     doc = {"traceEvents": [dict(ph="X", name="a", pid=0, tid=0, ts=10.0, dur=5.0),
@@ -61,9 +66,8 @@ def test_the_nesting_check_finds_a_span_that_overshoots():
 @pytest.fixture(scope="module")
 def recorded(tmp_path_factory):
     out = tmp_path_factory.mktemp("tl") / "run.h5"
-    r = cli("train", "--iterations", "6", "--eval-every", "100it", "--no-progress", "--timeline", "2:2",
-            "--out", str(out), n=1, timeout=240)
-    assert r.returncode == 0, r.stderr
+    world.train("--iterations", "6", "--eval-every", "100it", "--no-progress", "--timeline", "2:2", "--out", str(out),
+                log=None)   # one rank: plain pytest's singleton
     return out
 
 
@@ -96,15 +100,16 @@ DAMAGES = {
 }
 
 
+@pytest.mark.world(1)
 @pytest.mark.parametrize("what", sorted(DAMAGES))
 @pytest.mark.parametrize("output", ["--timeline", "--timeline-plot"])
-def test_a_damaged_timeline_is_refused_with_one_line_and_nothing_written(tmp_path, recorded, what, output):
+def test_a_damaged_timeline_is_refused_with_one_line_and_nothing_written(tmp_path, capfd, recorded, what, output):
     bad = tmp_path / "bad.h5"
     shutil.copy(recorded, bad)
     with h5py.File(bad, "a") as f:
         DAMAGES[what](f["timeline"])
     out = tmp_path / ("t.json" if output == "--timeline" else "t.png")
-    r = cli("report", str(bad), output, str(out))
+    r = refsgd(capfd, "report", str(bad), output, str(out))
     assert r.returncode == 2, (what, r.returncode, r.stdout[-800:], r.stderr[-2000:])
     # one line of refsgd's (matplotlib may say once that it builds its font cache)
     lines = [line for line in r.stderr.strip().splitlines() if not line.startswith("Matplotlib is building")]
@@ -115,9 +120,10 @@ def test_a_damaged_timeline_is_refused_with_one_line_and_nothing_written(tmp_pat
     assert not out.exists()
 
 
-def test_the_undamaged_file_exports_plain_json(tmp_path, recorded):
+@pytest.mark.world(1)
+def test_the_undamaged_file_exports_plain_json(tmp_path, capfd, recorded):
     out = tmp_path / "t.json"
-    r = cli("report", str(recorded), "--timeline", str(out))
+    r = refsgd(capfd, "report", str(recorded), "--timeline", str(out))
     assert r.returncode == 0, r.stderr
     json.loads(out.read_text(), parse_constant=lambda c: pytest.fail(f"{c} in the trace"))
     assert nesting_faults(out.read_text()) == []

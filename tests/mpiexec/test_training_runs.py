@@ -1,6 +1,11 @@
-"""A training run as a user starts it: options that apply to the method and no others, defaults
-that learn, threads per rank, progress under mpiexec, the metrics file, resumes, the Python entry
-point, frozen layers, Numba's first-run compiling kept out of the times."""
+"""A training run: options that apply to the method and no others, defaults that learn, threads per
+rank, progress under mpiexec, the metrics file, resumes, the Python entry point, frozen layers,
+Numba's first-run compiling kept out of the times. Where the subject is what a run computes or
+writes, it runs in-process (the world session of 2 ranks, or plain pytest's singleton:
+tests.helpers.world; `refsgd golden`, `verify` and `report` by tests.helpers.in_process); a
+process is launched where it is the subject (threads per rank from the launcher's environment,
+status lines through mpiexec's pipe, a run resumed by new processes (a segment per process), a
+fresh process's Numba compile)."""
 
 import json
 import os
@@ -12,12 +17,27 @@ import h5py
 import numpy as np
 import pytest
 from tests.helpers import world
+from tests.helpers.in_process import refsgd
 from tests.helpers.launch import FROZEN_SPEC, ONE_THREAD, ROOT, cli, mpi_env, mpiexec, mpilib, scaled
 
 from refsgd import golden
 from refsgd.options import APPLIES
 
 ALL = sorted(APPLIES)
+
+
+def _rank0():
+    """Whether this rank checks: rank 0 has the run's lines and reads its files; every rank's
+    report says how it went (tests.helpers.world.agree)."""
+    return world.comm().Get_rank() == 0
+
+
+def _train(*argv):
+    """Collective: `refsgd train ARGV` on every rank of the world, in this process; what it prints
+    on rank 0 (its header, evaluations and summary: refsgd.api's log), as one text."""
+    lines = []
+    world.train(*argv, log=lines.append)
+    return "\n".join(lines)
 
 
 def _final_acc(stdout):
@@ -37,15 +57,17 @@ def _final_acc(stdout):
     ("pipe-sgd", ["--weight-decay", "0.1"], "--weight-decay"),
     ("pp-asgd", ["--sync-every", "2"], "--sync-every"),
 ])
-def test_an_option_that_does_not_apply_is_refused(tmp_path, algo, flags, flag):
-    r = cli("golden", "--algo", algo, "--workers", "2", "--steps", "2", *flags, "--out", str(tmp_path / "g.h5"))
+@pytest.mark.in_process
+def test_an_option_that_does_not_apply_is_refused(tmp_path, capfd, algo, flags, flag):
+    r = refsgd(capfd, "golden", "--algo", algo, "--workers", "2", "--steps", "2", *flags, "--out", str(tmp_path / "g.h5"))
     assert r.returncode == 2 and f"{flag} does not apply to --algo {algo}" in r.stderr, r.stderr
     assert not (tmp_path / "g.h5").exists()
 
 
-def test_the_configuration_records_only_the_options_that_apply(tmp_path):
+@pytest.mark.in_process
+def test_the_configuration_records_only_the_options_that_apply(tmp_path, capfd):
     out = tmp_path / "g.h5"
-    r = cli("golden", "--algo", "ssgd-nag", "--workers", "2", "--steps", "2", "--out", str(out))
+    r = refsgd(capfd, "golden", "--algo", "ssgd-nag", "--workers", "2", "--steps", "2", "--out", str(out))
     assert r.returncode == 0, r.stderr
     with h5py.File(out) as f:
         cfg = json.loads(f.attrs["config"])
@@ -55,13 +77,14 @@ def test_the_configuration_records_only_the_options_that_apply(tmp_path):
     assert cfg["momentum"] == 0.99 and cfg["lr"] == 2e-5  # Sato et al.'s mu; lambda times a sum
 
 
-def test_verify_compares_only_the_options_of_the_method(tmp_path):
+@pytest.mark.in_process
+def test_verify_compares_only_the_options_of_the_method(tmp_path, capfd):
     """Two dcs3gd traces whose config differs in an option dcs3gd does not use verify; one that
     differs in lambda_norm (which it uses) does not."""
     a, b, c = (str(tmp_path / f"{x}.h5") for x in "abc")
     common = ["--algo", "dcs3gd", "--workers", "2", "--steps", "3", "--model", "digits_tiny", "--batch", "8"]
-    assert cli("golden", *common, "--out", a).returncode == 0
-    assert cli("golden", *common, "--out", c, "--lambda-norm", "tensor").returncode == 0
+    assert refsgd(capfd, "golden", *common, "--out", a).returncode == 0
+    assert refsgd(capfd, "golden", *common, "--out", c, "--lambda-norm", "tensor").returncode == 0
     with h5py.File(a) as f, h5py.File(b, "w") as g:
         for k, v in f.attrs.items():
             g.attrs[k] = v
@@ -69,9 +92,9 @@ def test_verify_compares_only_the_options_of_the_method(tmp_path):
         g.attrs["config"] = json.dumps({**cfg, "momentum_form": "pytorch", "dc_lambda": 0.5})
         for k in f:
             f.copy(k, g)
-    r = cli("verify", a, b)
+    r = refsgd(capfd, "verify", a, b)
     assert r.returncode == 0 and "OK: 3 steps" in r.stdout, r.stdout
-    r = cli("verify", a, c)
+    r = refsgd(capfd, "verify", a, c)
     assert r.returncode == 1 and "lambda_norm ('whole' vs 'tensor')" in r.stdout, r.stdout
 
 
@@ -92,6 +115,7 @@ def test_golden_in_float32_keeps_float32(tmp_path, algo):
 
 
 # ---------------------------------------------------------------------------- defaults that learn
+@pytest.mark.world(2)
 @pytest.mark.parametrize("algo", ["ssgd-nag", "laga-sgdm", "laga-sgdn", "dcs3gd", "pp-asgd"])
 def test_the_default_of_a_method_learns(algo):
     """The method's own defaults (the papers' momentum, SSGD-NAG's and PP-ASGD's lambda of a sum)
@@ -100,21 +124,23 @@ def test_the_default_of_a_method_learns(algo):
     # (>= 460 updates); 6 epochs reach ~80 %, as its deterministic mode's 276 updates do (before
     # the one-sub-batch-per-thread rule, 276 updates consumed many more gradients than 6 epochs)
     length = ["--epochs", "10"] if algo == "pp-asgd" else ["--epochs", "6"]
-    r = cli("train", "--algo", algo, *length, "--no-progress", n=2, timeout=300)
-    assert r.returncode == 0, r.stderr
-    assert _final_acc(r.stdout) > 85.0, r.stdout
-    header = r.stdout.splitlines()[2]
+    stdout = _train("--algo", algo, *length, "--no-progress")
+    if not _rank0():
+        return
+    assert _final_acc(stdout) > 85.0, stdout
+    header = stdout.splitlines()[2]
     assert header.startswith("  lr ") and "momentum 0.9" in header, header
     assert "None" not in header, header       # an unset option says what it means
     if algo == "pp-asgd":
         assert "staleness measured (threaded)" in header, header
 
 
-def test_help_says_what_lr_means():
+@pytest.mark.in_process
+def test_help_says_what_lr_means(capfd):
     """Every method's meaning of --lr (Method.lr_meaning) is in train's help, after the methods
     that share it."""
     from refsgd.registry import METHODS
-    r = cli("train", "--help")
+    r = refsgd(capfd, "train", "--help")
     text = " ".join(r.stdout.split()).replace("- ", "-")  # argparse wraps at hyphens
     assert "ssgd-nag: lambda, times the sum of the gradients over samples, sub-batches and workers" in text, text
     for m in METHODS.values():
@@ -146,22 +172,22 @@ def test_progress_under_mpiexec_is_whole_status_lines():
     assert len(evals) == 3 and all(line.startswith("iter ") and "epoch" in line for line in evals), r.stdout
 
 
-def test_eval_every_in_iterations(tmp_path):
+@pytest.mark.world(1)
+def test_eval_every_in_iterations(tmp_path, capfd):
     out = tmp_path / "m.h5"
-    r = cli("train", "--iterations", "25", "--eval-every", "10it", "--no-progress", "--out", str(out))
-    assert r.returncode == 0, r.stderr
+    world.train("--iterations", "25", "--eval-every", "10it", "--no-progress", "--out", str(out), log=None)
     with h5py.File(out) as f:
         assert list(f["evals/iteration"][...]) == [10, 20, 25]
-    r = cli("train", "--eval-every", "0it")
+    r = refsgd(capfd, "train", "--eval-every", "0it")
     assert r.returncode == 2 and "expected E (epochs) or Nit (iterations)" in r.stderr
 
 
 # ---------------------------------------------------------------------------- the metrics file
+@pytest.mark.world(1)
 def test_metrics_file_says_what_it_is(tmp_path):
     out = tmp_path / "m.h5"
-    r = cli("train", "--epochs", "2", "--schedule", "warmup-linear:warmup_epochs=1,total_epochs=2", "--no-progress",
-            "--out", str(out))
-    assert r.returncode == 0, r.stderr
+    world.train("--epochs", "2", "--schedule", "warmup-linear:warmup_epochs=1,total_epochs=2", "--no-progress",
+                "--out", str(out), log=None)
     from refsgd import datasets
     from refsgd.trace import dataset_sha256
     with h5py.File(out) as f:
@@ -208,13 +234,13 @@ def test_a_resumed_run_reports_every_segment(tmp_path):
     assert float(line.split()[1].replace(",", "")) > 0
 
 
+@pytest.mark.world(1)
 def test_a_checkpoint_of_format_version_1_still_resumes(tmp_path):
     """A checkpoint written before the segments (no format_version): read as one segment timed by
     its per-iteration wall times."""
     from refsgd import checkpoint
     ck = tmp_path / "ck"
-    r = cli("train", "--iterations", "20", "--checkpoint", str(ck), "--checkpoint-every", "20", "--no-progress")
-    assert r.returncode == 0, r.stderr
+    world.train("--iterations", "20", "--checkpoint", str(ck), "--checkpoint-every", "20", "--no-progress", log=None)
     folder = ck / "ckpt-20"
     meta = json.loads((folder / "meta.json").read_text())
     del meta["format_version"]
@@ -226,47 +252,51 @@ def test_a_checkpoint_of_format_version_1_still_resumes(tmp_path):
         walls = records["wall"].sum()
         sched = f["schedule_state"][...] if "schedule_state" in f else None
         f.attrs["sha256"] = checkpoint.digest(state, sched, records, f.attrs["evals"], f.attrs["events"], 20)
-    r = cli("train", "--iterations", "30", "--checkpoint", str(ck), "--checkpoint-every", "20", "--resume", str(ck),
-            "--no-progress")
-    assert r.returncode == 0, r.stderr
-    assert f"iterations 0-20 in {walls:.2f} s, iterations 20-30 in " in r.stdout, r.stdout
+    stdout = _train("--iterations", "30", "--checkpoint", str(ck), "--checkpoint-every", "20", "--resume", str(ck),
+                    "--no-progress")
+    assert f"iterations 0-20 in {walls:.2f} s, iterations 20-30 in " in stdout, stdout
 
 
+@pytest.mark.world(2)
 @pytest.mark.parametrize("algo", ["pp-asgd", "asgd"])
-def test_epochs_of_a_threaded_method_count_its_gradients(tmp_path, algo):
+def test_epochs_of_a_threaded_method_count_its_gradients(tmp_path, capfd, algo):
     """--epochs 2 of PP-ASGD / ASGD with free-running gradient threads: the updates consume 2
     epochs of gradients, not more (before: 2 epochs of updates, which consumed hundreds of epochs of
     gradients); the summary says updates and gradients; no time is negative, in the summary, the
     metrics file or `refsgd report` (before: other -35.73 s, the gradient threads' compute summed
     over the threads inside the update thread's split)."""
-    out = tmp_path / "m.h5"
-    r = cli("train", "--algo", algo, "--epochs", "2", "--no-progress", "--out", str(out), n=2)
-    assert r.returncode == 0, r.stderr
+    out = world.shared_path(tmp_path) / "m.h5"
+    stdout = _train("--algo", algo, "--epochs", "2", "--no-progress", "--out", str(out))
+    if not _rank0():
+        return
     per_epoch = (1500 // (2 * 8)) // 2 * 2 * 2    # iterations per epoch x G threads x 2 processes
-    assert f"an epoch is {per_epoch} micro-batch gradients, 2 epoch(s) = {2 * per_epoch} gradients" in r.stdout
+    assert f"an epoch is {per_epoch} micro-batch gradients, 2 epoch(s) = {2 * per_epoch} gradients" in stdout
     with h5py.File(out) as f:
         rec = {k: f["iterations"][k][...] for k in f["iterations"]}
         epochs = f["evals/epoch"][...]
     T = rec["wall"].shape[1]
     assert rec["gradients"][0].sum() == 2 * per_epoch and epochs[-1] == 2.0
-    assert f"{T} iterations (updates) consumed {2 * per_epoch} micro-batch gradients of 8 samples" in r.stdout
+    assert f"{T} iterations (updates) consumed {2 * per_epoch} micro-batch gradients of 8 samples" in stdout
     assert (rec["thread_compute"][:, 0] > 0).all()
     other = (rec["wall"] - rec["compute"] - rec["idle"] - rec["update"]).sum(axis=1)
     assert other.min() >= 0, other
-    for text in (r.stdout, cli("report", str(out)).stdout):
+    for text in (stdout, refsgd(capfd, "report", str(out)).stdout):
         table = text[text.index("time per rank over"):]
         assert not re.search(r"(^|\s)-\d", table) and "n/a" not in table, table
 
 
+@pytest.mark.world(2)
 def test_comm_in_flight_never_exceeds_the_iteration(tmp_path):
     """LAGA's lagged all-reduce spans the boundary, where an evaluation and a checkpoint run: they
     are recorded apart (/iterations/evaluate, checkpoint) and the time in flight of an iteration
     never exceeds its wall time (before: 12.57 ms in flight against 11.1 ms per iteration)."""
+    tmp_path = world.shared_path(tmp_path)
     out = tmp_path / "m.h5"
-    r = cli("train", "--algo", "laga-sgd", "--iterations", "20", "--eval-every", "2it", "--checkpoint",
-            str(tmp_path / "ck"), "--checkpoint-every", "5", "--no-progress", "--out", str(out), n=2)
-    assert r.returncode == 0, r.stderr
-    assert "outside the iterations' times below (rank 0): evaluation " in r.stdout and ", checkpoints " in r.stdout
+    stdout = _train("--algo", "laga-sgd", "--iterations", "20", "--eval-every", "2it", "--checkpoint",
+                    str(tmp_path / "ck"), "--checkpoint-every", "5", "--no-progress", "--out", str(out))
+    if not _rank0():
+        return
+    assert "outside the iterations' times below (rank 0): evaluation " in stdout and ", checkpoints " in stdout
     with h5py.File(out) as f:
         rec = {k: f["iterations"][k][...] for k in ("wall", "comm", "evaluate", "checkpoint")}
     assert (rec["comm"] <= rec["wall"] + 1e-9).all(), (rec["comm"] - rec["wall"]).max()
@@ -275,19 +305,18 @@ def test_comm_in_flight_never_exceeds_the_iteration(tmp_path):
 
 
 # ---------------------------------------------------------------------------- the Python entry point
+@pytest.mark.world(1)
 def test_python_entry_point_trains_and_checks_its_options():
-    code = ("import refsgd, numpy as np\n"
-            "r = refsgd.train('laga-sgdm', epochs=2, log=None, blas_threads=1)\n"
-            "print(r.model.shape, r.metrics['wall'].shape, r.config['momentum'], round(r.evals[-1]['test_acc'], 2))\n"
-            "for bad in (dict(lamda0=1), dict(epochs=0), dict(nesterov='yes'), dict(lambda0=0.1)):\n"
-            "    try:\n"
-            "        refsgd.train('ssgd', log=None, **bad)\n"
-            "    except refsgd.RefsgdError as e:\n"
-            "        print('refused:', e)\n")
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=scaled(120),
-                       env={**os.environ, **ONE_THREAD}, cwd=ROOT)
-    assert r.returncode == 0, r.stderr
-    lines = r.stdout.splitlines()
+    """refsgd.train in this process (plain pytest's singleton COMM_WORLD), as a user's script calls
+    it; a line for each call, as the script this test once ran in a process of its own printed."""
+    import refsgd as package  # (``refsgd`` in this module is the in-process command line)
+    r = package.train('laga-sgdm', epochs=2, log=None, blas_threads=1)
+    lines = [f"{r.model.shape} {r.metrics['wall'].shape} {r.config['momentum']} {round(r.evals[-1]['test_acc'], 2)}"]
+    for bad in (dict(lamda0=1), dict(epochs=0), dict(nesterov='yes'), dict(lambda0=0.1)):
+        try:
+            package.train('ssgd', log=None, **bad)
+        except package.RefsgdError as e:
+            lines.append(f"refused: {e}")
     assert lines[0].startswith("(4810,) (1, 92) 0.9 0.9"), lines[0]
     assert "unknown keyword 'lamda0' (did you mean lambda0?)" in lines[1]
     assert "epochs=0: expected a positive integer" in lines[2]
