@@ -6,11 +6,18 @@ but a job launched by mpiexec itself leaves them, and the suite kills ranks on p
 signals, timeouts): without this, every run of the suite left tens of segments, memory that
 only a reboot gave back. Removed at the end of the outermost pytest: the segments created since
 it started that no process maps any more and that are over 10 seconds old (a segment being set up
-by a job that runs beside the suite is mapped within microseconds of its creation).
+by a job that runs beside the suite is mapped within microseconds of its creation). Under
+pytest-xdist (./run.sh test runs the plain tests in parallel workers, tests/helpers/suite.py) the
+controller removes them once every worker has ended, never a worker whose neighbours still run jobs.
 
 And the sessions of the in-process MPI tests (tests.helpers.world): ``mpiexec -n N python -m
 pytest --with-mpi`` keeps the tests marked ``world(..., N, ...)`` and deselects the rest; plain
-pytest deselects the ``world`` tests but those of one rank (``./run.sh test`` runs both)."""
+pytest deselects the ``world`` tests but those of one rank (``./run.sh test`` runs both).
+
+And what must never run twice at once under pytest-xdist: the tests marked ``cluster`` (network
+namespaces, mounts and a Slurm of their own, scripts/cluster, whose clean-up undoes machine-wide
+state when it finds no other cluster) share the group ``cluster`` (``--dist loadgroup``: one worker
+runs them, one after another)."""
 
 import glob
 import os
@@ -59,6 +66,15 @@ def pytest_collection_modifyitems(config, items):
         items[:] = keep
 
 
+@pytest.hookimpl(tryfirst=True, specname="pytest_collection_modifyitems")
+def pytest_collection_modifyitems_xdist_groups(items):
+    """Marks every ``cluster`` test ``xdist_group("cluster")``, before pytest-xdist's worker reads
+    the groups (its own hook of the same name, which tryfirst precedes)."""
+    for item in items:
+        if item.get_closest_marker("cluster"):
+            item.add_marker(pytest.mark.xdist_group("cluster"))
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     outcome = yield
@@ -72,7 +88,8 @@ def pytest_sessionstart(session):
 
 
 def pytest_sessionfinish(session, exitstatus):
-    if not _STARTED or any(v in os.environ for v in _IN_A_JOB):
+    worker = hasattr(session.config, "workerinput")   # a pytest-xdist worker: its controller cleans
+    if not _STARTED or worker or any(v in os.environ for v in _IN_A_JOB):
         return
     now = time.time()
     mapped = {path for maps in glob.glob("/proc/[0-9]*/maps") for path in mpiranks.shared_segments(maps)}
