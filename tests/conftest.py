@@ -17,11 +17,14 @@ pytest deselects the ``world`` tests but those of one rank (``./run.sh test`` ru
 And what must never run twice at once under pytest-xdist: the tests marked ``cluster`` (network
 namespaces, mounts and a Slurm of their own, scripts/cluster, whose clean-up undoes machine-wide
 state when it finds no other cluster) share the group ``cluster`` (``--dist loadgroup``: one worker
-runs them, one after another)."""
+runs them, one after another); and a test marked ``alone`` (it times something that a neighbour
+would stretch) runs while no other test runs."""
 
+import fcntl
 import glob
 import os
 import time
+from pathlib import Path
 
 import pytest
 
@@ -73,6 +76,27 @@ def pytest_collection_modifyitems_xdist_groups(items):
     for item in items:
         if item.get_closest_marker("cluster"):
             item.add_marker(pytest.mark.xdist_group("cluster"))
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_protocol(item):
+    """Under pytest-xdist, a test marked ``alone`` runs, fixtures and all, while no other worker
+    runs a test: two locks in the folder the workers share (their controller's basetemp). Every
+    other test holds ``alone.lock`` shared while it runs, taken through ``alone.gate``; a test
+    marked alone closes the gate (no test starts after), then takes the lock whole (those running
+    have ended). Outermost (tryfirst), so that the wait is no part of the test's time limit."""
+    if not hasattr(item.config, "workerinput") or item.config.option.basetemp is None:
+        return (yield)
+    folder = Path(item.config.option.basetemp).parent
+    with open(folder / "alone.gate", "a") as gate, open(folder / "alone.lock", "a") as lock:
+        if item.get_closest_marker("alone"):
+            fcntl.flock(gate, fcntl.LOCK_EX)
+            fcntl.flock(lock, fcntl.LOCK_EX)
+        else:
+            fcntl.flock(gate, fcntl.LOCK_SH)
+            fcntl.flock(lock, fcntl.LOCK_SH)
+            fcntl.flock(gate, fcntl.LOCK_UN)
+        return (yield)      # the locks go with the files, closed
 
 
 @pytest.hookimpl(hookwrapper=True)
