@@ -96,7 +96,11 @@ def pytest_runtest_protocol(item):
             fcntl.flock(gate, fcntl.LOCK_SH)
             fcntl.flock(lock, fcntl.LOCK_SH)
             fcntl.flock(gate, fcntl.LOCK_UN)
-        return (yield)      # the locks go with the files, closed
+        try:
+            return (yield)
+        finally:    # at once, even where a process the test forked still holds the files open
+            fcntl.flock(lock, fcntl.LOCK_UN)
+            fcntl.flock(gate, fcntl.LOCK_UN)
 
 
 @pytest.hookimpl(hookwrapper=True)
