@@ -7,11 +7,13 @@
 #                       mpi4py's MPI library ($MPIEXEC first), with its flags (refsgd/mpilib.py)
 #   ./run.sh test       run the whole test suite: plain pytest (-q -rs: the reason of every skip; the
 #                       tests that launch processes, their time limits stretched by the machine's
-#                       load), then the in-process MPI tests in one `mpiexec -n N pytest --with-mpi`
-#                       session per world size N = 2, 3, 4 (tests/helpers/suite.py); the closing line
-#                       of each part again at the end. ./run.sh test --quick leaves out the tests
-#                       marked slow and runs the world of 2 ranks only; ./run.sh test PATHS/ARGS
-#                       hands the paths and pytest options to every part
+#                       load) in parallel pytest-xdist workers, two per usable core, then the
+#                       in-process MPI tests in one `mpiexec -n N pytest --with-mpi` session per
+#                       world size N = 2, 3, 4 (tests/helpers/suite.py); the closing line of each
+#                       part again at the end. ./run.sh test --quick leaves out the tests marked
+#                       slow and runs the world of 2 ranks only; ./run.sh test PATHS/ARGS hands the
+#                       paths and pytest options to every part, but -n/--dist (pytest-xdist's) to
+#                       the plain part only: ./run.sh test -n 0 runs it in one process
 #   ./run.sh setup      only create/update .venv
 #   ./run.sh docs       build the documentation site into docs/_build/html (Sphinx, -W: a warning or
 #                       a broken link fails; installs the `docs` extra of setup.cfg);
@@ -91,8 +93,8 @@ case "${1:-main}" in
     setup
     shift
     one_thread_per_rank
-    # plain pytest, then one pytest-mpi session per world size (tests/helpers/suite.py); -rs: every
-    # skipped test's reason
+    # plain pytest in pytest-xdist workers, then one pytest-mpi session per world size
+    # (tests/helpers/suite.py); -rs: every skipped test's reason
     exec "$PY" -m tests.helpers.suite "$@" ;;
   main|-*)
     setup

@@ -17,6 +17,9 @@ sys.path.insert(0, EXAMPLES)
 import mutants  # noqa: E402 -- the catalogue lives beside the example it patches
 
 SOURCE = open(os.path.join(EXAMPLES, "numpy_backend.py")).read()
+#: the runs of the module's fixture are made once per worker that runs one of its tests: under
+#: pytest-xdist (./run.sh test) one worker runs them all (tests/helpers/suite.py)
+pytestmark = pytest.mark.xdist_group("conformance-mutants")
 
 
 @pytest.fixture(scope="module")

@@ -9,9 +9,13 @@ import sys
 import sysconfig
 from pathlib import Path
 
+import pytest
 from tests.helpers.launch import ROOT
 
 LINE = '"$PY" -m pip install -q -e ".[test]"'
+#: pip builds refsgd in this checkout (its build/ and refsgd.egg-info): under pytest-xdist (./run.sh
+#: test) the tests that do run on one worker, one at a time (tests/mpiexec/test_cli.py's install too)
+pytestmark = pytest.mark.xdist_group("builds-the-checkout")
 
 
 def _install_line():

@@ -12,6 +12,7 @@ import time
 
 import h5py
 import numpy as np
+import pytest
 
 from tests.helpers.launch import ROOT, cli, mpi_env
 
@@ -51,6 +52,7 @@ def test_a_first_run_says_it_compiles_and_counts_all_of_it(tmp_path):
     assert any(x.startswith("Numba compiling or loading its kernels: ") for x in lines)
 
 
+@pytest.mark.alone   # a wait for a core of a few ms fails it: no neighbour (tests/conftest.py)
 def test_the_first_update_holds_no_loading_of_its_kernel(tmp_path):
     """A run whose kernels are in the cache: loading the optimizer's kernel from it (28 ms here,
     50-80 ms under load: it reads the disk; the median update is 0.03 ms) and typing its
@@ -112,6 +114,7 @@ def test_the_compile_clock_counts_the_loading_of_a_cached_kernel(tmp_path):
     assert counted > 0.8 * took > 0, (counted, took)
 
 
+@pytest.mark.alone   # a wait for a core of a few ms fails it: no neighbour (tests/conftest.py)
 def test_the_warm_up_takes_the_typing_of_a_first_call_out_of_the_update(tmp_path):
     """A cached kernel's first call in a process types its arguments in Python before Numba's
     compiler lock (about 1 ms; no Numba event covers it, and Numba's private dispatcher is not

@@ -2,7 +2,9 @@
 report (a failing test's name and traceback where it failed):
 
 1. plain pytest: the tests that need no MPI, those that launch processes (the CLI, signals,
-   failures, the launcher, namespaces) and the ``world(1)`` tests (MPI's singleton);
+   failures, the launcher, namespaces) and the ``world(1)`` tests (MPI's singleton), in
+   :func:`workers` pytest-xdist workers (``--dist loadgroup``: the tests marked
+   ``xdist_group(NAME)`` run on one worker, one at a time; ``-n 0`` runs the part in one process);
 2. one pytest-mpi session per world size N (2, 3, 4): ``mpiexec -n N python -m pytest --with-mpi``
    runs the tests marked ``world(..., N, ...)`` in-process on COMM_WORLD (tests.helpers.world),
    every test under a time limit that ends the world (pytest-timeout, thread method) and the
@@ -11,9 +13,10 @@ report (a failing test's name and traceback where it failed):
    requeued job's hold, a time limit of a minute) run beside parts 1 and 2 from the start, their
    report printed whole at their end.
 
-The PYTEST ARGS go to every part (paths, -k, -x, --durations=30 ...); a part that selects no test
-passes. ``--quick`` runs what launches no process (:data:`QUICK`) and the world of 2 ranks only
-(every method's MPI = serial at 2 ranks). The closing line of every part is printed again at the
+The PYTEST ARGS go to every part (paths, -k, -x, --durations=30 ...), but pytest-xdist's (``-n``,
+``--dist`` ...), which go to the plain part only; a part that selects no test passes.
+``--quick`` runs what launches no process (:data:`QUICK`) and the world of 2 ranks only (every
+method's MPI = serial at 2 ranks). The closing line of every part is printed again at the
 end; the exit status is the first failing part's (0 if every part passed).
 """
 
@@ -26,6 +29,8 @@ import threading
 
 from tests.helpers.launch import scaled
 
+from refsgd import busy
+
 WORLDS = (2, 3, 4)
 #: a test's limit in a world session (seconds on idle cores, scaled by the load at the start)
 TEST_LIMIT = 300
@@ -36,6 +41,36 @@ NO_TESTS = 5  # pytest's exit status when it selected no test
 #: --quick: the tests that launch no process (mpi_launch: mpiexec; cluster: namespaces, Slurm) and
 #: are not marked slow
 QUICK = "not mpi_launch and not cluster and not slow"
+#: the plain part's pytest-xdist workers per usable core: most of its tests wait for the processes
+#: they start (mpiexec's start-up, a signal's grace period, a time limit) or for a core, so more
+#: workers than cores overlap those waits with the tests that compute (measured on 2 cores, in
+#: docs/contributing/testing.md)
+WORKERS_PER_CORE = 2
+#: pytest-xdist's options that take a value: they go to the plain part only (a world session is
+#: one process per rank, Slurm's tests share one Slurm)
+XDIST = ("-n", "--numprocesses", "--maxprocesses", "--dist")
+
+
+def workers():
+    """The plain part's pytest-xdist workers: :data:`WORKERS_PER_CORE` per usable core, at least 2."""
+    return max(2, WORKERS_PER_CORE * busy.usable_cores())
+
+
+def split_xdist(args):
+    """(pytest-xdist's options among ``args``, the other arguments)."""
+    xdist, rest = [], []
+    it = iter(args)
+    for a in it:
+        if a.split("=", 1)[0] in XDIST:
+            xdist.append(a)
+            value = None if "=" in a else next(it, None)
+            if value is not None:
+                xdist.append(value)
+        elif a.startswith("-n") and not a.startswith("--"):   # -n4, -nauto
+            xdist.append(a)
+        else:
+            rest.append(a)
+    return xdist, rest
 
 
 def _end(p, ended):
@@ -105,7 +140,12 @@ BESIDE = "tests/mpiexec/test_slurm.py"
 
 def main(argv):
     quick = "--quick" in argv
-    args = [a for a in argv if a != "--quick"]
+    xdist, args = split_xdist(a for a in argv if a != "--quick")
+    if not any(a.endswith("no:xdist") for a in args):     # -p no:xdist: the plain part in one process
+        if not any(a.startswith(("-n", "--numprocesses")) for a in xdist):
+            xdist = ["-n", str(workers()), *xdist]
+        if not any(a.startswith("--dist") for a in xdist):
+            xdist += ["--dist", "loadgroup"]
     if quick and not any(a == "-m" or a.startswith("-m") and not a.startswith("--") for a in args):
         args = ["-m", QUICK, *args]
     py = sys.executable
@@ -113,7 +153,7 @@ def main(argv):
     parts = []
     if whole:
         parts.append(Part("Slurm's tests", [py, "-m", "pytest", "-q", "-rs", *args, BESIDE], beside=True))
-    parts.append(Part("serial and process tests", [py, "-m", "pytest", "-q", "-rs", *args,
+    parts.append(Part("serial and process tests", [py, "-m", "pytest", "-q", "-rs", *xdist, *args,
                                                    *(["--ignore", BESIDE] if whole else [])]))
     per_test = f"{scaled(TEST_LIMIT):.0f}"
     for n in (2,) if quick else WORLDS:

@@ -124,6 +124,7 @@ def test_bench_step_prints_times(capfd):
     assert "refsgd" in r.stdout and " ms " in r.stdout and "GFLOP/s" in r.stdout
 
 
+@pytest.mark.xdist_group("builds-the-checkout")   # pip builds in this checkout: tests/test_docs_setup_quiet.py
 def test_normal_install_finds_models_and_data(tmp_path):
     """A non-editable install carries the specs (models/) and the embedded dataset (data/)."""
     target = tmp_path / "site"

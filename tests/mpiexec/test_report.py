@@ -20,6 +20,9 @@ from tests.helpers.in_process import refsgd
 from tests.helpers.launch import cli
 
 HAVE_MATPLOTLIB = importlib.util.find_spec("matplotlib") is not None
+#: the runs of the module's fixture are made once per worker that runs one of its tests: under
+#: pytest-xdist (./run.sh test) one worker runs them all (tests/helpers/suite.py)
+pytestmark = pytest.mark.xdist_group("report")
 
 
 @pytest.fixture(scope="module")

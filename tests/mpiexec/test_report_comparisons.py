@@ -13,6 +13,9 @@ from tests.helpers.in_process import refsgd
 
 HAVE_MATPLOTLIB = importlib.util.find_spec("matplotlib") is not None
 SHORT = ["--no-progress", "--seed", "1"]
+#: the runs of the module's fixture are made once per worker that runs one of its tests: under
+#: pytest-xdist (./run.sh test) one worker runs them all (tests/helpers/suite.py)
+pytestmark = pytest.mark.xdist_group("report-comparisons")
 
 
 def _made(tmp_path_factory, *runs):

@@ -17,6 +17,9 @@ from tests.helpers.in_process import refsgd
 pytestmark = pytest.mark.world(1)
 
 HAVE_MATPLOTLIB = importlib.util.find_spec("matplotlib") is not None
+#: the runs of the module's fixture are made once per worker that runs one of its tests: under
+#: pytest-xdist (./run.sh test) one worker runs them all (tests/helpers/suite.py)
+pytestmark = pytest.mark.xdist_group("report-spread")
 
 
 @pytest.fixture(scope="module")
