@@ -96,7 +96,7 @@ CLAIMS = [
           at_scale="the paper's 8 RTX 2080 Ti GPUs share one machine's PCIe: here the ratio they imply, across 2 "
                    "namespaces of one machine",
           tuning="a timing measurement: every method shares one set (no momentum: laga-sgd has none)",
-          axes=("", "idle ms per iteration"), budget=(25, 40), untestable=cluster.untestable,
+          axes=("", "idle ms per iteration"), budget=(15, 20), untestable=cluster.untestable,
           requires=cluster.REQUIRES, discussion=_discussion,
           derivation=laga.derivations("scripts/cluster's real link (tc tbf at the rate of the emulated link whose "
                                       "all-reduce takes r x T_comp), and measure it there")),
