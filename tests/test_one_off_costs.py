@@ -152,6 +152,7 @@ def test_the_warm_up_takes_the_typing_of_a_first_call_out_of_the_update(tmp_path
     assert cold > warmed + 0.2e-3, (warmed, cold)
 
 
+@pytest.mark.alone   # a neighbour that slows its last iterations moves the rates apart (tests/conftest.py)
 def test_the_status_line_and_the_summary_give_one_throughput(tmp_path):
     """Both are the samples over the iterations' wall times (evaluations, checkpoints and Numba
     left out): the last status line's rate is the summary's. Before: the summary divided by the
