@@ -81,6 +81,7 @@ def _second_process(tmp_path, probe):
     return r.stdout
 
 
+@pytest.mark.alone   # a few ms of loading, timed: a neighbour stretches it (tests/conftest.py)
 def test_the_compile_clock_counts_the_loading_of_a_cached_kernel(tmp_path):
     """A kernel of Numba's disk cache, in a fresh process: its first call loads it (no compiling),
     and the clock counts that (Numba's compile event alone counted nothing of it)."""
