@@ -108,6 +108,8 @@ class Method:
     options: tuple = ()             # its own options (refsgd.options.table, group "method" and the like)
     lr_meaning: str = "eta, times the mean gradient over workers and samples"   # what --lr multiplies
     polled: bool = False            # its backward pass has a request in flight (tested unless --no-poll)
+    in_flight_at_boundary: bool = False  # its communication may still be in flight when an iteration ends (a
+    #                                 request or a thread's collective): the run's loss check is then lagged
     compressed: bool = False        # its trajectory has a compressed all-reduce whatever --compress says
     defaults: dict = dataclasses.field(default_factory=dict)  # the paper's defaults (option -> value)
     option_help: dict = dataclasses.field(default_factory=dict)  # option shared with others -> what it is here
@@ -245,6 +247,7 @@ _LIST = [
            hint=": Algorithm 3 has no momentum (laga-sgdm and laga-sgdn have)",
            update=Update.DIVIDE_U,
            timing_model=Timing.OVERLAPPED, timing_text="max(tau t_C + R, T_AR) + t_up (LAGA eq. 6)", schedule=Schedule.LAGGED,
+           in_flight_at_boundary=True,
            example=("--tau", "2"),
            goldens=(_golden("laga-sgd-n2.h5", 2, steps=10, tau=2, weight_decay=0.001, lr=0.1, batch=16,
                             model="digits_tiny", seed=16),)),
@@ -256,6 +259,7 @@ _LIST = [
            defaults=dict(momentum=0.9),   # Hakimi et al. 2021: gamma = 0.9
            update=Update.DIVIDE_U,
            timing_model=Timing.OVERLAPPED, timing_text="max(tau t_C + R, T_AR) + t_up (LAGA eq. 6)", schedule=Schedule.LAGGED,
+           in_flight_at_boundary=True,
            goldens=(_golden("laga-sgdm-n2.h5", 2, steps=10, tau=2, momentum=0.9, lr=0.1, batch=16,
                             model="digits_tiny", seed=6),)),
     Method(name="laga-sgdn", summary="LAGA-SGDN, LAGA with Nesterov momentum (y = x - eta*gamma*m), Hakimi et al. 2021 "
@@ -265,6 +269,7 @@ _LIST = [
            variant=dict(momentum=True, nesterov=True),
            update=Update.DIVIDE_U_NESTEROV,
            timing_model=Timing.OVERLAPPED, timing_text="max(tau t_C + R, T_AR) + t_up (LAGA eq. 6)", schedule=Schedule.LAGGED,
+           in_flight_at_boundary=True,
            goldens=(_golden("laga-sgdn-n4.h5", 4, steps=10, tau=2, momentum=0.9, lr=0.1, weight_decay=0.001,
                             batch=8, model="digits_tiny", seed=7),)),
     Method(name="pipe-sgd",
@@ -272,7 +277,7 @@ _LIST = [
            "Li et al. 2018 Algorithm 1", paper="Li et al. 2018", listing=("Pipe-SGD", "Algorithm 1"),
            train="refsgd.algorithms.pipesgd:train_pipe_sgd", serial="refsgd.serial.pipesgd:pipe_sgd", colour="#9467bd",
            check="refsgd.options.checks:pipe_sgd",
-           micro_batches=ONE, options=("dependency", "warmup_epochs", "compress") + _SUMS,
+           micro_batches=ONE, options=("dependency", "warmup_epochs", "compress") + _SUMS, in_flight_at_boundary=True,
            lr_meaning=_PIPE_LR.format(", Alg. 1"),
            option_help=dict(warmup_epochs="with dependency 1 (D-Sync), as the paper trains AlexNet and ResNet "
                                           "(default 0)"),
@@ -315,7 +320,7 @@ _LIST = [
            check="refsgd.options.checks:daso", micro_batches=ONE,
            optimizer=MOMENTUM_U,
            options=("warmup_epochs", "cooldown_epochs", "sync_every", "plateau_patience", "plateau_threshold",
-                    "ranks_per_node", "local_link") + _SUMS, polled=True, compressed=True,
+                    "ranks_per_node", "local_link") + _SUMS, polled=True, compressed=True, in_flight_at_boundary=True,
            defaults=dict(warmup_epochs=1),   # Coquelin et al. 2022: one epoch of blocking syncs
            option_help=dict(sync_every="B_max, B when cycling starts; the wait W starts at max(1, B/4), and both "
                                        "halve at each plateau (default 4, the paper's)",

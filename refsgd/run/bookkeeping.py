@@ -43,34 +43,82 @@ def save_checkpoint(run):
     return checkpoint.save(run, root, config, keep)
 
 
-def check(run, t, last=False):
+#: "no rank saw a non-finite loss" in the check's MIN-reduction
+NEVER = np.iinfo(np.int64).max
+
+
+def check(run, t, last=False, lagged=False):
     """All ranks agree on the loss so far, stop together on a non-finite one, and stop
     together when a rank received SIGINT or SIGTERM (after a checkpoint, with --checkpoint).
+    Returns the mean loss agreed on (None when no check has completed yet).
 
     The state itself is checked only where no next gradient follows: after the last iteration
     (``last``) and when a signal stops the run (a checkpoint checks it too); elsewhere a
     non-finite state shows in the next gradient's loss. (A pass over every state array at
-    every check cost 1-2 % of mnist_mlp's compute.)"""
+    every check cost 1-2 % of mnist_mlp's compute.)
+
+    ``lagged`` (communication in flight across the boundary: LAGA's all-reduce, Pipe-SGD's
+    thread): the check's all-reduce is started here and completed at the next check, because a
+    blocking one waits until the bytes in flight before it have crossed the link (one TCP
+    stream between two ranks carries both: measured on scripts/cluster's link, LAGA's whole
+    T_comm moved into this check and its overlap vanished). A non-finite loss or a signal then
+    ends the run one check later; the stop itself comes after a blocking check of its own
+    boundary, so no unchecked state is saved; the last boundary and a checkpoint's are never
+    lagged."""
+    before = _complete_lagged(run)
+    signalled = 0
+    if before is not None:
+        first_bad, signalled, _ = before
+        if first_bad < NEVER:
+            _non_finite(run, first_bad)
+        if signalled:
+            lagged = False   # the stop comes at this boundary, after the check of its state below
     lo = max(0, t + 1 - run.cfg.log_every)
     losses = np.asarray(run.records.iterations["loss"][lo:t + 1], dtype=np.float64)
     seen = losses[~np.isnan(losses)]
-    never = np.iinfo(np.int64).max
-    bad = run.first_bad if run.first_bad is not None else never
-    if bad == never and (last or failure.requested()) and not run.state_finite():  # the last update went wrong
+    bad = run.first_bad if run.first_bad is not None else NEVER
+    if bad == NEVER and (last or failure.requested()) and not run.state_finite():  # the last update went wrong
         bad = t
+    # the first bad iteration (MIN) and the signal (MAX, as -MIN) of any rank
+    mine = (np.array([float(np.sum(seen)), float(len(seen))]), np.array([bad, -failure.requested()], dtype=np.int64))
     sums, agreed = np.empty(2), np.empty(2, dtype=np.int64)
+    comm = run.control_comm
+    if lagged:
+        with run.clock.idle("loss check MPI_Iallreduce (completed at the next check)"):
+            reqs = [comm.Iallreduce(mine[0], sums, op=MPI.SUM), comm.Iallreduce(mine[1], agreed, op=MPI.MIN)]
+        run._lagged_check = (reqs, mine, sums, agreed)   # mpi4py does not keep the buffers alive
+        return None if before is None else before[2]
     with run.clock.idle("loss check MPI_Allreduce"):
-        run.control_comm.Allreduce(np.array([float(np.sum(seen)), float(len(seen))]), sums, op=MPI.SUM)
-        # the first bad iteration (MIN) and the signal (MAX, as -MIN) of any rank
-        run.control_comm.Allreduce(np.array([bad, -failure.requested()], dtype=np.int64), agreed, op=MPI.MIN)
-    first_bad, signum = int(agreed[0]), int(-agreed[1])
-    if first_bad < never:
-        run.collectives.complete_pending()
-        raise NonFiniteLoss(f"the loss or the weights became non-finite at iteration {first_bad}; lower the "
-                            "learning rate (nothing non-finite was written)")
-    if signum:
-        stop(run, t, signum)
-    return sums[0] / max(sums[1], 1)
+        comm.Allreduce(mine[0], sums, op=MPI.SUM)
+        comm.Allreduce(mine[1], agreed, op=MPI.MIN)
+    first_bad, signum, mean = _agreed(sums, agreed)
+    if first_bad < NEVER:
+        _non_finite(run, first_bad)
+    if signum or signalled:
+        stop(run, t, signum or signalled)
+    return mean
+
+
+def _agreed(sums, agreed):
+    """(the first non-finite iteration of any rank or NEVER, the signal of any rank or 0, the mean loss)."""
+    return int(agreed[0]), int(-agreed[1]), sums[0] / max(sums[1], 1)
+
+
+def _complete_lagged(run):
+    """The lagged check started at an earlier boundary, completed (:func:`_agreed`), or None."""
+    if run._lagged_check is None:
+        return None
+    reqs, _, sums, agreed = run._lagged_check
+    with run.clock.idle("loss check MPI_Waitall (started at the previous check)"):
+        MPI.Request.Waitall(reqs)
+    run._lagged_check = None
+    return _agreed(sums, agreed)
+
+
+def _non_finite(run, first_bad):
+    run.collectives.complete_pending()
+    raise NonFiniteLoss(f"the loss or the weights became non-finite at iteration {first_bad}; lower the "
+                        "learning rate (nothing non-finite was written)")
 
 
 def stop(run, t, signum):

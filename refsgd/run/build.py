@@ -28,4 +28,4 @@ def build_run(cfg, comm, *, net=None, data=None, schedule=None, log=print, resto
     # PP-ASGD: an update's micro-batches are the G threads' sub-batches
     return Run(comm, net, data, dataclasses.replace(cfg, tau=m.micro_batches_of(cfg)), schedule, log=log,
                restorer=restorer, checkpoint=checkpoint, servers=m.servers, by_gradients=m.counts_gradients(cfg),
-               warm=warm)
+               warm=warm, lagged_checks=m.in_flight_at_boundary)

@@ -34,7 +34,7 @@ class Run:
     composed with its clock (``clock``), collectives (``collectives``) and records (``records``)."""
 
     def __init__(self, comm, net, data, cfg, schedule, log=print, restorer=None, checkpoint=None, servers=0,
-                 by_gradients=False, warm=None):
+                 by_gradients=False, warm=None, lagged_checks=False):
         self.comm = comm
         self._warm_kernels = warm   # the method's own kernels' warm-up, warm(dtype) (refsgd.algorithms.warm_of)
         # bookkeeping collectives go around the emulated link and the traffic counter
@@ -83,6 +83,10 @@ class Run:
         self._lock = threading.Lock()
         self.progress_info = {}  # shown beside the loss in the progress display
         self.first_bad = None
+        # a method whose communication may be in flight at a boundary (Method.in_flight_at_boundary)
+        # has its loss check started there and completed at the next (bookkeeping.check)
+        self._lagged_checks = lagged_checks
+        self._lagged_check = None
         #: what the run keeps of itself (Records): per iteration, evaluations, events, segments, --trace
         self.records = Records(self.tau * self.workers, tracing=bool(cfg.trace), traffic=self.traffic,
                                restorer=restorer)
@@ -366,8 +370,12 @@ class Run:
                 # non-finite state is ever saved (the last iteration is checkpointed too)
                 ckpt = self._checkpoint is not None and ((t + 1) % self._checkpoint[1] == 0 or last)
                 if (t + 1) % log_every == 0 or epoch_end or last or ckpt:
-                    mean_loss = bookkeeping.check(self, t, last)
-                    if progress is not None:
+                    # communication in flight across the boundary (a request, a thread's collective)
+                    # would hold a blocking check behind its bytes on a TCP link: such a method's
+                    # check is started here and completed at the next one (every rank alike)
+                    lagged = self._lagged_checks and not (last or ckpt)
+                    mean_loss = bookkeeping.check(self, t, last, lagged)
+                    if progress is not None and mean_loss is not None:
                         progress.show(t + 1, mean_loss)
                 # the boundary's bookkeeping (records, trace, loss check, status line) belongs to
                 # the iteration's wall time; evaluation, checkpoints and Numba's compiling do not

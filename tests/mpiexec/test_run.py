@@ -128,3 +128,48 @@ def test_state_checks_find_every_non_finite_value(dtype):
         w[j] = bad
         assert not _all_finite(w)
         assert _no_nan(w) == (not np.isnan(bad))
+
+
+def _checks_of(monkeypatch, algo, force_blocking=False, **opts):
+    """Train ``algo`` in-process (6 iterations, a loss check at every boundary) and return, for
+    each check, (requests in flight on this rank, lagged, last boundary); ``force_blocking``: the
+    checks of a run built as before the lag (every check blocking), the null."""
+    import refsgd
+    from refsgd.run import bookkeeping, context
+    seen = []
+    real = bookkeeping.check
+
+    def spy(run, t, last=False, lagged=False):
+        seen.append((bool(run.collectives.pending), lagged, last))
+        return real(run, t, last, lagged)
+    monkeypatch.setattr(context.bookkeeping, "check", spy)
+    if force_blocking:
+        init = context.Run.__init__
+        monkeypatch.setattr(context.Run, "__init__", lambda self, *a, **k: init(self, *a, **dict(k, lagged_checks=False)))
+    refsgd.train(algo, model="digits_tiny", batch=8, iterations=6, log_every=1, seed=1, log=None, **opts)
+    return seen
+
+
+@pytest.mark.world(2)
+def test_no_blocking_loss_check_waits_behind_a_request_in_flight(monkeypatch):
+    """A blocking loss check at a boundary where the method's all-reduce is still in flight waits
+    on a TCP link until that all-reduce's bytes have crossed (one stream carries both): on
+    scripts/cluster's link LAGA's whole T_comm moved into the check and its overlap vanished. So
+    no method's check is blocking at a boundary (but the last) with a request in flight on this
+    rank, and the methods that declare communication in flight at boundaries lag every check but
+    the last. The null, LAGA built with blocking checks, has such a check at every boundary."""
+    from refsgd import registry
+    for name in registry.METHODS:
+        m = registry.method(name)
+        opts = {"tau": 2} if m.name.startswith("laga") else {}
+        if m.name == "daso":
+            opts = {"ranks_per_node": 1, "warmup_epochs": 0, "sync_every": 2}
+        seen = _checks_of(monkeypatch, m.name, **opts)
+        monkeypatch.undo()
+        assert len(seen) == 6 and seen[-1][2], (m.name, seen)
+        blocking_in_flight = [i for i, (pending, lagged, last) in enumerate(seen) if pending and not lagged and not last]
+        assert not blocking_in_flight, (m.name, seen)
+        if m.in_flight_at_boundary:
+            assert all(lagged for _, lagged, _ in seen[:-1]) and not seen[-1][1], (m.name, seen)
+    null = _checks_of(monkeypatch, "laga-sgd", force_blocking=True, tau=2)
+    assert sum(pending and not lagged and not last for pending, lagged, last in null) == 5, null
