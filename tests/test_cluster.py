@@ -358,7 +358,15 @@ def _reproduce_across(tmp_path, name, runs_across=3):
         assert all(c["status"] != UNTESTABLE or (c["kind"] == PAPER and "measured within" in c["why"])
                    for c in data["checks"]), data["why"]
     across = [run for run in data["runs"] if run["command"].startswith("scripts/cluster run --name rp")]
-    assert len(across) == runs_across and all(" -n 2 -ppn 1 refsgd train " in run["command"] for run in across)
+    assert len(across) == runs_across + 1 and all(" -n 2 -ppn 1 refsgd train " in run["command"] for run in across)
+    # the first run across the link, at the model's rate, is the rate's calibration (cluster.across): its
+    # ratio within 10 % of the one asked for, the same run is the claim's first (read again), else the
+    # rate is scaled once and every run made at it
+    assert across[0]["variant"].endswith("(the rate's calibration)"), across[0]
+    if across[1]["cluster"] == across[0]["cluster"]:   # the rate kept: the same launch, read again
+        assert across[1]["seconds"] == across[0]["seconds"], across[:2]
+    else:                                              # the rate scaled: another cluster, every run made there
+        assert len({run["cluster"] for run in across[1:]}) == 1, across
     assert [run["command"].startswith("mpiexec -n 2 ") for run in data["runs"]].count(True) == 1  # t_C here
     # the clusters this run made, by the names its commands give (another suite's reproduce, run
     # beside this one, has clusters of its own process's names up at the same time)
@@ -392,7 +400,7 @@ def test_reproduce_runs_laga_idle_across_the_real_link(tmp_path):
     assert n["rate_mbit"] > 1 and r / 5 < n["ratio_measured_vgg16"] < 5 * r, n
     assert n["ratio_derived_vgg16"] == pytest.approx(r), n
     assert n["t_comm_ms_vgg16"] > 0 and n["t_comp_ms_vgg16"] > 0 and n["compute_inflation_laga"] > 0, n
-    assert [run["variant"] for run in data["runs"]][1:] == ["ssgd, the real link (T_comm, T_comp measured)",
+    assert [run["variant"] for run in data["runs"]][2:] == ["ssgd, the real link (T_comm, T_comp measured)",
                                                             "ssgd-opt, the real link", "laga-sgd, the real link"]
     assert "a REAL link" in md and "the overlap is partial" in md and "MEASURED, against the 4.943 derived" in md
     assert {c["number"] for c in data["checks"]} >= {"idle_ratio_vgg16", "idle_ratio_opt_vgg16"}
@@ -406,6 +414,6 @@ def test_reproduce_runs_pipesgd_speedup_across_the_real_link(tmp_path):
     data, n, md = _reproduce_across(tmp_path, "pipesgd-speedup-cluster", runs_across=4)
     assert n["rate_mbit_T"] > 1 and 0.2 < n["ratio_measured_T"] < 5 and n["ratio_derived_T"] == 1.0, n
     assert n["speedup_pipeT_T"] > 0 and n["K1_over_K2_T"] > 0 and n["compute_inflation_T"] > 0, n
-    assert [run["variant"] for run in data["runs"]][1:] == [f"{v}, rho 1, the real link" for v in (
+    assert [run["variant"] for run in data["runs"]][2:] == [f"{v}, rho 1, the real link" for v in (
         "d-sync", "pipe-sgd K=1", "pipe-sgd", "pipe-sgd+T")]
     assert "a REAL link" in md and "the overlap is partial" in md and "MEASURED by D-Sync, against the 1 derived" in md

@@ -52,22 +52,25 @@ def list_text():
                                       if c.data else "any (default the embedded digits: a timing model)"))
         lines.append(f"    budget: {c.budget[1]} s per seed on 2 idle cores at one rank per core, "
                      f"{default_seeds(c, False)} seeds by default ({c.budget[0]} s with --quick)"
-                     + (", not in `all`: run it by its name" if c.requires else ""))
+                     + (", in `all` where root is available" if c.requires else ""))
         if c.requires:
             lines.append(f"    needs: {c.requires}")
         elif c.untestable:
             lines.append("    not testable on one machine: the page says why and what it needs")
+    real = ", ".join(c.name for c in _claims.REAL_LINK)
     lines.append(f"all: at most {_claims.budget(False) / 60:.0f} min at the default seeds on 2 idle cores at one rank per "
                  f"core ({_claims.budget(True, 1) / 60:.1f} min with --quick; the claims that need MNIST are "
-                 "not testable, and cost nothing, without it); every claim but "
-                 + ", ".join(c.name for c in CLAIMS if c not in _claims.IN_ALL) + " (root: run by name)")
+                 f"not testable, and cost nothing, without it); every claim but {real} (the real link, root), which "
+                 f"`all` runs too where root is available, at most {_claims.budget(False, real_link=True) / 60:.0f} "
+                 "min then: on the real link the timing claims' paper numbers are tested, on the emulated one they "
+                 "are model conformance")
     return "\n".join(lines)
 
 
 def names(name):
     """The claims that ``name`` ("all" or a claim's name) runs; RefsgdError with the closest name."""
     if name == "all":
-        return list(_claims.IN_ALL)
+        return _claims.in_all()
     if name in _claims.BY_NAME:
         return [_claims.BY_NAME[name]]
     close = difflib.get_close_matches(name, list(_claims.BY_NAME), 1)

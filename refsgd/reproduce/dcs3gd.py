@@ -222,7 +222,8 @@ def _real_measure(runs, setup, hp, seed):
     rate, t_c0, (cal, s, d) = cluster.across(runs, setup, hp, seed, 1.0, [
         ("ssgd", "calibration (t_C, t_ARed: the real link)", dict(momentum=0.0, **common)),
         ("ssgd", "ssgd, the real link", dict(momentum=hp["momentum"], **common)),
-        ("dcs3gd", "dcs3gd, the real link", dict(momentum=hp["momentum"], **common))])
+        ("dcs3gd", "dcs3gd, the real link", dict(momentum=hp["momentum"], **common))],
+        measured=lambda run: per_iteration_ms(run, "idle") / per_iteration_ms(run, "compute"))
     t_c, t_ared = per_iteration_ms(cal, "compute") / 1e3, per_iteration_ms(cal, "idle") / 1e3
     n, bars = {"rate_mbit": rate, "t_c_no_link_ms": 1e3 * t_c0}, {}
     cs, cd = _eq13_eq14(n, bars, REAL, "the real link", s, d, t_c, t_ared)

@@ -4,7 +4,7 @@ computation ratio it implies (:func:`pipesgd.derive_ratio`: rho = 1 for +T's 2.0
 where pipesgd-speedup sets the same ratios on the emulated link, which charges no CPU."""
 
 from refsgd.reproduce import cluster, pipesgd
-from refsgd.reproduce.measure import Claim, _bundled, fmt
+from refsgd.reproduce.measure import Claim, _bundled, fmt, per_iteration_ms
 
 
 def _hyper(setup):
@@ -23,13 +23,19 @@ def _hyper(setup):
                     "no momentum (the paper's variants have none)"}
 
 
+def _d_sync_ratio(run):
+    """l_comm / (l_up + l_comp) as a run of D-Sync measures it (pipesgd.speed_numbers)."""
+    comp = sum(per_iteration_ms(run, part) for part in ("update", "compute", "codec"))
+    return (per_iteration_ms(run, "wall") - comp) / comp
+
+
 def _measure(runs, setup, hp, seed):
     n, bars = {}, {}
     for c, rho in hp["ratios"].items():
         g, variants = f"_{c}", pipesgd.speed_variants(c)
         rate, t_c0, done = cluster.across(runs, setup, hp, seed, rho, [
             (algo, f"{label}, rho {rho:g}, the real link", pipesgd.speed_options(hp, algo, codec, K))
-            for label, algo, codec, K in variants])
+            for label, algo, codec, K in variants], measured=_d_sync_ratio)
         # l_comm is D-Sync's as measured across the link (its iteration beyond its l_up + l_comp)
         comp = pipesgd.speed_numbers(n, bars, c, rho, {v[0]: run for v, run in zip(variants, done)}, None,
                                      f"rho {rho:g}, the real link")
