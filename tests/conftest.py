@@ -68,12 +68,6 @@ def pytest_collection_modifyitems(config, items):
     if drop:
         config.hook.pytest_deselected(items=drop)
         items[:] = keep
-    if world_size is None and getattr(config.option, "numprocesses", None):
-        # pytest-xdist's workers take the tests in this order: the longest first (the cluster's group,
-        # which one worker runs test after test, then those marked slow), so that the short ones fill
-        # the end of the run instead of one long test keeping a core busy after the others finished
-        items.sort(key=lambda item: 0 if item.get_closest_marker("cluster") else
-                   1 if item.get_closest_marker("slow") else 2)
 
 
 @pytest.hookimpl(tryfirst=True, specname="pytest_collection_modifyitems")
