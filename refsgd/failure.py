@@ -413,12 +413,19 @@ def requested():
 
 
 class deferring:
-    """Context: signals set the stop flag instead of ending the world (the training loop)."""
+    """Context: signals set the stop flag instead of ending the world (the training loop). A stop
+    still set when the loop ends normally came after its last loss check, which no boundary is
+    left to agree on: it ends the command here (every rank, when MPI is up), before any output is
+    written, rather than be lost to an exit code 0."""
 
     def __enter__(self):
         STOP.deferred = True
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, exc_type, *exc):
         STOP.deferred = False
+        signum = STOP.signum
+        if exc_type is None and signum is not None:
+            STOP.cancel()
+            STOP.leave(signum)
         return False

@@ -114,6 +114,28 @@ def test_a_signal_at_any_moment_ends_the_command(command, moment, i, tmp_path, p
     assert elapsed < scaled(120), elapsed
 
 
+def test_a_stop_after_the_loops_last_check_is_not_lost():
+    """A signal that lands in the training loop after its last loss check (the last boundary's
+    evaluation, a lagged method's closing wait) is deferred to a check that never comes: it ends the
+    command when the loop ends, before any output is written, instead of an exit code 0 (seen as
+    train-middle-0's rc 0 once the Numba cache was warm and a run ended within 0.8 s). The null,
+    the loop's end not looking at the deferred stop, goes on to 'lost'."""
+    code = ("import os, signal\n"
+            "from refsgd import failure\n"
+            "from refsgd.errors import Stopped\n"
+            "failure.install()\n"
+            "try:\n"
+            "    with failure.deferring():\n"
+            "        os.kill(os.getpid(), signal.SIGTERM)\n"
+            "        sum(range(1000))\n"  # the handler runs here: deferred, the flag set
+            "        print('deferred', failure.requested(), flush=True)\n"
+            "    print('lost', flush=True)\n"
+            "except Stopped as e:\n"
+            "    print('stopped', e.code, flush=True)\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=scaled(60), cwd=ROOT)
+    assert r.stdout.split("\n")[:2] == ["deferred 15", "stopped 143"], (r.stdout, r.stderr)
+
+
 def test_a_stop_waits_until_numbas_compiler_has_returned():
     """A stop is never raised inside Numba's compiler (an exception between one of llvmlite's C calls
     and the line that records who owns the object it made frees that object twice: a SIGSEGV when
