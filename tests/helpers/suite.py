@@ -1,8 +1,6 @@
 """``./run.sh test [--quick] [PYTEST ARGS]``: the whole suite as parts, each printing its own
 report (a failing test's name and traceback where it failed):
 
-0. (the whole suite or --quick) ``refsgd compile`` of the models the tests share, once, so that
-   the parallel workers load Numba's kernels instead of each compiling them (:func:`warm_numba_cache`);
 1. plain pytest: the tests that need no MPI, those that launch processes (the CLI, signals,
    failures, the launcher, namespaces) and the ``world(1)`` tests (MPI's singleton), in
    :func:`workers` pytest-xdist workers (``--dist loadgroup``: the tests marked
@@ -135,21 +133,6 @@ class Part:
         return rc, self.closing or f"exit status {rc}"
 
 
-#: the models whose kernels the suite's runs share (dense, convolution, pooling; both dtypes)
-WARM_MODELS = ("digits_tiny", "digits_cnn")
-
-
-def warm_numba_cache(py):
-    """``refsgd compile`` of :data:`WARM_MODELS` before the workers start: in a fresh clone the
-    workers and the ranks they launch would otherwise compile the same kernels side by side (each
-    process its own copy, until one has written the cache). A failure here is left to the tests."""
-    cmd = [py, "-m", "refsgd", "compile", *(a for m in WARM_MODELS for a in ("--model", m))]
-    print(f"\nrun.sh test: the Numba cache, warmed once: {' '.join(cmd)}", flush=True)
-    r = subprocess.run(cmd, capture_output=True, text=True)
-    print((r.stdout or r.stderr).strip().splitlines()[-1] if (r.stdout or r.stderr).strip() else
-          f"exit status {r.returncode}", flush=True)
-
-
 #: what mostly waits (Slurm's requeue hold, a time limit of a minute, scancel): run beside the
 #: CPU-bound parts when the whole suite runs (no path given), not after them
 BESIDE = "tests/mpiexec/test_slurm.py"
@@ -181,8 +164,6 @@ def main(argv):
                "thread", *args]
         parts.append(Part(f"world of {n} ranks", cmd, scaled(SESSION_LIMIT)))
     beside = [part.start() for part in parts if part.beside]
-    if whole or quick:   # not for a few paths: a warm cache still costs seconds to load
-        warm_numba_cache(py)
     results = {}
     for part in parts:
         if not part.beside:
