@@ -4,6 +4,7 @@ with one clear error."""
 import contextlib
 import io
 import os
+import secrets
 import tempfile
 
 import h5py
@@ -20,26 +21,36 @@ def atomic_path(path, what=None):
     if not os.path.isdir(directory):
         raise RefsgdError(f"{path}: the folder {directory} does not exist")
     before = "the previous file is unchanged" if os.path.exists(path) else "nothing was written"
+    tmp = None
     try:
-        fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".tmp", dir=directory)
-    except OSError as e:
-        raise RefsgdError(f"could not write {what or path} to {path} ({e.strerror or e}); {before}") from None
-    os.close(fd)
-    try:
+        while tmp is None:
+            # the name is known before the file exists: a stop raised the instant after its
+            # creation (a signal lands in the open's system call) still removes it below
+            tmp = os.path.join(directory, f".{os.path.basename(path)}.{secrets.token_hex(6)}.tmp")
+            try:
+                _create(tmp)
+            except FileExistsError:
+                tmp = None   # another file of that name: not ours to remove
         yield tmp
         umask = os.umask(0)
         os.umask(umask)
         os.chmod(tmp, 0o666 & ~umask)
         os.replace(tmp, path)
     except BaseException as e:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
         if isinstance(e, OSError):
             reason = e.strerror or str(e).split("(")[0].strip() or type(e).__name__
             err = RefsgdError(f"could not write {what or path} to {path} ({reason}); {before}")
             err.reason = reason
             raise err from None
         raise
+
+
+def _create(name):
+    """A new empty file ``name``, readable by its owner only (it is renamed into place whole)."""
+    os.close(os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
 
 
 @contextlib.contextmanager

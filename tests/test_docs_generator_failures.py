@@ -80,7 +80,7 @@ def test_a_read_only_file_system(gen, capsys, monkeypatch):
     """The temporary file of a page cannot be made (EROFS; as root, chmod cannot show it)."""
     def read_only(*a, **k):
         raise OSError(errno.EROFS, os.strerror(errno.EROFS))
-    monkeypatch.setattr(files.tempfile, "mkstemp", read_only)
+    monkeypatch.setattr(files, "_create", read_only)
     line = _fails_in_one_line(gen, capsys, "Read-only file system")
     assert "could not write" in line
 
