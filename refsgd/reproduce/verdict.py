@@ -219,15 +219,14 @@ def verdict(checks, per_seed, oversubscribed=False, untestable=None, busy=None):
     return word, why, statuses, details
 
 
-def emulated(checks, twin=None):
+def emulated(checks, twin):
     """``checks`` as judged on the emulated link: a paper's timing number there is model
     conformance (the link charges no CPU for a transfer, so every overlap runs in its best case),
-    its source saying where the number is tested instead (``twin``: the real-link claim, or None
-    where there is none). Accuracy checks and the others are unchanged."""
-    where = (f"the paper's number itself is judged on the real link by {twin}" if twin else
-             "no real-link twin here: the paper's number is not tested")
+    its source naming ``twin``, the real-link claim that tests the number itself. Accuracy checks
+    and the others are unchanged."""
     return tuple(dataclasses.replace(c, kind=MODEL, source=f"{c.source}; on the emulated link (it charges no CPU): "
-                                     f"model conformance, {where}")
+                                     f"model conformance, the paper's number itself is judged on the real link by "
+                                     f"{twin}")
                  if c.kind == PAPER and c.timing else c for c in checks)
 
 
