@@ -288,10 +288,12 @@ def test_without_the_capabilities_it_says_which_and_exits_2():
 
 
 def test_bench_overlap_measures_the_real_link_and_models_with_it(tmp_path):
-    """`bench overlap` across 2 nodes of a 100 Mbit/s link: the ping-pong finds the rate the link
-    was given (a 2.6 MB message, far beyond tbf's bucket), and each method has a model with it."""
+    """`bench overlap` across 2 nodes of a 400 Mbit/s link: the ping-pong finds the rate the link
+    was given (a 2.6 MB message, far beyond tbf's bucket), and each method has a model with it.
+    (At 100 Mbit/s the same test took 40 s of both ranks' cores, spinning in MPICH's progress while
+    the bytes crossed: a quarter of that at 400.)"""
     c = Cluster(f"rt{os.getpid() % 100000}x{next(_names)}")
-    r = subprocess.run([SCRIPT, "up", "--name", c.name, "--rate", "100mbit"], capture_output=True, text=True,
+    r = subprocess.run([SCRIPT, "up", "--name", c.name, "--rate", "400mbit"], capture_output=True, text=True,
                        timeout=scaled(60))
     try:
         assert r.returncode == 0, r.stderr
@@ -306,10 +308,10 @@ def test_bench_overlap_measures_the_real_link_and_models_with_it(tmp_path):
     assert f"between nodes {c.name}-n0 and {c.name}-n1, MEASURED" in r.stdout
     out = json.loads((tmp_path / "o.json").read_text())
     latency_us, gbit_s = map(float, out["real_link"].split(","))
-    assert 0.07 < gbit_s < 0.105 and 0 < latency_us < 5000, out["real_link"]
+    assert 0.28 < gbit_s < 0.44 and 0 < latency_us < 5000, out["real_link"]   # 0.402 measured idle
     rows = out["runs"][0]["rows"]
     assert [row["method"] for row in rows] == ["ssgd", "dcs3gd"]
-    assert all(row["model_link"] > 0.15 for row in rows)   # the transfer alone: 2.6 MB at 0.1 Gbit/s, 0.2 s
+    assert all(row["model_link"] > 0.04 for row in rows)   # the transfer alone: 2.6 MB at 0.4 Gbit/s, 52 ms
 
 
 def test_help_and_the_usage_errors_of_the_script():

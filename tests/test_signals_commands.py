@@ -8,10 +8,19 @@ exit 0), in the middle (a timer, as a signal from outside lands), and during a w
 file written, not yet renamed). Each moment is tried five times (SIGINT and SIGTERM in turn, at
 different points); the repetitions are marked slow, one try per command and moment runs in the quick
 suite. `mpiexec -n 2 refsgd train` has its own (tests/mpiexec/test_signals.py).
+
+The collections come mostly with the imports (a command's first 0.1-0.2 s): the first three gc tries
+count collections (5, 40, 120: every command makes more), the last two take the first collection
+0.5 s and 1.5 s in, where the command's work is (or its end, when it collects no more). `refsgd
+reproduce` collects nothing while its runs go on: a collection after its imports, and its first write,
+come once every run has ended, in the judging, the figure and the pages, which is what `--rejudge`
+does without the runs; those tries (gc 3-4, write) run it there, on a copy of a committed result,
+and the runs are stopped by the other moments (after@S lands in them).
 """
 
 import glob
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -37,7 +46,7 @@ def commands(tmp, prepared):
         "report": ["report", prepared["metrics"], "--csv", f"{tmp}/r.csv", "--json", f"{tmp}/r.json",
                    "--plot", f"{tmp}/r.png"],
         "bench": ["bench", "scale", "--plot", f"{tmp}/scale.png"],
-        "reproduce": ["reproduce", "dcs3gd-iteration", "--quick", "--out-dir", f"{tmp}/reproduce"],
+        "reproduce": ["reproduce", CLAIM, "--quick", "--out-dir", f"{tmp}/reproduce"],
         "conformance-run": ["conformance", "run", f"{NUMPY_BACKEND}:Backend", "--algo", "asgd", "--out", f"{tmp}/conf"],
         "conformance-export": ["conformance", "export", f"{tmp}/export", "--algo", "ssgd"],
         "conformance-check": ["conformance", "check", prepared["export"], "--out", f"{tmp}/checked"],
@@ -51,11 +60,24 @@ def commands(tmp, prepared):
 #: moment -> the injector's phase for try i (tests/helpers/signal_inject.py, COMMAND_PHASES)
 MOMENTS = {
     "early": lambda i: f"after@{0.05 * i:.2f}",
-    "gc": lambda i: f"gc@{(5, 40, 150, 400, 1000)[i]}",
+    "gc": lambda i: f"gc@{(5, 40, 120, '+0.5', '+1.5')[i]}",
     "middle": lambda i: f"after@{(0.8, 1.3, 1.9, 2.6, 3.5)[i]}",
     "write": lambda i: "file",
 }
 SLOW = {"reproduce"}  # launches mpiexec jobs: every try is slow
+#: reproduce's claim, and the result --rejudge judges again (the moments after its runs)
+CLAIM = "dcs3gd-iteration"
+RESULT = os.path.join(ROOT, "docs", "results", f"{CLAIM}.json")
+
+
+def arguments(command, moment, i, tmp, prepared):
+    """refsgd's arguments for ``command`` at ``moment`` (try ``i``): reproduce's judging, figure and
+    pages without the runs (--rejudge) where the moment comes after its runs."""
+    if command == "reproduce" and (moment == "write" or moment == "gc" and i >= 3):
+        os.makedirs(f"{tmp}/reproduce")
+        shutil.copy(RESULT, f"{tmp}/reproduce")
+        return ["reproduce", CLAIM, "--rejudge", "--force", "--out-dir", f"{tmp}/reproduce"]
+    return commands(tmp, prepared)[command]
 
 
 @pytest.fixture(scope="module")
@@ -100,7 +122,7 @@ def test_a_signal_at_any_moment_ends_the_command(command, moment, i, tmp_path, p
         pytest.skip(f"the real MNIST files are not in {DATA}")
     name = ("SIGINT", "SIGTERM")[i % 2]
     code, word = WORDS[name]
-    args = commands(tmp_path, prepared)[command]
+    args = arguments(command, moment, i, tmp_path, prepared)
     t0 = time.monotonic()
     r = subprocess.run([sys.executable, INJECT, MOMENTS[moment](i), name, *args], cwd=tmp_path,
                        capture_output=True, text=True, timeout=scaled(300),
@@ -112,6 +134,8 @@ def test_a_signal_at_any_moment_ends_the_command(command, moment, i, tmp_path, p
     assert "Traceback" not in r.stderr and "Exception ignored" not in r.stderr, r.stderr
     assert _leftovers(tmp_path) == []
     assert elapsed < scaled(120), elapsed
+    if moment == "gc" and i < 3:   # a count every command reaches: inside a collection, not at its end
+        assert "inject: at exit" not in r.stderr, r.stderr
 
 
 def test_a_stop_after_the_loops_last_check_is_not_lost():

@@ -24,7 +24,9 @@ BEFORE = "interpreter"
 #: the moments of any command (tests/test_signals_commands.py): ``after@S`` S seconds after the
 #: handlers are installed (from a thread, as a signal from outside lands); ``gc@K`` inside the
 #: garbage collector's K-th collection after that (a callback whose exceptions Python only prints:
-#: the stop that was lost); ``file`` when the command's first atomic write (refsgd.files.atomic_path)
+#: the stop that was lost), ``gc@+S`` inside its first collection S seconds after it (most
+#: collections come with the imports: a count reaches the command's work only by chance); ``file``
+#: when the command's first atomic write (refsgd.files.atomic_path)
 #: has written its temporary file and not yet renamed it. A moment the command never reaches is
 #: replaced by its end ("inject: at exit" on stderr): the signal still comes, after the command's work.
 COMMAND_PHASES = ("after", "gc", "file")
@@ -98,15 +100,19 @@ def _arm(phase, arg, fire, fired):
         threading.Timer(float(arg), fire, ("after",)).start()
     elif phase == "gc":
         seen = [0]
+        count = 0 if arg.startswith("+") else int(arg)
 
         def inside_collection(stage, info):
             if stage == "start":
                 seen[0] += 1
-                if seen[0] > int(arg):
+                if seen[0] > count:
                     gc.callbacks.remove(inside_collection)
                     fire("gc")
                     sum(range(100))  # the handler runs here, inside the collector's callback
-        gc.callbacks.append(inside_collection)
+        if arg.startswith("+"):   # the first collection S seconds from now
+            threading.Timer(float(arg[1:]), gc.callbacks.append, (inside_collection,)).start()
+        else:
+            gc.callbacks.append(inside_collection)
 
 
 def _mpi_state():

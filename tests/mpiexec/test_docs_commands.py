@@ -25,8 +25,10 @@ NOT_HERE = {"data download": "a download (no network in the tests)", "mnist": "a
             "reproduce all": "an hour's run (refsgd reproduce all)", "bench all": "minutes of benchmarks",
             "laga-table1": "a download's data (mnist)", "cifar10_cnn": "minutes of a CIFAR model",
             "pip install": "an install from PyPI", "my_backend": "a backend the reader writes"}
-#: the pages with commands besides the README's old ones (tests/test_readme_commands.PAGES)
-OTHER_PAGES = ("start/first-run", "implementers", "conformance")
+#: the pages with commands besides the README's old ones (tests/test_readme_commands.PAGES); the first
+#: run's page (start/first-run) is run by tests/mpiexec/test_docs_first_run.py, which also checks
+#: what each command shows
+OTHER_PAGES = ("implementers", "conformance")
 #: the pages, each run in its own folder, and those whose commands take minutes
 SLOW = {"guide/bench", "guide/daso", "guide/training", "implementers/golden-trajectories"}
 VENV = Path(sys.executable).parent
