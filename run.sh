@@ -7,7 +7,7 @@
 #                       mpi4py's MPI library ($MPIEXEC first), with its flags (refsgd/mpilib.py)
 #   ./run.sh test       run the whole test suite: plain pytest (-q -rs: the reason of every skip; the
 #                       tests that launch processes, their time limits stretched by the machine's
-#                       load) in parallel pytest-xdist workers, two per usable core, then the
+#                       load) in parallel pytest-xdist workers, 1.5 per usable core, then the
 #                       in-process MPI tests in one `mpiexec -n N pytest --with-mpi` session per
 #                       world size N = 2, 3, 4 (tests/helpers/suite.py); the closing line of each
 #                       part again at the end. ./run.sh test --quick leaves out the tests marked

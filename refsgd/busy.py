@@ -13,9 +13,6 @@ take a communicator (the threads per rank: train and bench overlap).
 
 import os
 
-import numba
-from threadpoolctl import threadpool_limits
-
 
 def load_average():
     """[1, 5, 15-minute load averages] (``os.getloadavg``), or None where the OS has none."""
@@ -100,6 +97,8 @@ def ranks_on_node(comm):
 
 def limit_threads(n):
     """BLAS (and OpenMP) and Numba use at most n threads in this process from now on."""
+    import numba  # noqa: PLC0415 start-up: Numba's import (0.2 s) only where threads are set
+    from threadpoolctl import threadpool_limits  # noqa: PLC0415 start-up: with Numba's
     threadpool_limits(limits=n)
     numba.set_num_threads(min(n, numba.config.NUMBA_NUM_THREADS))
 
@@ -108,6 +107,8 @@ class one_thread:
     """BLAS, Numba and torch at one thread inside the block (as one MPI rank per core runs)."""
 
     def __enter__(self):
+        import numba  # noqa: PLC0415 start-up: Numba's import (0.2 s) only where threads are set
+        from threadpoolctl import threadpool_limits  # noqa: PLC0415 start-up: with Numba's
         self._undo = []
         self._undo.append(threadpool_limits(limits=1).restore_original_limits)
         before = numba.get_num_threads()

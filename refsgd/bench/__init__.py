@@ -11,7 +11,7 @@ Commands (``refsgd bench --help``):
   costs; ``--json`` writes the same machine-readably (:func:`measure.overlap`).
 * ``bench scale`` predicts each method's iteration time and speed-up over SSGD at 8 to 4096
   ranks from the measured t_C and a modelled link; ``--check`` compares the prediction with
-  emulated runs at 2 and 4 ranks (:mod:`refsgd.bench.scale`).
+  emulated runs at 2 and 4 ranks, those that have a core each (:mod:`refsgd.bench.scale`).
 * ``bench all`` writes the whole performance table (markdown, CSV, figure) in a few minutes
   (:mod:`refsgd.bench.suite`).
 

@@ -12,7 +12,7 @@ from refsgd import launchenv
 from refsgd.bench import models
 from refsgd.bench.measure import step, str_link
 from refsgd.bench.suite import launch
-from refsgd.busy import one_thread  # in busy, not here: suite uses it too
+from refsgd.busy import one_thread, usable_cores  # in busy, not here: suite uses it too
 from refsgd.comm.link import Link
 from refsgd.errors import RefsgdError
 from refsgd.files import check_output
@@ -175,24 +175,38 @@ def timed_iterations(iterations, skip):
     return iterations - skip - 1 if iterations - 1 > skip else iterations - skip
 
 
-def check(inputs, iterations=60, skip=None, worlds=(2, 4), methods=METHODS, log=print):
+def check_run(inputs, p, iterations, skip, methods=METHODS):
+    """(DASO's G, the ``bench overlap`` arguments) of --check's run at ``p`` ranks: G = 1 at 2 ranks
+    (2 virtual nodes of 1), else ``inputs.G`` but at least 2 nodes, with the local link."""
+    G = 1 if p <= 2 else min(max(1, inputs.G), p // 2)
+    argv = ["bench", "overlap", "--model", inputs.model, "--batch", str(inputs.batch), "--dtype",
+            inputs.dtype, "--iterations", str(iterations), "--skip", str(skip), "--algo", ",".join(methods),
+            "--link", str_link(inputs.link), "--ranks-per-node", str(G), "--sync-every", str(inputs.B)]
+    if G > 1 and inputs.local_link is not None:
+        argv += ["--local-link", str_link(inputs.local_link)]
+    return G, argv
+
+
+def check(inputs, iterations=60, skip=None, worlds=(2, 4), methods=METHODS, log=print, cores=None):
     """Run ``bench overlap`` with the same link at 2 and 4 ranks (launched with mpiexec) and
     compare each method's measured iteration time with the prediction; returns the rows. ``skip``
-    (default: 10, or a fifth of a shorter run) warm-up iterations are left out of the means."""
+    (default: 10, or a fifth of a shorter run) warm-up iterations are left out of the means. A
+    world larger than the usable ``cores`` (default this process's) is not run: its ranks would
+    take turns on the cores, and the times would be those of the turns, not of the method."""
 
     if skip is None:
         skip = min(10, iterations // 5)
+    cores = usable_cores() if cores is None else cores
     timed = timed_iterations(iterations, skip)
     rows = []
     with tempfile.TemporaryDirectory(prefix="refsgd-scale-") as tmp:
         for p in worlds:
-            G = 1 if p <= 2 else min(max(1, inputs.G), p // 2)
+            if p > cores:
+                log(f"  {p} ranks: not measured: they would oversubscribe the {cores} usable core(s) here (a "
+                    f"timing needs a core per rank)")
+                continue
+            G, argv = check_run(inputs, p, iterations, skip, methods)
             out = os.path.join(tmp, f"check-{p}.json")
-            argv = ["bench", "overlap", "--model", inputs.model, "--batch", str(inputs.batch), "--dtype",
-                    inputs.dtype, "--iterations", str(iterations), "--skip", str(skip), "--algo", ",".join(methods),
-                    "--link", str_link(inputs.link), "--ranks-per-node", str(G), "--sync-every", str(inputs.B)]
-            if G > 1 and inputs.local_link is not None:
-                argv += ["--local-link", str_link(inputs.local_link)]
             log(f"  measuring {p} ranks: mpiexec -n {p} refsgd {' '.join(argv)} ... (each method's mean "
                 f"over {timed} of its {iterations} iterations: the first {skip} warm up"
                 f"{', the last evaluates' if iterations - 1 > skip else ''})")

@@ -95,7 +95,8 @@ def add(sub):
                                     "eq. 5) for the flat methods, two tiers for DASO, a parameter server for "
                                     "DC-ASGD and PS-Sync (`python -c 'import refsgd.bench; "
                                     "help(refsgd.bench)'`). --check runs the methods with the same link "
-                                    "EMULATED at 2 and 4 ranks (it launches mpiexec) and prints measured / "
+                                    "EMULATED at 2 and 4 ranks, those with a core each here (it launches mpiexec), "
+                                    "and prints measured / "
                                     "predicted. Run it without mpiexec.")
     cmdoptions.add(c, "model", default="mnist_mlp", help="model name or spec path (default mnist_mlp)")
     cmdoptions.add(c, "batch", default=64, help="batch per worker (default 64)")
@@ -115,7 +116,8 @@ def add(sub):
     c.add_argument("--plot", default=None, metavar="F.png", help="draw time and speed-up against the ranks")
     c.add_argument("--force", action="store_true", help="replace an existing --plot file")
     c.add_argument("--check", action="store_true",
-                   help="compare with measured runs on an EMULATED link at 2 and 4 ranks (launches mpiexec)")
+                   help="compare with measured runs on an EMULATED link at 2 and 4 ranks, those that have a "
+                        "core each here (launches mpiexec)")
     cmdoptions.add(c, "iterations", default=60, help="iterations per method of --check (default 60)")
     a = bsub.add_parser("all", help="the whole performance table as markdown, CSV and a figure (a few minutes)",
                         description="Step against PyTorch and the BLAS peak; each method's iteration split "
@@ -238,7 +240,8 @@ def run(args, parser):
             print("", flush=True)
             rows = scale.check(inputs, iterations=args.iterations,
                                log=lambda line: print(line, flush=True))
-            print(scale.format_check(rows, inputs))
+            if rows:
+                print(scale.format_check(rows, inputs))
         print(f"{busy.text(load_before, busy.load_average())}; t_C and the updates measured at one thread")
         crowded = busy.note(load_before, 1, 1)
         if crowded:

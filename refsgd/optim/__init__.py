@@ -51,15 +51,6 @@ at a step decay). The relationship also gives the state conversion at a given lr
 Without momentum (mu = 0) the two forms are the same rule, ``w_t = w_{t-1} - lr_t * g'_t``.
 """
 
-from .sgd import (  # noqa: F401
-    FORMS,
-    decay_mask,
-    SGD,
-    momentum_predict,
-    horizon,
-    warm,
-    fused_step,
-)
 from .schedules import (  # noqa: F401
     Schedule,
     Constant,
@@ -86,3 +77,14 @@ __all__ = [
     "parse_schedule",
     "SCHEDULES",
 ]
+
+#: the names of :mod:`.sgd`, imported at their first use: its Numba kernels' import (0.2 s) is not
+#: paid by a command that only reads the schedules (the command line's options, an error in them)
+_SGD_NAMES = ("FORMS", "decay_mask", "SGD", "momentum_predict", "horizon", "warm", "fused_step")
+
+
+def __getattr__(name):
+    if name in _SGD_NAMES:
+        from . import sgd  # noqa: PLC0415 start-up: Numba only where the update is used
+        return getattr(sgd, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

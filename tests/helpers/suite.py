@@ -20,6 +20,7 @@ method's MPI = serial at 2 ranks). The closing line of every part is printed aga
 end; the exit status is the first failing part's (0 if every part passed).
 """
 
+import math
 import os
 import re
 import signal
@@ -41,19 +42,22 @@ NO_TESTS = 5  # pytest's exit status when it selected no test
 #: --quick: the tests that launch no process (mpi_launch: mpiexec; cluster: namespaces, Slurm) and
 #: are not marked slow
 QUICK = "not mpi_launch and not cluster and not slow"
-#: the plain part's pytest-xdist workers per usable core: most of its tests wait for the processes
-#: they start (mpiexec's start-up, a signal's grace period, a time limit) or for a core, so more
-#: workers than cores overlap those waits with the tests that compute (measured on 2 cores, in
-#: docs/contributing/testing.md)
-WORKERS_PER_CORE = 2
+#: the plain part's pytest-xdist workers per usable core: a test keeps about half a core busy on
+#: average (its processes wait for mpiexec's start-up, a signal's grace period, a time limit, their
+#: peers), so more workers than cores overlap those waits with the tests that compute; but past
+#: the cores' worth of work, MPI ranks spin for peers that wait for a core, and the CPU grows
+#: (measured on 2 cores, whole suite: 3 workers 10 min 59 s and 1,014 s of the tests' CPU, 4
+#: workers 11 min 43 s and 1,084 s; docs/contributing/testing.md)
+WORKERS_PER_CORE = 1.5
 #: pytest-xdist's options that take a value: they go to the plain part only (a world session is
 #: one process per rank, Slurm's tests share one Slurm)
 XDIST = ("-n", "--numprocesses", "--maxprocesses", "--dist")
 
 
 def workers():
-    """The plain part's pytest-xdist workers: :data:`WORKERS_PER_CORE` per usable core, at least 2."""
-    return max(2, WORKERS_PER_CORE * busy.usable_cores())
+    """The plain part's pytest-xdist workers: :data:`WORKERS_PER_CORE` per usable core (rounded
+    up), at least 2."""
+    return max(2, math.ceil(WORKERS_PER_CORE * busy.usable_cores()))
 
 
 def split_xdist(args):

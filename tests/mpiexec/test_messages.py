@@ -89,17 +89,39 @@ def test_run_sh_says_what_torch_it_installs():
 
 
 def test_bench_scale_check_says_how_many_iterations_it_times():
+    from refsgd.busy import usable_cores
     r = cli("bench", "scale", "--check", "--iterations", "20", "--model", "digits_tiny", "--batch", "8",
             "--t-c", "0.001", "--ranks", "8", timeout=600)
     assert r.returncode == 0, r.stderr
+    measured = [p for p in (2, 4) if p <= usable_cores()]   # a rank per core: 2 here, both on 4 cores
     assert r.stdout.count("each method's mean over 15 of its 20 iterations: the first 4 warm up, the last "
-                          "evaluates") == 2, r.stdout
+                          "evaluates") == len(measured), r.stdout
+    for p in {2, 4} - set(measured):
+        assert f"  {p} ranks: not measured: they would oversubscribe the {usable_cores()} usable core(s)" in r.stdout
     assert "ms per iteration, 15 of 20 iterations timed:" in r.stdout and "load average (1 min)" in r.stdout
-    assert "--json" not in r.stdout and "--local-link 5,100" in r.stdout  # the command as it runs
+    # the command as it runs (DASO's local link at 4 ranks, 2 nodes of 2)
+    assert "--json" not in r.stdout and ("--local-link 5,100" in r.stdout) == (4 in measured), r.stdout
     # the median iteration and its quartiles, and the ratio's
     row = [line.split() for line in r.stdout.splitlines() if line.startswith("  ssgd ")][-1]
     lo, hi = (float(v) for v in row[3].split("-"))
     assert lo <= float(row[2]) <= hi, row
+
+
+def test_bench_scale_check_runs_no_world_larger_than_the_cores():
+    """A world of more ranks than usable cores times the ranks' turns on the cores, not the method:
+    --check leaves it out and says so, launching nothing for it (its rows: none)."""
+    from refsgd.bench import scale
+    lines = []
+    assert scale.check(None, worlds=(4, 8), cores=2, log=lines.append) == []
+    assert lines == [f"  {p} ranks: not measured: they would oversubscribe the 2 usable core(s) here (a timing "
+                     "needs a core per rank)" for p in (4, 8)], lines
+    # where 4 ranks have their cores, DASO runs as 2 nodes of 2 with the local link (at 2: 2 of 1)
+    from refsgd.comm.link import Link
+    inputs = scale.Inputs("mnist_mlp", 64, 4, 1, "float32", 1e-3, False, 0.0, {}, Link(50, 10), Link(5, 100), 4, 4)
+    for p, G, local in ((2, 1, None), (4, 2, "5,100")):
+        g, argv = scale.check_run(inputs, p, 20, 4)
+        assert g == G and argv[argv.index("--ranks-per-node") + 1] == str(G), argv
+        assert (argv[argv.index("--local-link") + 1] if "--local-link" in argv else None) == local, argv
 
 
 # ---------------------------------------------------------------------------- busy machines
