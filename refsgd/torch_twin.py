@@ -75,4 +75,4 @@ def loss_and_grad(model, net, w, x, y):
     xt = torch.from_numpy(np.ascontiguousarray(x, dtype=net.dtype))
     loss = tnn.functional.cross_entropy(model(xt), torch.from_numpy(np.asarray(y, dtype=np.int64)))
     loss.backward()
-    return float(loss), flat_grad(model, net)
+    return float(loss.detach()), flat_grad(model, net)
