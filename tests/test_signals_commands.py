@@ -9,13 +9,14 @@ file written, not yet renamed). Each moment is tried five times (SIGINT and SIGT
 different points); the repetitions are marked slow, one try per command and moment runs in the quick
 suite. `mpiexec -n 2 refsgd train` has its own (tests/mpiexec/test_signals.py).
 
-The collections come mostly with the imports (a command's first 0.1-0.2 s): the first three gc tries
-count collections (3, 12, 30: every command makes more, verify the fewest, 54), the last two take the first collection
-0.5 s and 1.5 s in, where the command's work is (or its end, when it collects no more). `refsgd
-reproduce` collects nothing while its runs go on: a collection after its imports, and its first write,
-come once every run has ended, in the judging, the figure and the pages, which is what `--rejudge`
-does without the runs; those tries (gc 3-4, write) run it there, on a copy of a committed result,
-and the runs are stopped by the other moments (after@S lands in them).
+The collections come mostly with the imports (a command's first 0.1-0.2 s): the first three gc
+tries count collections (3, 12, 30: every command makes more, verify the fewest, 54; the test says
+so when one does not), the last two take the first collection 0.5 s and 1.5 s in, where the
+command's work is (or its end, when it collects no more). `refsgd reproduce` collects nothing while
+its runs go on: a collection after its imports, and its first write, come once every run has
+ended, in the judging, the figure and the pages, which is what `--rejudge` does without the runs;
+those tries (gc 3-4, write) run it there, on a copy of a committed result, and the runs are
+stopped by the other moments (after@S lands in them).
 """
 
 import glob
