@@ -49,7 +49,10 @@ def pytest_runtest_protocol(item, nextitem):
 
 def summary(folder, n=30):
     """The totals by file and the ``n`` costliest tests (CPU seconds), as text."""
-    rows = [json.loads(line) for path in glob.glob(os.path.join(folder, "*.jsonl")) for line in open(path)]
+    rows = []
+    for path in glob.glob(os.path.join(folder, "*.jsonl")):
+        with open(path) as f:
+            rows += [json.loads(line) for line in f]
     if not rows:
         return f"no test recorded in {folder}"
     cpu = {}
